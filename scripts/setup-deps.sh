@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of stepwatch from Debian packages,
+# only when something is missing. Safe to run again; needs root for apt-get.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libfmt-dev libre2-dev libtomlplusplus-dev libcli11-dev libcpp-httplib-dev
+  nlohmann-json3-dev libsqlite3-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  clang-14 libclang-rt-14-dev clang-format-14
+  python3-dev python3-numpy python3-torch
+  procps iproute2 gdb
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  # dpkg-query prints "install ok installed" only for a fully installed package.
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup-deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup-deps: missing packages and not root; run as root or install: ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

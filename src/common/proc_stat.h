@@ -1,0 +1,32 @@
+// The few facts of /proc/<pid>/stat that the contract needs (process start time as the pid-reuse
+// guard). Parsed from the *last* ')' because a process name may contain ')' and spaces.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "src/common/result.h"
+
+namespace stepwatch {
+
+struct ProcStat {
+  int pid = 0;
+  std::string comm;
+  char state = '?';
+  int ppid = 0;
+  int pgrp = 0;
+  int session = 0;
+  uint64_t utime_ticks = 0;
+  uint64_t stime_ticks = 0;
+  int64_t num_threads = 0;
+  uint64_t start_ticks = 0;  // field 22: clock ticks after boot
+};
+
+// Parses the text of a stat file. Errors name the field that was malformed.
+Result<ProcStat> parse_proc_stat(std::string_view text);
+
+// Reads <proc_root>/<pid>/stat. A vanished process is Errc::kNotFound.
+Result<ProcStat> read_proc_stat(const std::string& proc_root, int pid);
+
+}  // namespace stepwatch

@@ -1,0 +1,264 @@
+#include "src/contract/beacon_reader.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "src/contract/names.h"
+#include "src/contract/seqlock.h"
+
+namespace stepwatch::contract {
+
+const char* source_name(Source s) { return s == Source::kBeacon ? "beacon" : "jsonl"; }
+
+const char* rank_status_name(RankStatus s) {
+  switch (s) {
+    case RankStatus::kRunning: return "running";
+    case RankStatus::kFinished: return "finished";
+    case RankStatus::kFailed: return "failed";
+  }
+  return "?";
+}
+
+namespace {
+
+// A fixed char field must hold a NUL inside its bounds; returns the string before it.
+Result<std::string> fixed_string(const char* field, size_t size, std::string_view path, const char* name) {
+  size_t len = ::strnlen(field, size);
+  if (len == size) {
+    return Error{Errc::kInvalidField, fmt::format("{}: field {} is not NUL-terminated", path, name)};
+  }
+  return std::string(field, len);
+}
+
+Error field_error(std::string_view path, const char* name, std::string_view why) {
+  return Error{Errc::kInvalidField, fmt::format("{}: field {} {}", path, name, why)};
+}
+
+}  // namespace
+
+Result<RankSnapshot> decode_beacon(std::span<const uint8_t> bytes, const ReadOptions& options,
+                                   std::string_view path) {
+  if (bytes.size() < 16) {
+    return Error{Errc::kTruncated, fmt::format("{}: {} bytes, shorter than the 16-byte header", path, bytes.size())};
+  }
+  uint64_t magic;
+  uint32_t version, size;
+  std::memcpy(&magic, bytes.data(), 8);
+  std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&size, bytes.data() + 12, 4);
+  if (magic != STEPWATCH_BEACON_MAGIC) {
+    return Error{Errc::kBadMagic, fmt::format("{}: bad magic 0x{:016x}, not a stepwatch beacon", path, magic)};
+  }
+  if (version != STEPWATCH_BEACON_VERSION) {
+    return Error{Errc::kUnknownVersion,
+                 fmt::format("{}: beacon version {}, this stepwatch reads version {}", path, version,
+                             STEPWATCH_BEACON_VERSION)};
+  }
+  if (size != sizeof(stepwatch_beacon_v1)) {
+    return Error{Errc::kSizeMismatch,
+                 fmt::format("{}: header says {} bytes, version 1 is {}", path, size, sizeof(stepwatch_beacon_v1))};
+  }
+  if (bytes.size() < size) {
+    return Error{Errc::kTruncated, fmt::format("{}: {} bytes, header says {}", path, bytes.size(), size)};
+  }
+  if (bytes.size() > size) {
+    return Error{Errc::kSizeMismatch, fmt::format("{}: {} bytes, header says {}", path, bytes.size(), size)};
+  }
+  stepwatch_beacon_v1 b;
+  std::memcpy(&b, bytes.data(), sizeof b);
+  if (b.seq & 1) return Error{Errc::kTorn, fmt::format("{}: copied while a writer was inside an update", path)};
+
+  RankSnapshot s;
+  s.source = Source::kBeacon;
+  s.path = std::string(path);
+  auto job = fixed_string(b.job, sizeof b.job, path, "job");
+  if (!job) return job.error();
+  if (auto st = validate_job_id(*job); !st) return field_error(path, "job", st.error().message);
+  if (options.expected_job && *job != *options.expected_job) {
+    return Error{Errc::kJobMismatch,
+                 fmt::format("{}: beacon belongs to job \"{}\", expected \"{}\"", path, *job, *options.expected_job)};
+  }
+  s.job = std::move(*job);
+  auto host = fixed_string(b.host, sizeof b.host, path, "host");
+  if (!host) return host.error();
+  if (auto st = validate_host(*host); !st) return field_error(path, "host", st.error().message);
+  s.host = std::move(*host);
+  auto phase = fixed_string(b.phase, sizeof b.phase, path, "phase");
+  if (!phase) return phase.error();
+  if (auto st = validate_phase(*phase); !st) return field_error(path, "phase", st.error().message);
+  s.phase = std::move(*phase);
+
+  if (b.world_size < 1) return field_error(path, "world_size", fmt::format("is {}, must be >= 1", b.world_size));
+  if (b.rank < 0 || b.rank >= b.world_size) {
+    return field_error(path, "rank", fmt::format("is {}, outside 0..{}", b.rank, b.world_size - 1));
+  }
+  if (b.local_rank < 0 || b.local_rank >= b.world_size) {
+    return field_error(path, "local_rank", fmt::format("is {}, outside 0..{}", b.local_rank, b.world_size - 1));
+  }
+  if (b.pid <= 0) return field_error(path, "pid", fmt::format("is {}, must be > 0", b.pid));
+  if (b.status > STEPWATCH_STATUS_FAILED) return field_error(path, "status", fmt::format("is {}", b.status));
+  if (b.step < -1) return field_error(path, "step", fmt::format("is {}, must be >= -1", b.step));
+  if (b.ckpt_step < -1) return field_error(path, "ckpt_step", fmt::format("is {}, must be >= -1", b.ckpt_step));
+  for (int64_t t : {b.created_wall_ns, b.created_mono_ns, b.step_wall_ns, b.step_mono_ns, b.phase_wall_ns,
+                    b.phase_mono_ns, b.beat_wall_ns, b.beat_mono_ns, b.ckpt_wall_ns, b.ckpt_mono_ns, b.loss_wall_ns,
+                    b.loss_mono_ns, b.update_mono_ns}) {
+    if (t < 0) return field_error(path, "time", fmt::format("has a negative timestamp {}", t));
+  }
+
+  s.rank = b.rank;
+  s.local_rank = b.local_rank;
+  s.world_size = b.world_size;
+  s.pid = b.pid;
+  s.pid_start_ticks = b.pid_start_ticks;
+  s.incarnation = b.incarnation;
+  s.status = b.status == STEPWATCH_STATUS_FINISHED ? RankStatus::kFinished
+             : b.status == STEPWATCH_STATUS_FAILED ? RankStatus::kFailed
+                                                   : RankStatus::kRunning;
+  s.created = {b.created_wall_ns, b.created_mono_ns};
+  if (b.step >= 0 && b.step_count > 0) {
+    s.step = b.step;
+    s.step_at = {b.step_wall_ns, b.step_mono_ns};
+  }
+  s.step_count = b.step_count;
+  s.phase_since = {b.phase_wall_ns, b.phase_mono_ns};
+  s.phase_count = b.phase_count;
+  if (b.beat_count > 0) s.beat_at = Stamp{b.beat_wall_ns, b.beat_mono_ns};
+  s.beat_count = b.beat_count;
+  if (b.ckpt_step >= 0) {
+    auto id = fixed_string(b.ckpt_id, sizeof b.ckpt_id, path, "ckpt_id");
+    if (!id) return id.error();
+    if (auto st = validate_checkpoint_id(*id); !st) return field_error(path, "ckpt_id", st.error().message);
+    s.checkpoint = CheckpointMark{std::move(*id), b.ckpt_step, {b.ckpt_wall_ns, b.ckpt_mono_ns}};
+  }
+  if (b.loss_wall_ns > 0 || b.loss_mono_ns > 0) {
+    s.loss = b.loss;
+    s.loss_at = {b.loss_wall_ns, b.loss_mono_ns};
+  }
+  s.updated_mono_ns = b.update_mono_ns;
+  s.updated = {0, b.update_mono_ns};
+  int64_t latest_wall = std::max({b.created_wall_ns, b.step_wall_ns, b.phase_wall_ns, b.beat_wall_ns,
+                                  b.ckpt_wall_ns, b.loss_wall_ns});
+  s.updated.wall_ns = latest_wall;
+
+  // The ring, oldest first: slots hold the last min(step_count, 16) commits.
+  uint64_t n = std::min<uint64_t>(b.step_count, STEPWATCH_RECENT_STEPS);
+  s.recent.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t idx = (b.step_count - n + i) % STEPWATCH_RECENT_STEPS;
+    s.recent.push_back({b.recent[idx].step, b.recent[idx].mono_ns});
+  }
+  return s;
+}
+
+Result<BeaconMapping> BeaconMapping::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ENOENT) return Error{Errc::kNotFound, fmt::format("{}: no such beacon", path)};
+    if (e == ELOOP) return Error{Errc::kInvalidArgument, fmt::format("{}: is a symlink, refused", path)};
+    if (e == EACCES || e == EPERM) return Error{Errc::kPermission, fmt::format("{}: {}", path, std::strerror(e))};
+    return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(e))};
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    Error err{Errc::kIo, fmt::format("{}: fstat: {}", path, std::strerror(errno))};
+    ::close(fd);
+    return err;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error{Errc::kInvalidArgument, fmt::format("{}: not a regular file, refused", path)};
+  }
+  if (static_cast<uint64_t>(st.st_size) != sizeof(stepwatch_beacon_v1)) {
+    ::close(fd);
+    // Tell a short file from an oversized one so the operator knows which.
+    Errc code = static_cast<uint64_t>(st.st_size) < sizeof(stepwatch_beacon_v1) ? Errc::kTruncated
+                                                                                 : Errc::kSizeMismatch;
+    if (st.st_size >= 16) {
+      // Still report a wrong magic/version first: a foreign file is not a "truncated beacon".
+      uint8_t head[16];
+      int fd2 = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+      if (fd2 >= 0) {
+        ssize_t got = ::pread(fd2, head, sizeof head, 0);
+        ::close(fd2);
+        if (got == 16) {
+          auto r = decode_beacon(std::span<const uint8_t>(head, 16), {}, path);
+          if (!r && (r.error().code == Errc::kBadMagic || r.error().code == Errc::kUnknownVersion ||
+                     r.error().code == Errc::kSizeMismatch)) {
+            return r.error();
+          }
+        }
+      }
+    }
+    return Error{code, fmt::format("{}: file is {} bytes, a version 1 beacon is {}", path,
+                                   static_cast<int64_t>(st.st_size), sizeof(stepwatch_beacon_v1))};
+  }
+  void* mem = ::mmap(nullptr, sizeof(stepwatch_beacon_v1), PROT_READ, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (mem == MAP_FAILED) return Error{Errc::kIo, fmt::format("{}: mmap: {}", path, std::strerror(e))};
+  BeaconMapping m;
+  m.path_ = path;
+  m.map_ = static_cast<const stepwatch_beacon_v1*>(mem);
+  m.inode_ = st.st_ino;
+  return m;
+}
+
+BeaconMapping::BeaconMapping(BeaconMapping&& o) noexcept
+    : path_(std::move(o.path_)), map_(std::exchange(o.map_, nullptr)), inode_(o.inode_) {}
+
+BeaconMapping& BeaconMapping::operator=(BeaconMapping&& o) noexcept {
+  if (this != &o) {
+    if (map_ != nullptr) ::munmap(const_cast<stepwatch_beacon_v1*>(map_), sizeof(stepwatch_beacon_v1));
+    path_ = std::move(o.path_);
+    map_ = std::exchange(o.map_, nullptr);
+    inode_ = o.inode_;
+  }
+  return *this;
+}
+
+BeaconMapping::~BeaconMapping() {
+  if (map_ != nullptr) ::munmap(const_cast<stepwatch_beacon_v1*>(map_), sizeof(stepwatch_beacon_v1));
+}
+
+Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
+  stepwatch_beacon_v1 copy;
+  int odd = 0;
+  for (int attempt = 0; attempt <= max_retries; ++attempt) {
+    ReadOutcome r = seq_read_once(map_, &copy);
+    if (r == ReadOutcome::kOk) return copy;
+    if (r == ReadOutcome::kOdd) ++odd;
+    // A writer holds the record for tens of nanoseconds; after a few spins, give it the CPU.
+    if (attempt >= 8) sched_yield();
+  }
+  if (odd > max_retries / 2) {
+    return Error{Errc::kTorn, fmt::format("{}: writer inside an update for {} reads (stuck or died mid-update)",
+                                          path_, max_retries + 1)};
+  }
+  return Error{Errc::kTorn, fmt::format("{}: no consistent read after {} retries", path_, max_retries + 1)};
+}
+
+Result<RankSnapshot> BeaconMapping::read(const ReadOptions& options) const {
+  auto raw = read_raw(options.max_retries);
+  if (!raw) return raw.error();
+  return decode_beacon(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&*raw), sizeof(stepwatch_beacon_v1)),
+                       options, path_);
+}
+
+Result<RankSnapshot> read_beacon_file(const std::string& path, const ReadOptions& options) {
+  auto m = BeaconMapping::open(path);
+  if (!m) return m.error();
+  return m->read(options);
+}
+
+}  // namespace stepwatch::contract

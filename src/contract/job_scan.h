@@ -1,0 +1,28 @@
+// One look at a beacon root: which jobs exist and what each rank last reported, from beacon
+// files and progress.jsonl alike. Junk in the directory is reported, never fatal.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "src/common/result.h"
+#include "src/contract/snapshot.h"
+
+namespace stepwatch::contract {
+
+struct JobView {
+  std::string job;
+  std::string dir;
+  std::vector<RankSnapshot> ranks;  // sorted by rank; one per rank
+  std::vector<Error> problems;      // unreadable beacons, bad JSONL lines, junk files
+};
+
+// Job directories under root with valid job ids, sorted. Invalid names are skipped and listed
+// in `skipped` when given.
+Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<Error>* skipped = nullptr);
+
+// Reads every rank of one job. When a rank has both a beacon and JSONL lines, the source with
+// the most recent step wins (a trainer may move from one to the other).
+JobView scan_job(const std::string& root, const std::string& job);
+
+}  // namespace stepwatch::contract

@@ -1,0 +1,32 @@
+// Names that become paths or labels: job ids, phase names, checkpoint ids. A beacon is untrusted
+// input to a watchdog that may run as root, so every name is validated the same way on the way
+// in (writer) and on the way out (reader).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "src/common/result.h"
+
+namespace stepwatch::contract {
+
+inline constexpr const char* kDefaultDir = "/dev/shm/stepwatch";
+
+// Job ids: 1..63 of [A-Za-z0-9._-], not starting with '.' or '-' (no traversal, safe as a
+// Prometheus label and a directory name).
+Status validate_job_id(std::string_view job);
+// Phase names: 1..31 of [A-Za-z0-9._:/-].
+Status validate_phase(std::string_view phase);
+// Checkpoint ids: 1..63 printable ASCII bytes, no spaces or quotes.
+Status validate_checkpoint_id(std::string_view id);
+// Host names: 0..63 printable ASCII bytes.
+Status validate_host(std::string_view host);
+
+std::string job_dir(const std::string& root, std::string_view job);
+std::string beacon_path(const std::string& root, std::string_view job, int rank);
+std::string jsonl_path(const std::string& root, std::string_view job);
+
+// "rank-12.beacon" -> 12; anything else -> -1.
+int rank_from_beacon_name(std::string_view file_name);
+
+}  // namespace stepwatch::contract
