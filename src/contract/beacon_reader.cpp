@@ -180,26 +180,17 @@ Result<BeaconMapping> BeaconMapping::open(const std::string& path) {
     return Error{Errc::kInvalidArgument, fmt::format("{}: not a regular file, refused", path)};
   }
   if (static_cast<uint64_t>(st.st_size) != sizeof(stepwatch_beacon_v1)) {
+    // A foreign file is reported as such (bad magic), not as a "truncated beacon".
+    uint8_t head[16];
+    ssize_t got = st.st_size >= 16 ? ::pread(fd, head, sizeof head, 0) : 0;
     ::close(fd);
-    // Tell a short file from an oversized one so the operator knows which.
+    if (got == 16) {
+      auto r = decode_beacon(std::span<const uint8_t>(head, 16), {}, path);
+      Errc c = r ? Errc::kOk : r.error().code;
+      if (c == Errc::kBadMagic || c == Errc::kUnknownVersion || c == Errc::kSizeMismatch) return r.error();
+    }
     Errc code = static_cast<uint64_t>(st.st_size) < sizeof(stepwatch_beacon_v1) ? Errc::kTruncated
                                                                                  : Errc::kSizeMismatch;
-    if (st.st_size >= 16) {
-      // Still report a wrong magic/version first: a foreign file is not a "truncated beacon".
-      uint8_t head[16];
-      int fd2 = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-      if (fd2 >= 0) {
-        ssize_t got = ::pread(fd2, head, sizeof head, 0);
-        ::close(fd2);
-        if (got == 16) {
-          auto r = decode_beacon(std::span<const uint8_t>(head, 16), {}, path);
-          if (!r && (r.error().code == Errc::kBadMagic || r.error().code == Errc::kUnknownVersion ||
-                     r.error().code == Errc::kSizeMismatch)) {
-            return r.error();
-          }
-        }
-      }
-    }
     return Error{code, fmt::format("{}: file is {} bytes, a version 1 beacon is {}", path,
                                    static_cast<int64_t>(st.st_size), sizeof(stepwatch_beacon_v1))};
   }

@@ -1,0 +1,49 @@
+# stepwatch: every target installs what it needs (scripts/setup-deps.sh) before building.
+PRESET ?= release
+BUILD := build/$(PRESET)
+FUZZ_SECONDS ?= 30
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps build test unit-test asan-test fuzz-test demo bench fuzz format clean
+
+all: build
+
+deps:
+	./scripts/setup-deps.sh
+
+build: deps
+	cmake --preset $(PRESET)
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+# Unit, concurrency, C-compiled, Python and end-to-end tests; then the fuzzers for a bounded
+# time; then the C++ tests again under AddressSanitizer + UBSan.
+test: unit-test fuzz-test asan-test
+
+unit-test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+fuzz-test: deps
+	./fuzz/run.sh $(FUZZ_SECONDS)
+
+asan-test: deps
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS)
+	ctest --test-dir build/asan --output-on-failure -j $(JOBS)
+
+# A long fuzz campaign, not part of make test.
+fuzz: deps
+	./fuzz/run.sh $${SECONDS_PER_TARGET:-600}
+
+demo: build
+	./examples/demo.sh $(BUILD)
+
+bench: deps
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+	/usr/bin/python3 bench/report.py --build-dir build/release
+
+format:
+	clang-format-14 -i $$(git ls-files '*.cpp' '*.h' '*.hpp' '*.c')
+
+clean:
+	rm -rf build

@@ -1,0 +1,419 @@
+#include "src/detect/detector.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "src/common/duration.h"
+
+namespace stepwatch::detect {
+
+namespace {
+
+using contract::RankSnapshot;
+
+// Age of a stamp: monotonic for records of this host (immune to clock jumps), else wall.
+int64_t age_of(const Stamp& at, const Stamp& now, bool same_host) {
+  if (same_host && at.mono_ns > 0 && now.mono_ns > 0) return std::max<int64_t>(0, now.mono_ns - at.mono_ns);
+  if (at.wall_ns > 0 && now.wall_ns > 0) return std::max<int64_t>(0, now.wall_ns - at.wall_ns);
+  return 0;
+}
+
+bool later(const Stamp& a, const Stamp& b) {
+  if (a.mono_ns > 0 && b.mono_ns > 0) return a.mono_ns > b.mono_ns;
+  return a.wall_ns > b.wall_ns;
+}
+
+int64_t scaled(int64_t ns, double f) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * f)); }
+
+const ProcessFacts* proc_of(const Observation& obs, int rank) {
+  for (const auto& p : obs.procs) if (p.rank == rank) return &p;
+  return nullptr;
+}
+
+// Phases that do not take part in collectives: a rank sitting in one while others train is the
+// likely reason the others wait.
+bool non_collective_phase(const std::string& p) { return p == "data" || p == "checkpoint" || p == "init"; }
+
+}  // namespace
+
+Detector::Detector(Config config)
+    : config_(std::move(config)), learner_(config_.learn_window, config_.learn_min_samples) {}
+
+void Detector::learn(const RankSnapshot& r, RankMemory& m) {
+  bool phase_changed = m.seen && r.phase_count != m.phase_count;
+  bool training = r.phase == "train";
+  if (r.source == contract::Source::kBeacon) {
+    // New ring entries since the last poll; commit k (1-based) ends the interval k-1 -> k.
+    uint64_t n = r.recent.size();
+    uint64_t first_commit = r.step_count - n + 1;
+    for (uint64_t i = 1; i < n; ++i) {
+      uint64_t k = first_commit + i;
+      if (k <= m.step_count) continue;
+      if (k < static_cast<uint64_t>(config_.warmup_steps) + 2) continue;
+      if (phase_changed || !training) continue;
+      learner_.add(r.recent[i].mono_ns - r.recent[i - 1].mono_ns);
+    }
+  } else if (r.step && m.jsonl_step && r.step_count > m.step_count && !phase_changed && training &&
+             r.step_count >= static_cast<uint64_t>(config_.warmup_steps) + 2) {
+    uint64_t commits = r.step_count - m.step_count;
+    learner_.add((r.step_at.wall_ns - m.jsonl_step_wall_ns) / static_cast<int64_t>(commits));
+  }
+  m.step_count = r.step_count;
+  m.phase_count = r.phase_count;
+  m.jsonl_step = r.step;
+  m.jsonl_step_wall_ns = r.step_at.wall_ns;
+  m.seen = true;
+}
+
+RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, int64_t effective_ns) {
+  RankVerdict rv;
+  rv.rank = r.rank;
+  rv.step = r.step;
+  rv.phase = r.phase;
+  bool same_host = r.host.empty() || r.host == obs.local_host;
+  rv.step_age_ns = age_of(r.step ? r.step_at : r.created, obs.now, same_host);
+  rv.phase_age_ns = age_of(r.phase_since, obs.now, same_host);
+
+  if (r.status == contract::RankStatus::kFinished) {
+    rv.state = State::kFinished;
+    rv.note = "finished";
+    return rv;
+  }
+  const ProcessFacts* p = proc_of(obs, r.rank);
+  if (r.status == contract::RankStatus::kFailed) {
+    rv.state = State::kDead;
+    rv.note = "rank reported failure";
+    return rv;
+  }
+  if (p != nullptr && (!p->alive || !p->same_process)) {
+    rv.state = State::kDead;
+    rv.note = !p->alive ? (p->exit_code ? fmt::format("process {} exited with status {}", r.pid, *p->exit_code)
+                                        : fmt::format("process {} is gone", r.pid))
+                        : fmt::format("pid {} now belongs to another process", r.pid);
+    return rv;
+  }
+
+  // A labeled phase with its own budget.
+  const PhaseRule* rule = nullptr;
+  if (r.phase == "compile" && r.incarnation > 0 && config_.compile_warm) {
+    rule = &*config_.compile_warm;
+  } else if (auto it = config_.phases.find(r.phase); it != config_.phases.end()) {
+    rule = &it->second;
+  }
+  if (rule != nullptr) {
+    int64_t elapsed = rv.phase_age_ns;
+    if (rule->beats_renew && r.beat_at && later(*r.beat_at, r.phase_since)) {
+      elapsed = age_of(*r.beat_at, obs.now, same_host);
+    }
+    rv.budget_ns = rule->budget_ns;
+    std::string warm = (r.phase == "compile" && r.incarnation > 0) ? " (warm restart)" : "";
+    if (elapsed > rule->budget_ns) {
+      rv.state = State::kStalled;
+      rv.cause = Cause::kPhaseOverrun;
+      rv.note = fmt::format("phase {}{} for {}, budget {}", r.phase, warm, format_duration(elapsed),
+                            format_duration(rule->budget_ns));
+    } else if (elapsed > scaled(rule->budget_ns, 0.8)) {
+      rv.state = State::kSuspect;
+      rv.note = fmt::format("phase {}{} for {}, near its budget {}", r.phase, warm, format_duration(elapsed),
+                            format_duration(rule->budget_ns));
+    } else {
+      rv.state = r.step ? State::kHealthy : State::kStarting;
+      rv.note = fmt::format("in phase {}{} ({} of {})", r.phase, warm, format_duration(elapsed),
+                            format_duration(rule->budget_ns));
+    }
+    return rv;
+  }
+
+  // No step yet: the init budget.
+  if (!r.step) {
+    Stamp since = later(r.phase_since, r.created) ? r.phase_since : r.created;
+    int64_t elapsed = age_of(since, obs.now, same_host);
+    rv.budget_ns = config_.init_budget_ns;
+    if (elapsed > config_.init_budget_ns) {
+      rv.state = State::kStalled;
+      rv.cause = Cause::kInit;
+      rv.note = fmt::format("no first step after {}, init budget {}", format_duration(elapsed),
+                            format_duration(config_.init_budget_ns));
+    } else if (elapsed > scaled(config_.init_budget_ns, 0.8)) {
+      rv.state = State::kSuspect;
+      rv.note = fmt::format("no first step after {}, near the init budget", format_duration(elapsed));
+    } else {
+      rv.state = State::kStarting;
+      rv.note = fmt::format("starting for {}", format_duration(elapsed));
+    }
+    return rv;
+  }
+
+  // Step time. The clock restarts when a labeled phase ends after the last step.
+  int64_t silent = later(r.phase_since, r.step_at) ? std::min(rv.step_age_ns, rv.phase_age_ns) : rv.step_age_ns;
+  bool warmup = r.step_count <= static_cast<uint64_t>(config_.warmup_steps) + 1;
+  int64_t stall_after, suspect_after;
+  if (effective_ns <= 0) {
+    // Learning and nothing learned yet: be conservative rather than page on a guess.
+    int64_t guess = learner_.max_seen() > 0 ? scaled(learner_.max_seen(), 3.0 * config_.grace_intervals) : 0;
+    stall_after = std::max(guess, config_.init_budget_ns);
+    suspect_after = scaled(stall_after, 0.5);
+  } else {
+    stall_after = scaled(effective_ns, config_.grace_intervals);
+    suspect_after = effective_ns;
+    if (warmup) {
+      stall_after = std::max(stall_after, config_.init_budget_ns);
+      suspect_after = std::max(suspect_after, scaled(config_.init_budget_ns, 0.8));
+    }
+  }
+  rv.budget_ns = stall_after;
+  if (silent > stall_after) {
+    rv.state = State::kStalled;
+    rv.cause = Cause::kUnknown;
+    rv.note = fmt::format("no step for {}, {:.1f}x the expected interval", format_duration(silent),
+                          effective_ns > 0 ? static_cast<double>(silent) / static_cast<double>(effective_ns) : 0.0);
+  } else if (silent > suspect_after) {
+    rv.state = State::kSuspect;
+    rv.note = fmt::format("no step for {} (one interval missed)", format_duration(silent));
+  } else {
+    rv.state = State::kHealthy;
+  }
+  return rv;
+}
+
+Verdict Detector::observe(const Observation& obs) {
+  Verdict v;
+  // 1. Learn from what is new, then fix the effective interval for this poll.
+  std::vector<const RankSnapshot*> ranks;
+  for (const auto& r : obs.ranks) ranks.push_back(&r);
+  std::sort(ranks.begin(), ranks.end(), [](auto* a, auto* b) { return a->rank < b->rank; });
+  for (const auto* r : ranks) {
+    RankMemory& m = memory_[r->rank];
+    if (m.seen && m.incarnation != r->incarnation) m = RankMemory{};
+    m.incarnation = r->incarnation;
+    // One rank teaches the learner (in data-parallel training all ranks share the cadence).
+    if (r == ranks.front()) {
+      learn(*r, m);
+    } else {
+      m.step_count = r->step_count;
+      m.phase_count = r->phase_count;
+      m.seen = true;
+    }
+  }
+  std::optional<Learned> base = learner_.baseline();
+  int64_t expected = 0;
+  if (config_.expected_interval_ns) {
+    expected = *config_.expected_interval_ns;
+    v.interval_source = IntervalSource::kSpec;
+  } else if (base) {
+    expected = base->p90_ns;
+    v.interval_source = learner_.frozen() ? IntervalSource::kLearned : IntervalSource::kLearning;
+  }
+  // The longest recent interval, not a quantile: a heavy tail must not page, and a job whose
+  // steps slow down but complete carries its threshold along.
+  int64_t effective = expected > 0 ? std::max(expected, learner_.recent_max(16)) : 0;
+  v.expected_interval_ns = effective;
+
+  // 2. Judge each rank.
+  for (const auto* r : ranks) v.ranks.push_back(judge_rank(*r, obs, effective));
+
+  // Slow: steps complete, but the recent median is well above what is expected.
+  std::optional<Learned> recent8 = learner_.recent(8);
+  int64_t slow_ref = config_.expected_interval_ns ? *config_.expected_interval_ns : (base ? base->median_ns : 0);
+  bool slow = slow_ref > 0 && recent8 && recent8->samples >= 3 &&
+              static_cast<double>(recent8->median_ns) > config_.slow_factor * static_cast<double>(slow_ref);
+  for (auto& rv : v.ranks) {
+    if (slow && rv.state == State::kHealthy) {
+      rv.state = State::kSlow;
+      rv.note = fmt::format("steps complete every {} (median), {:.1f}x the expected {}",
+                            format_duration(recent8->median_ns),
+                            static_cast<double>(recent8->median_ns) / static_cast<double>(slow_ref),
+                            format_duration(slow_ref));
+    }
+  }
+
+  // 3. The job: the worst rank, plus the whole job's exit.
+  int world = obs.world_size;
+  for (const auto* r : ranks) world = std::max(world, r->world_size);
+  State worst = v.ranks.empty() ? State::kStarting : State::kFinished;
+  for (const auto& rv : v.ranks) {
+    if (severity(rv.state) > severity(worst)) worst = rv.state;
+  }
+  bool all_finished = !v.ranks.empty() && worst == State::kFinished && static_cast<int>(v.ranks.size()) >= world;
+  if (obs.job_exit_code && *obs.job_exit_code == 0 && worst != State::kDead) all_finished = true;
+  if (all_finished) {
+    worst = State::kFinished;
+  } else if (worst == State::kFinished) {
+    worst = State::kHealthy;  // some ranks finished, the rest have not reported yet
+  }
+  if (obs.job_exit_code && *obs.job_exit_code != 0 && worst != State::kFinished) worst = State::kDead;
+  v.state = worst;
+
+  for (const auto& rv : v.ranks) {
+    if (rv.step && (!v.last_step || *rv.step > *v.last_step)) v.last_step = rv.step;
+    if (rv.step && (v.last_step_age_ns < 0 || rv.step_age_ns < v.last_step_age_ns)) v.last_step_age_ns = rv.step_age_ns;
+  }
+  std::map<std::string, int> phases;
+  for (const auto& rv : v.ranks) ++phases[rv.phase];
+  int most = 0;
+  for (const auto& [p, n] : phases) {
+    if (n > most) {
+      most = n;
+      v.phase = p;
+    }
+  }
+  for (const auto& rv : v.ranks) {
+    if (rv.phase == v.phase && rv.budget_ns && config_.phases.count(rv.phase)) v.phase_budget_ns = rv.budget_ns;
+  }
+
+  if (v.state == State::kStalled || v.state == State::kDead) choose_cause(obs, v, effective);
+
+  if (v.state != last_state_ || v.cause != last_cause_) {
+    if (v.state != last_state_ || since_wall_ns_ == 0) since_wall_ns_ = obs.now.wall_ns;
+    last_state_ = v.state;
+    last_cause_ = v.cause;
+  }
+  v.since_wall_ns = since_wall_ns_;
+  v.summary = fmt::format("{}{}{}: last step {} {} ago, expected interval {} ({})", state_name(v.state),
+                          v.cause == Cause::kNone ? "" : "/", v.cause == Cause::kNone ? "" : cause_name(v.cause),
+                          v.last_step ? fmt::format("{}", *v.last_step) : "none",
+                          v.last_step_age_ns >= 0 ? format_duration(v.last_step_age_ns) : "n/a",
+                          effective > 0 ? format_duration(effective) : "n/a", interval_source_name(v.interval_source));
+  if (!v.culprits.empty()) {
+    v.summary += "; culprit";
+    for (const auto& c : v.culprits) v.summary += fmt::format(" rank {} ({})", c.rank, c.reason);
+  }
+  return v;
+}
+
+void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effective_ns) const {
+  auto add = [&](int rank, std::string reason) {
+    for (const auto& c : v.culprits) if (c.rank == rank) return;
+    v.culprits.push_back({rank, std::move(reason)});
+  };
+  std::vector<const RankVerdict*> stalled, advancing, dead;
+  for (const auto& rv : v.ranks) {
+    if (rv.state == State::kStalled) stalled.push_back(&rv);
+    if (rv.state == State::kDead) dead.push_back(&rv);
+    // Advancing: still committing steps (a rank waiting inside a labeled phase is not).
+    bool recent_step = rv.step && (effective_ns <= 0 || rv.step_age_ns <= effective_ns);
+    if ((rv.state == State::kHealthy || rv.state == State::kSlow) && recent_step) advancing.push_back(&rv);
+  }
+  for (const auto& rv : v.ranks) {
+    v.evidence.push_back({"step", rv.step ? fmt::format("{}", *rv.step) : "none", rv.rank, rv.step_age_ns});
+    v.evidence.push_back({"phase", rv.phase, rv.rank, rv.phase_age_ns});
+  }
+  for (const auto& p : obs.procs) {
+    std::string io = p.io_delta_bytes ? fmt::format("{} B", *p.io_delta_bytes) : "n/a";
+    std::string cpu = p.cpu_delta_ns ? format_duration(*p.cpu_delta_ns) : "n/a";
+    v.evidence.push_back({"process", fmt::format("state {} D-threads {} cpu +{} io +{} wchan {}", p.state,
+                                                 p.threads_in_d, cpu, io, p.wchan.empty() ? "n/a" : p.wchan),
+                          p.rank, -1});
+  }
+  for (const auto& g : obs.gpus) {
+    v.evidence.push_back({"gpu", fmt::format("sm {} power {}",
+                                             g.sm_util_pct ? fmt::format("{:.0f}%", *g.sm_util_pct) : "n/a",
+                                             g.power_w ? fmt::format("{:.0f} W", *g.power_w) : "n/a"),
+                          g.rank, -1});
+  }
+  if (obs.log) {
+    int64_t age = obs.log->last_line_wall_ns > 0 ? obs.now.wall_ns - obs.log->last_line_wall_ns : -1;
+    v.evidence.push_back({"log", fmt::format("{} lines; output is not progress", obs.log->lines_total), -1, age});
+  }
+
+  if (v.state == State::kDead) {
+    v.cause = Cause::kNone;
+    for (const auto* rv : dead) add(rv->rank, rv->note);
+    if (dead.empty() && obs.job_exit_code) {
+      v.evidence.push_back({"exit", fmt::format("job exited with status {}", *obs.job_exit_code), -1, -1});
+    }
+    return;
+  }
+
+  for (const auto* rv : stalled) {
+    if (rv->cause == Cause::kPhaseOverrun) {
+      v.cause = Cause::kPhaseOverrun;
+      add(rv->rank, rv->note);
+    }
+  }
+  if (v.cause == Cause::kPhaseOverrun) return;
+  bool all_init = !stalled.empty();
+  for (const auto* rv : stalled) all_init = all_init && rv->cause == Cause::kInit;
+  if (all_init) {
+    v.cause = Cause::kInit;
+    for (const auto* rv : stalled) add(rv->rank, rv->note);
+    return;
+  }
+  if (!advancing.empty()) {
+    v.cause = Cause::kRankSilent;
+    for (const auto* rv : stalled) {
+      const ProcessFacts* p = proc_of(obs, rv->rank);
+      add(rv->rank, fmt::format("beacon silent for {} while {} other rank(s) advance{}", format_duration(rv->step_age_ns),
+                                advancing.size(), p ? ", process alive" : ""));
+    }
+    return;
+  }
+
+  // Everyone stopped. Rank the likely culprits: behind on step, in a non-collective phase while
+  // the others train, silent first, sleeping somewhere the others are not.
+  int64_t max_step = v.last_step.value_or(-1);
+  std::map<std::string, int> phase_votes, wchan_votes;
+  for (const auto& rv : v.ranks) ++phase_votes[rv.phase];
+  for (const auto& p : obs.procs) if (!p.wchan.empty()) ++wchan_votes[p.wchan];
+  auto majority = [](const std::map<std::string, int>& votes) {
+    std::string best;
+    int n = 0;
+    for (const auto& [k, c] : votes) if (c > n) { n = c; best = k; }
+    return best;
+  };
+  std::string main_phase = majority(phase_votes), main_wchan = majority(wchan_votes);
+  int64_t newest_silence = -1;
+  for (const auto& rv : v.ranks) newest_silence = newest_silence < 0 ? rv.step_age_ns : std::min(newest_silence, rv.step_age_ns);
+  for (const auto& rv : v.ranks) {
+    if (rv.step && *rv.step < max_step) {
+      add(rv.rank, fmt::format("behind: step {} while others reached {}", *rv.step, max_step));
+    }
+  }
+  for (const auto& rv : v.ranks) {
+    if (non_collective_phase(rv.phase) && rv.phase != main_phase && v.ranks.size() > 1) {
+      add(rv.rank, fmt::format("in phase {} for {} while the others are in {}", rv.phase,
+                               format_duration(rv.phase_age_ns), main_phase));
+    }
+  }
+  for (const auto& rv : v.ranks) {
+    if (v.ranks.size() > 1 && effective_ns > 0 && rv.step_age_ns - newest_silence > effective_ns / 2) {
+      add(rv.rank, fmt::format("silent first: last step {} before the others",
+                               format_duration(rv.step_age_ns - newest_silence)));
+    }
+  }
+  if (wchan_votes.size() > 1 && obs.procs.size() > 2) {
+    for (const auto& p : obs.procs) {
+      if (!p.wchan.empty() && p.wchan != main_wchan && wchan_votes[p.wchan] == 1) {
+        add(p.rank, fmt::format("blocked in {} while the others wait in {}", p.wchan, main_wchan));
+      }
+    }
+  }
+
+  // The cause, from the evidence.
+  bool io = false, gpu_busy = false, any_cpu = false, cpu_known = false;
+  for (const auto& p : obs.procs) {
+    if ((p.threads_in_d > 0 || p.state == 'D') && p.io_delta_bytes.value_or(0) == 0) {
+      io = true;
+      add(p.rank, fmt::format("{} thread(s) in uninterruptible I/O wait, I/O not advancing", std::max(1, p.threads_in_d)));
+    }
+    if (p.cpu_delta_ns) {
+      cpu_known = true;
+      // More than 5% of a core over the poll counts as "doing something".
+      if (*p.cpu_delta_ns > 50 * kNsPerMs) any_cpu = true;
+    }
+  }
+  for (const auto& g : obs.gpus) gpu_busy = gpu_busy || g.sm_util_pct.value_or(0) >= 50;
+  if (io) {
+    v.cause = Cause::kIo;
+  } else if (!v.culprits.empty() || gpu_busy) {
+    v.cause = v.ranks.size() > 1 ? Cause::kCollective : Cause::kUnknown;
+  } else if (cpu_known && !any_cpu && !gpu_busy) {
+    v.cause = Cause::kHost;
+  } else {
+    v.cause = Cause::kUnknown;
+  }
+}
+
+}  // namespace stepwatch::detect

@@ -1,0 +1,61 @@
+// The detector: a deterministic function of (config, the sequence of observations) to verdicts.
+// It reads no clock and does no I/O: `stepwatch run`, `stepwatch agent` and `stepwatch replay`
+// feed it the same way, so any incident can be replayed and any grace tried on old traces.
+//
+// The rules, in one place:
+//  * A rank with no step yet is judged against the init budget (or its labeled phase's budget);
+//    beyond it: stalled/init (or stalled/phase-overrun).
+//  * A rank inside a labeled phase with a budget is judged against that budget; a beat renews
+//    it only when the phase says so. Beyond it: stalled/phase-overrun.
+//  * Otherwise it is judged in step time: silent longer than the effective interval is
+//    `suspect`; longer than grace x effective interval is `stalled`. The effective interval is
+//    max(expected, p90 of recent intervals), so a job whose steps slow down but complete is
+//    `slow`, never stalled. During the first warmup intervals the init budget is the floor.
+//  * A rank whose process is gone (or replaced) without saying "finished" makes the job `dead`.
+//  * Job state = the worst rank; the cause is chosen from the ranks' pattern and the evidence.
+#pragma once
+
+#include <map>
+#include <optional>
+
+#include "src/detect/config.h"
+#include "src/detect/interval.h"
+#include "src/detect/observation.h"
+#include "src/detect/verdict.h"
+
+namespace stepwatch::detect {
+
+class Detector {
+ public:
+  explicit Detector(Config config);
+
+  Verdict observe(const Observation& obs);
+
+  // What was learned, for persistence; restore before the first observe of a new incarnation.
+  std::optional<Learned> learned() const { return learner_.baseline(); }
+  void restore_learned(const Learned& prior) { learner_.restore(prior); }
+  const Config& config() const { return config_; }
+
+ private:
+  struct RankMemory {
+    uint64_t step_count = 0;
+    uint64_t phase_count = 0;
+    uint32_t incarnation = 0;
+    bool seen = false;
+    std::optional<int64_t> jsonl_step;  // for records without a ring: step at the last poll
+    int64_t jsonl_step_wall_ns = 0;
+  };
+
+  void learn(const contract::RankSnapshot& r, RankMemory& m);
+  RankVerdict judge_rank(const contract::RankSnapshot& r, const Observation& obs, int64_t effective_ns);
+  void choose_cause(const Observation& obs, Verdict& v, int64_t effective_ns) const;
+
+  Config config_;
+  IntervalLearner learner_;
+  std::map<int, RankMemory> memory_;
+  State last_state_ = State::kStarting;
+  Cause last_cause_ = Cause::kNone;
+  int64_t since_wall_ns_ = 0;
+};
+
+}  // namespace stepwatch::detect

@@ -1,0 +1,53 @@
+// What the detector is given at each poll: the ranks' progress records and, optionally,
+// evidence from probes (process, GPU, log). Evidence never decides *whether* a job is stalled,
+// only *why*.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/common/clock.h"
+#include "src/contract/snapshot.h"
+
+namespace stepwatch::detect {
+
+struct ProcessFacts {
+  int rank = -1;
+  bool alive = true;         // the beacon's process exists
+  bool same_process = true;  // and its start time matches the beacon (not a reused pid)
+  std::optional<int> exit_code;  // known when a supervisor reaped it
+  char state = '?';              // R S D Z T of the main thread
+  int threads_in_d = 0;          // threads in uninterruptible sleep
+  std::optional<int64_t> cpu_delta_ns;  // CPU time used since the previous poll
+  std::optional<int64_t> io_delta_bytes;  // read + write bytes since the previous poll
+  std::string wchan;             // where the main thread sleeps in the kernel
+};
+
+struct GpuFacts {
+  int rank = -1;
+  std::optional<double> sm_util_pct;
+  std::optional<double> power_w;
+  std::optional<int64_t> mem_used_bytes;
+};
+
+struct LogFacts {
+  int64_t last_line_wall_ns = 0;  // any line at all
+  uint64_t lines_total = 0;
+  std::optional<int64_t> last_step;  // from the log contract's step pattern
+  int64_t last_step_line_wall_ns = 0;
+};
+
+struct Observation {
+  Stamp now;
+  std::string local_host;  // monotonic times are compared only for records of this host
+  std::vector<contract::RankSnapshot> ranks;
+  int world_size = 0;  // 0: take it from the records
+  std::vector<ProcessFacts> procs;
+  std::vector<GpuFacts> gpus;
+  std::optional<LogFacts> log;
+  std::optional<int> job_exit_code;  // the launcher exited with this status
+};
+
+}  // namespace stepwatch::detect

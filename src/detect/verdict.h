@@ -1,0 +1,65 @@
+// The detector's output: a verdict for the job and for each rank, in DESIGN.md's vocabulary.
+// A verdict is a plain value; verdict_json.h turns it into JSON for pages, traces and the API.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stepwatch::detect {
+
+enum class State { kStarting, kHealthy, kSlow, kSuspect, kStalled, kDead, kFinished };
+enum class Cause { kNone, kCollective, kIo, kHost, kInit, kPhaseOverrun, kRankSilent, kUnknown };
+
+const char* state_name(State s);
+const char* cause_name(Cause c);
+// Higher is worse: used to combine rank states into the job's state.
+int severity(State s);
+
+// Where the expected interval came from.
+enum class IntervalSource { kSpec, kLearned, kLearning };
+const char* interval_source_name(IntervalSource s);
+
+struct Culprit {
+  int rank = -1;
+  std::string reason;  // "behind: step 41 while others are at 42"
+};
+
+// One fact the verdict used, with its value and age: "rank 1 phase" = "data", age 95 s.
+struct Evidence {
+  std::string name;
+  std::string value;
+  int rank = -1;        // -1: job-wide
+  int64_t age_ns = -1;  // -1: not a timed fact
+};
+
+struct RankVerdict {
+  int rank = -1;
+  State state = State::kStarting;
+  Cause cause = Cause::kNone;
+  std::optional<int64_t> step;
+  int64_t step_age_ns = -1;  // since the last step, or since start when none
+  std::string phase;
+  int64_t phase_age_ns = -1;
+  std::optional<int64_t> budget_ns;  // the limit being applied to this rank now
+  std::string note;                  // one line: why this state
+};
+
+struct Verdict {
+  State state = State::kStarting;
+  Cause cause = Cause::kNone;
+  int64_t since_wall_ns = 0;   // when the job entered this state
+  std::optional<int64_t> last_step;  // highest step any rank committed
+  int64_t last_step_age_ns = -1;     // age of the newest step of the slowest rank
+  int64_t expected_interval_ns = 0;  // 0: not known yet
+  IntervalSource interval_source = IntervalSource::kLearning;
+  std::string phase;                 // the job's dominant phase
+  std::optional<int64_t> phase_budget_ns;
+  std::vector<RankVerdict> ranks;
+  std::vector<Culprit> culprits;
+  std::vector<Evidence> evidence;
+  std::string summary;  // one human line for pages and status
+};
+
+}  // namespace stepwatch::detect

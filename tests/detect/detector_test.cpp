@@ -1,0 +1,401 @@
+#include "src/detect/detector.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/detect/sim.h"
+
+namespace stepwatch::detect {
+namespace {
+
+using testing::kSec;
+using testing::SimJob;
+
+Config configured(int64_t interval) {
+  Config c;
+  c.expected_interval_ns = interval;
+  c.init_budget_ns = 60 * kSec;
+  c.warmup_steps = 0;
+  return c;
+}
+
+// Runs `steps` steps of `interval` on every rank, observing after each.
+void train(SimJob& job, Detector& d, int64_t first, int steps, int64_t interval) {
+  for (int i = 0; i < steps; ++i) {
+    job.advance(interval);
+    job.step_all(first + i);
+    d.observe(job.observe());
+  }
+}
+
+TEST(Detector, StartingThenHealthy) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  EXPECT_EQ(d.observe(job.observe()).state, State::kStarting);
+  train(job, d, 0, 5, 2 * kSec);
+  Verdict v = d.observe(job.observe());
+  EXPECT_EQ(v.state, State::kHealthy) << v.summary;
+  EXPECT_EQ(v.interval_source, IntervalSource::kSpec);
+  EXPECT_EQ(v.expected_interval_ns, 2 * kSec);
+  ASSERT_TRUE(v.last_step.has_value());
+  EXPECT_EQ(*v.last_step, 4);
+  EXPECT_EQ(v.phase, "train");
+}
+
+TEST(Detector, SuspectAfterOneIntervalStalledAfterGrace) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 10, 2 * kSec);
+  job.advance(2500 * kNsPerMs);
+  Verdict v = d.observe(job.observe());
+  EXPECT_EQ(v.state, State::kSuspect) << v.summary;
+  job.advance(1000 * kNsPerMs);  // 3.5 s: still inside grace 2 x 2 s
+  EXPECT_EQ(d.observe(job.observe()).state, State::kSuspect);
+  job.advance(1000 * kNsPerMs);  // 4.5 s
+  v = d.observe(job.observe());
+  EXPECT_EQ(v.state, State::kStalled) << v.summary;
+  EXPECT_EQ(v.since_wall_ns, job.now().wall_ns);
+  // Since stays at the transition.
+  job.advance(kSec);
+  EXPECT_EQ(d.observe(job.observe()).since_wall_ns, v.since_wall_ns);
+}
+
+TEST(Detector, CollectiveHangNamesTheRankStuckInData) {
+  SimJob job(4);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 10, 2 * kSec);
+  job.advance(kSec);
+  job.set_phase(2, "data");  // rank 2 waits on its loader; the others block in allreduce
+  job.advance(5 * kSec);
+  Verdict v = d.observe(job.observe());
+  ASSERT_EQ(v.state, State::kStalled) << v.summary;
+  EXPECT_EQ(v.cause, Cause::kCollective);
+  ASSERT_EQ(v.culprits.size(), 1u) << v.summary;
+  EXPECT_EQ(v.culprits[0].rank, 2);
+  EXPECT_NE(v.culprits[0].reason.find("phase data"), std::string::npos);
+}
+
+TEST(Detector, CulpritBehindOnStep) {
+  SimJob job(3);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 10, 2 * kSec);
+  job.advance(2 * kSec);
+  job.step(0, 10);
+  job.step(2, 10);  // rank 1 never commits step 10
+  job.advance(5 * kSec);
+  Verdict v = d.observe(job.observe());
+  ASSERT_EQ(v.state, State::kStalled) << v.summary;
+  EXPECT_EQ(v.cause, Cause::kCollective);
+  ASSERT_FALSE(v.culprits.empty());
+  EXPECT_EQ(v.culprits[0].rank, 1);
+  EXPECT_NE(v.culprits[0].reason.find("behind"), std::string::npos);
+}
+
+TEST(Detector, SlowButLiveNeverStalls) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 10, 2 * kSec);
+  // Storage degrades: each step a little slower, up to 5x, but every step completes.
+  int64_t interval = 2 * kSec;
+  State worst = State::kHealthy;
+  for (int i = 10; i < 60; ++i) {
+    interval = std::min<int64_t>(10 * kSec, interval * 13 / 10);
+    for (int64_t t = 0; t < interval; t += kSec / 2) {
+      job.advance(kSec / 2);
+      Verdict v = d.observe(job.observe());
+      if (severity(v.state) > severity(worst)) worst = v.state;
+      ASSERT_NE(v.state, State::kStalled) << "step " << i << ": " << v.summary;
+    }
+    job.step_all(i);
+  }
+  Verdict v = d.observe(job.observe());
+  EXPECT_EQ(v.state, State::kSlow) << v.summary;
+  EXPECT_NE(v.ranks[0].note.find("5.0x"), std::string::npos) << v.ranks[0].note;
+}
+
+TEST(Detector, LabeledEvalUsesItsBudget) {
+  SimJob job(2);
+  Config c = configured(2 * kSec);
+  c.phases["eval"] = {120 * kSec, false};
+  Detector d(c);
+  train(job, d, 0, 10, 2 * kSec);
+  job.phase_all("eval");
+  job.advance(60 * kSec);  // 30 intervals: fine inside eval
+  Verdict v = d.observe(job.observe());
+  EXPECT_EQ(v.state, State::kHealthy) << v.summary;
+  EXPECT_EQ(v.phase, "eval");
+  ASSERT_TRUE(v.phase_budget_ns.has_value());
+  EXPECT_EQ(*v.phase_budget_ns, 120 * kSec);
+  job.advance(40 * kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kSuspect);
+  job.advance(21 * kSec);
+  v = d.observe(job.observe());
+  EXPECT_EQ(v.state, State::kStalled);
+  EXPECT_EQ(v.cause, Cause::kPhaseOverrun);
+  EXPECT_EQ(v.culprits.size(), 2u);
+}
+
+TEST(Detector, PhaseEndRestartsTheStepClock) {
+  SimJob job(1);
+  Config c = configured(2 * kSec);
+  c.phases["eval"] = {120 * kSec, false};
+  Detector d(c);
+  train(job, d, 0, 10, 2 * kSec);
+  job.set_phase(0, "eval");
+  job.advance(100 * kSec);
+  job.set_phase(0, "train");
+  job.advance(kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kHealthy);
+  job.advance(4 * kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kStalled);
+}
+
+TEST(Detector, BeatsRenewOnlyWhenTheSpecSaysSo) {
+  for (bool renew : {false, true}) {
+    SimJob job(1);
+    Config c = configured(2 * kSec);
+    c.phases["checkpoint"] = {30 * kSec, renew};
+    Detector d(c);
+    train(job, d, 0, 5, 2 * kSec);
+    job.set_phase(0, "checkpoint");
+    for (int i = 0; i < 8; ++i) {
+      job.advance(5 * kSec);
+      job.beat(0);
+    }
+    Verdict v = d.observe(job.observe());
+    EXPECT_EQ(v.state, renew ? State::kHealthy : State::kStalled) << "renew=" << renew << ": " << v.summary;
+  }
+}
+
+TEST(Detector, NoFirstStepInsideInitBudgetIsStalledInit) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  job.advance(40 * kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kStarting);
+  job.advance(10 * kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kSuspect);
+  job.advance(11 * kSec);
+  Verdict v = d.observe(job.observe());
+  EXPECT_EQ(v.state, State::kStalled);
+  EXPECT_EQ(v.cause, Cause::kInit);
+  EXPECT_EQ(v.culprits.size(), 2u);
+}
+
+TEST(Detector, ColdCompileMayTakeLongWarmCompileMayNot) {
+  Config c = configured(2 * kSec);
+  c.phases["compile"] = {15 * 60 * kSec, false};
+  c.compile_warm = PhaseRule{3 * 60 * kSec, false};
+  {
+    SimJob cold(2, {1'700'000'000 * kSec, 5'000 * kSec}, /*incarnation=*/0);
+    Detector d(c);
+    cold.phase_all("compile");
+    cold.advance(8 * 60 * kSec);
+    Verdict v = d.observe(cold.observe());
+    EXPECT_EQ(v.state, State::kStarting) << v.summary;
+  }
+  {
+    SimJob warm(2, {1'700'000'000 * kSec, 5'000 * kSec}, /*incarnation=*/1);
+    Detector d(c);
+    warm.phase_all("compile");
+    warm.advance(4 * 60 * kSec);
+    Verdict v = d.observe(warm.observe());
+    EXPECT_EQ(v.state, State::kStalled) << v.summary;
+    EXPECT_EQ(v.cause, Cause::kPhaseOverrun);
+    EXPECT_NE(v.culprits[0].reason.find("warm restart"), std::string::npos);
+  }
+}
+
+TEST(Detector, OneRankSilentWhileOthersAdvance) {
+  SimJob job(3);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  for (int i = 5; i < 10; ++i) {
+    job.advance(2 * kSec);
+    job.step(0, i);
+    job.step(2, i);
+    d.observe(job.observe());
+  }
+  Observation o = job.observe();
+  ProcessFacts alive;
+  alive.rank = 1;  // alive, same process
+  o.procs.push_back(alive);
+  Verdict v = d.observe(o);
+  ASSERT_EQ(v.state, State::kStalled) << v.summary;
+  EXPECT_EQ(v.cause, Cause::kRankSilent);
+  ASSERT_EQ(v.culprits.size(), 1u);
+  EXPECT_EQ(v.culprits[0].rank, 1);
+  EXPECT_NE(v.culprits[0].reason.find("process alive"), std::string::npos);
+}
+
+TEST(Detector, ProcessGoneIsDeadWithTheRankNamed) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  job.advance(kSec);
+  Observation o = job.observe();
+  ProcessFacts gone;
+  gone.rank = 1;
+  gone.alive = false;
+  gone.exit_code = 137;
+  o.procs.push_back(gone);
+  Verdict v = d.observe(o);
+  EXPECT_EQ(v.state, State::kDead);
+  ASSERT_EQ(v.culprits.size(), 1u);
+  EXPECT_EQ(v.culprits[0].rank, 1);
+  EXPECT_NE(v.culprits[0].reason.find("137"), std::string::npos);
+
+  ProcessFacts reused;
+  reused.rank = 0;
+  reused.same_process = false;
+  o.procs = {reused};
+  EXPECT_EQ(d.observe(o).state, State::kDead);
+}
+
+TEST(Detector, FinishedOnlyWhenEveryRankFinished) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  job.finish(0);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kHealthy);
+  job.finish(1);
+  job.advance(60 * kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kFinished);
+}
+
+TEST(Detector, JobExitNonZeroIsDead) {
+  SimJob job(1);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 3, 2 * kSec);
+  Observation o = job.observe();
+  o.job_exit_code = 1;
+  EXPECT_EQ(d.observe(o).state, State::kDead);
+  o.job_exit_code = 0;
+  Detector d2(configured(2 * kSec));
+  EXPECT_EQ(d2.observe(o).state, State::kFinished);
+}
+
+TEST(Detector, CauseFromEvidence) {
+  struct Case {
+    const char* name;
+    ProcessFacts p0, p1;
+    std::optional<double> sm;
+    Cause want;
+  };
+  ProcessFacts idle;
+  idle.rank = 0;
+  idle.state = 'S';
+  idle.cpu_delta_ns = 0;
+  idle.io_delta_bytes = 0;
+  idle.wchan = "futex_wait";
+  ProcessFacts idle1 = idle;
+  idle1.rank = 1;
+  ProcessFacts dstate = idle1;
+  dstate.state = 'D';
+  dstate.threads_in_d = 2;
+  dstate.wchan = "nfs_wait";
+  ProcessFacts busy = idle;
+  busy.cpu_delta_ns = 900 * kNsPerMs;
+  Case cases[] = {
+      {"io", idle, dstate, std::nullopt, Cause::kIo},
+      {"host", idle, idle1, std::nullopt, Cause::kHost},
+      {"gpu busy", idle, idle1, 98.0, Cause::kCollective},
+      {"cpu busy, no split", busy, idle1, std::nullopt, Cause::kUnknown},
+  };
+  for (const auto& c : cases) {
+    SimJob job(2);
+    Detector d(configured(2 * kSec));
+    train(job, d, 0, 10, 2 * kSec);
+    job.advance(5 * kSec);
+    Observation o = job.observe();
+    o.procs = {c.p0, c.p1};
+    for (int r = 0; r < 2 && c.sm; ++r) {
+      GpuFacts g;
+      g.rank = r;
+      g.sm_util_pct = c.sm;
+      o.gpus.push_back(g);
+    }
+    Verdict v = d.observe(o);
+    ASSERT_EQ(v.state, State::kStalled) << c.name;
+    EXPECT_EQ(v.cause, c.want) << c.name << ": " << v.summary;
+    bool has_process_evidence = false;
+    for (const auto& e : v.evidence) has_process_evidence = has_process_evidence || e.name == "process";
+    EXPECT_TRUE(has_process_evidence) << c.name;
+  }
+}
+
+TEST(Detector, LearnsTheIntervalAndIgnoresHeavyTails) {
+  SimJob job(2);
+  Config c;
+  c.init_budget_ns = 120 * kSec;
+  Detector d(c);
+  std::mt19937 rng(7);
+  std::lognormal_distribution<double> dist(std::log(2.0), 0.35);
+  Verdict v;
+  for (int i = 0; i < 400; ++i) {
+    int64_t interval = static_cast<int64_t>(dist(rng) * kSec);
+    for (int64_t t = 0; t < interval; t += kSec / 4) {
+      job.advance(std::min<int64_t>(kSec / 4, interval - t));
+      v = d.observe(job.observe());
+      ASSERT_NE(v.state, State::kStalled) << "step " << i << ": " << v.summary;
+    }
+    job.step_all(i);
+  }
+  EXPECT_EQ(v.interval_source, IntervalSource::kLearned);
+  ASSERT_TRUE(d.learned().has_value());
+  EXPECT_NEAR(static_cast<double>(d.learned()->median_ns) / kSec, 2.0, 0.4);
+  // And a real stall is still found.
+  job.advance(60 * kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kStalled);
+}
+
+TEST(Detector, RestoredLearningSkipsRelearning) {
+  SimJob job(1);
+  Config c;
+  c.init_budget_ns = 30 * kSec;
+  Detector d(c);
+  d.restore_learned({2 * kSec, 3 * kSec, 32});
+  train(job, d, 0, 6, 2 * kSec);
+  Verdict v = d.observe(job.observe());
+  EXPECT_EQ(v.interval_source, IntervalSource::kLearned);
+  job.advance(7 * kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kStalled);
+}
+
+TEST(Detector, WallClockJumpDoesNotFire) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 10, 2 * kSec);
+  job.jump_wall(3600 * kSec);
+  job.advance(kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kHealthy);
+}
+
+TEST(Detector, EighteenMinuteStepsAreNotStalledAtMinuteNineteen) {
+  SimJob job(2);
+  Config c = configured(18 * 60 * kSec);
+  c.init_budget_ns = 30 * 60 * kSec;
+  Detector d(c);
+  train(job, d, 0, 4, 18 * 60 * kSec);
+  job.advance(19 * 60 * kSec);
+  Verdict v = d.observe(job.observe());
+  EXPECT_NE(v.state, State::kStalled) << v.summary;
+  job.advance(18 * 60 * kSec);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kStalled);
+}
+
+TEST(Detector, WarmupIntervalsUseTheInitBudgetAsFloor) {
+  SimJob job(1);
+  Config c;
+  c.expected_interval_ns = 2 * kSec;
+  c.init_budget_ns = 60 * kSec;
+  c.warmup_steps = 3;
+  Detector d(c);
+  job.advance(5 * kSec);
+  job.step_all(0);
+  job.advance(30 * kSec);  // the second step takes long (allocator warmup, autotuning)
+  EXPECT_NE(d.observe(job.observe()).state, State::kStalled);
+}
+
+}  // namespace
+}  // namespace stepwatch::detect
