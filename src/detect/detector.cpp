@@ -38,6 +38,12 @@ bool non_collective_phase(const std::string& p) { return p == "data" || p == "ch
 
 }  // namespace
 
+const PhaseRule* Detector::rule_for(const RankSnapshot& r) const {
+  if (r.phase == "compile" && r.incarnation > 0 && config_.compile_warm) return &*config_.compile_warm;
+  auto it = config_.phases.find(r.phase);
+  return it == config_.phases.end() ? nullptr : &it->second;
+}
+
 Detector::Detector(Config config)
     : config_(std::move(config)), learner_(config_.learn_window, config_.learn_min_samples) {}
 
@@ -96,13 +102,7 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
   }
 
   // A labeled phase with its own budget.
-  const PhaseRule* rule = nullptr;
-  if (r.phase == "compile" && r.incarnation > 0 && config_.compile_warm) {
-    rule = &*config_.compile_warm;
-  } else if (auto it = config_.phases.find(r.phase); it != config_.phases.end()) {
-    rule = &it->second;
-  }
-  if (rule != nullptr) {
+  if (const PhaseRule* rule = rule_for(r)) {
     int64_t elapsed = rv.phase_age_ns;
     if (rule->beats_renew && r.beat_at && later(*r.beat_at, r.phase_since)) {
       elapsed = age_of(*r.beat_at, obs.now, same_host);
@@ -229,6 +229,24 @@ Verdict Detector::observe(const Observation& obs) {
     }
   }
 
+  // Ranks stopped in step time while another rank is inside a labeled phase within its budget
+  // are waiting for it (rank 0 saves a checkpoint, the others sit in the next collective):
+  // suspect, not stalled, until that phase overruns.
+  const RankVerdict* holder = nullptr;
+  for (size_t i = 0; i < v.ranks.size(); ++i) {
+    const RankVerdict& rv = v.ranks[i];
+    if (rule_for(*ranks[i]) != nullptr && rv.state != State::kStalled && rv.state != State::kDead) holder = &rv;
+  }
+  if (holder != nullptr) {
+    for (auto& rv : v.ranks) {
+      if (rv.state == State::kStalled && rv.cause == Cause::kUnknown) {
+        rv.state = State::kSuspect;
+        rv.note = fmt::format("waiting on rank {} ({} for {} of {})", holder->rank, holder->phase,
+                              format_duration(holder->phase_age_ns), format_duration(holder->budget_ns.value_or(0)));
+      }
+    }
+  }
+
   // 3. The job: the worst rank, plus the whole job's exit.
   int world = obs.world_size;
   for (const auto* r : ranks) world = std::max(world, r->world_size);
@@ -327,13 +345,23 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
     return;
   }
 
+  bool others_train = false;
+  for (const auto& rv : v.ranks) others_train = others_train || (rv.phase == "train" && rv.state != State::kHealthy);
   for (const auto* rv : stalled) {
     if (rv->cause == Cause::kPhaseOverrun) {
-      v.cause = Cause::kPhaseOverrun;
-      add(rv->rank, rv->note);
+      // One rank stuck in a data fetch or a checkpoint while the others wait in a collective
+      // is a collective hang with a named culprit; everyone overrunning eval is the phase.
+      bool blocks_others = non_collective_phase(rv->phase) && others_train;
+      v.cause = blocks_others && v.cause != Cause::kPhaseOverrun ? Cause::kCollective : Cause::kPhaseOverrun;
+      add(rv->rank, blocks_others ? fmt::format("{} while the others wait in train", rv->note) : rv->note);
     }
   }
-  if (v.cause == Cause::kPhaseOverrun) return;
+  if (v.cause == Cause::kPhaseOverrun || v.cause == Cause::kCollective) {
+    for (const auto& p : obs.procs) {
+      if ((p.threads_in_d > 0 || p.state == 'D') && p.io_delta_bytes.value_or(0) == 0) v.cause = Cause::kIo;
+    }
+    return;
+  }
   bool all_init = !stalled.empty();
   for (const auto* rv : stalled) all_init = all_init && rv->cause == Cause::kInit;
   if (all_init) {

@@ -63,17 +63,51 @@ TEST(Detector, SuspectAfterOneIntervalStalledAfterGrace) {
 
 TEST(Detector, CollectiveHangNamesTheRankStuckInData) {
   SimJob job(4);
-  Detector d(configured(2 * kSec));
+  Config c = configured(2 * kSec);
+  c.phases["data"] = {120 * kSec, false};
+  Detector d(c);
   train(job, d, 0, 10, 2 * kSec);
   job.advance(kSec);
   job.set_phase(2, "data");  // rank 2 waits on its loader; the others block in allreduce
   job.advance(5 * kSec);
   Verdict v = d.observe(job.observe());
+  // Inside the data budget the others are waiting on rank 2, not stalled.
+  ASSERT_EQ(v.state, State::kSuspect) << v.summary;
+  EXPECT_NE(v.ranks[0].note.find("waiting on rank 2"), std::string::npos) << v.ranks[0].note;
+  job.advance(116 * kSec);
+  v = d.observe(job.observe());
   ASSERT_EQ(v.state, State::kStalled) << v.summary;
   EXPECT_EQ(v.cause, Cause::kCollective);
   ASSERT_EQ(v.culprits.size(), 1u) << v.summary;
   EXPECT_EQ(v.culprits[0].rank, 2);
-  EXPECT_NE(v.culprits[0].reason.find("phase data"), std::string::npos);
+  EXPECT_NE(v.culprits[0].reason.find("phase data"), std::string::npos) << v.culprits[0].reason;
+  EXPECT_NE(v.culprits[0].reason.find("others wait"), std::string::npos) << v.culprits[0].reason;
+}
+
+TEST(Detector, CheckpointOnRankZeroWhileOthersWaitIsNotAStall) {
+  SimJob job(4);
+  Config c = configured(2 * kSec);
+  c.phases["checkpoint"] = {300 * kSec, false};
+  Detector d(c);
+  train(job, d, 0, 10, 2 * kSec);
+  job.set_phase(0, "checkpoint");
+  for (int i = 0; i < 90; ++i) {
+    job.advance(kSec);
+    Verdict v = d.observe(job.observe());
+    ASSERT_NE(v.state, State::kStalled) << v.summary;
+  }
+  job.set_phase(0, "train");
+  job.advance(kSec);
+  job.step_all(10);
+  EXPECT_EQ(d.observe(job.observe()).state, State::kHealthy);
+  // A save that hangs past its budget is found, with rank 0 named.
+  job.set_phase(0, "checkpoint");
+  job.advance(301 * kSec);
+  Verdict v = d.observe(job.observe());
+  ASSERT_EQ(v.state, State::kStalled) << v.summary;
+  EXPECT_EQ(v.cause, Cause::kCollective);
+  ASSERT_EQ(v.culprits.size(), 1u);
+  EXPECT_EQ(v.culprits[0].rank, 0);
 }
 
 TEST(Detector, CulpritBehindOnStep) {

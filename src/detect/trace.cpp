@@ -1,0 +1,409 @@
+// The only translation unit of the detector that includes nlohmann/json (STYLE rule 11).
+#include "src/detect/trace.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "src/contract/names.h"
+
+namespace stepwatch::detect {
+
+namespace {
+
+using json = nlohmann::json;
+using contract::RankSnapshot;
+
+json stamp_json(const Stamp& s) { return json::array({s.wall_ns, s.mono_ns}); }
+
+// Field readers: throw FieldError, caught once in parse_trace_line and turned into an Error.
+struct FieldError {
+  std::string message;
+};
+
+const json& need(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end()) throw FieldError{fmt::format("field \"{}\" is missing", key)};
+  return *it;
+}
+int64_t as_int(const json& v, const char* key) {
+  if (!v.is_number_integer()) throw FieldError{fmt::format("field \"{}\" must be an integer, got {}", key, v.dump())};
+  return v.get<int64_t>();
+}
+double as_num(const json& v, const char* key) {
+  if (!v.is_number()) throw FieldError{fmt::format("field \"{}\" must be a number, got {}", key, v.dump())};
+  return v.get<double>();
+}
+std::string as_str(const json& v, const char* key) {
+  if (!v.is_string()) throw FieldError{fmt::format("field \"{}\" must be a string, got {}", key, v.dump())};
+  return v.get<std::string>();
+}
+Stamp as_stamp(const json& v, const char* key) {
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer()) {
+    throw FieldError{fmt::format("field \"{}\" must be [wall_ns, mono_ns], got {}", key, v.dump())};
+  }
+  return Stamp{v[0].get<int64_t>(), v[1].get<int64_t>()};
+}
+template <class T, class F>
+void opt(const json& o, const char* key, T& out, F conv) {
+  auto it = o.find(key);
+  if (it != o.end() && !it->is_null()) out = conv(*it, key);
+}
+
+json rank_json(const RankSnapshot& r) {
+  json j = {{"rank", r.rank},          {"world_size", r.world_size},   {"local_rank", r.local_rank},
+            {"job", r.job},            {"host", r.host},               {"pid", r.pid},
+            {"pid_start_ticks", r.pid_start_ticks}, {"incarnation", r.incarnation},
+            {"status", contract::rank_status_name(r.status)}, {"source", contract::source_name(r.source)},
+            {"created", stamp_json(r.created)}, {"step_count", r.step_count}, {"phase", r.phase},
+            {"phase_since", stamp_json(r.phase_since)}, {"phase_count", r.phase_count},
+            {"beat_count", r.beat_count}};
+  if (r.step) {
+    j["step"] = *r.step;
+    j["step_at"] = stamp_json(r.step_at);
+  }
+  if (r.beat_at) j["beat_at"] = stamp_json(*r.beat_at);
+  if (r.checkpoint) {
+    j["checkpoint"] = {{"id", r.checkpoint->id}, {"step", r.checkpoint->step}, {"at", stamp_json(r.checkpoint->at)}};
+  }
+  if (r.loss) {
+    j["loss"] = std::isfinite(*r.loss) ? json(*r.loss) : json(std::isnan(*r.loss) ? "nan" : (*r.loss > 0 ? "inf" : "-inf"));
+    j["loss_at"] = stamp_json(r.loss_at);
+  }
+  json recent = json::array();
+  for (const auto& m : r.recent) recent.push_back({m.step, m.mono_ns});
+  j["recent"] = recent;
+  return j;
+}
+
+RankSnapshot rank_from_json(const json& j) {
+  if (!j.is_object()) throw FieldError{"a rank must be an object"};
+  RankSnapshot r;
+  r.rank = static_cast<int>(as_int(need(j, "rank"), "rank"));
+  r.job = as_str(need(j, "job"), "job");
+  if (auto st = contract::validate_job_id(r.job); !st) throw FieldError{st.error().message};
+  opt(j, "world_size", r.world_size, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+  opt(j, "local_rank", r.local_rank, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+  if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size) {
+    throw FieldError{fmt::format("rank {} outside world_size {}", r.rank, r.world_size)};
+  }
+  opt(j, "host", r.host, as_str);
+  opt(j, "pid", r.pid, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+  opt(j, "pid_start_ticks", r.pid_start_ticks, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+  opt(j, "incarnation", r.incarnation, [](const json& v, const char* k) { return static_cast<uint32_t>(as_int(v, k)); });
+  std::string status = "running";
+  opt(j, "status", status, as_str);
+  if (status == "finished") r.status = contract::RankStatus::kFinished;
+  else if (status == "failed") r.status = contract::RankStatus::kFailed;
+  else if (status != "running") throw FieldError{fmt::format("status \"{}\" is not running, finished or failed", status)};
+  std::string source = "beacon";
+  opt(j, "source", source, as_str);
+  r.source = source == "jsonl" ? contract::Source::kJsonl : contract::Source::kBeacon;
+  opt(j, "created", r.created, as_stamp);
+  opt(j, "step_count", r.step_count, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+  if (j.contains("step")) {
+    r.step = as_int(j["step"], "step");
+    r.step_at = as_stamp(need(j, "step_at"), "step_at");
+  }
+  opt(j, "phase", r.phase, as_str);
+  if (auto st = contract::validate_phase(r.phase); !st) throw FieldError{st.error().message};
+  opt(j, "phase_since", r.phase_since, as_stamp);
+  opt(j, "phase_count", r.phase_count, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+  if (j.contains("beat_at")) r.beat_at = as_stamp(j["beat_at"], "beat_at");
+  opt(j, "beat_count", r.beat_count, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+  if (j.contains("checkpoint")) {
+    const json& c = j["checkpoint"];
+    r.checkpoint = contract::CheckpointMark{as_str(need(c, "id"), "checkpoint.id"), as_int(need(c, "step"), "checkpoint.step"),
+                                           as_stamp(need(c, "at"), "checkpoint.at")};
+  }
+  if (j.contains("loss")) {
+    const json& l = j["loss"];
+    if (l.is_string()) {
+      std::string s = l.get<std::string>();
+      r.loss = s == "inf" ? INFINITY : s == "-inf" ? -INFINITY : NAN;
+    } else {
+      r.loss = as_num(l, "loss");
+    }
+    opt(j, "loss_at", r.loss_at, as_stamp);
+  }
+  if (j.contains("recent")) {
+    const json& rec = j["recent"];
+    if (!rec.is_array()) throw FieldError{"field \"recent\" must be an array"};
+    for (const auto& m : rec) {
+      if (!m.is_array() || m.size() != 2) throw FieldError{"field \"recent\" holds [step, mono_ns] pairs"};
+      r.recent.push_back({as_int(m[0], "recent.step"), as_int(m[1], "recent.mono_ns")});
+    }
+  }
+  return r;
+}
+
+json verdict_json_impl(const Verdict& v) {
+  json ranks = json::array();
+  for (const auto& r : v.ranks) {
+    json rj = {{"rank", r.rank}, {"state", state_name(r.state)}, {"cause", cause_name(r.cause)},
+               {"step_age_seconds", r.step_age_ns / 1e9}, {"phase", r.phase},
+               {"phase_age_seconds", r.phase_age_ns / 1e9}, {"note", r.note}};
+    rj["step"] = r.step ? json(*r.step) : json(nullptr);
+    rj["budget_seconds"] = r.budget_ns ? json(*r.budget_ns / 1e9) : json(nullptr);
+    ranks.push_back(rj);
+  }
+  json culprits = json::array();
+  for (const auto& c : v.culprits) culprits.push_back({{"rank", c.rank}, {"reason", c.reason}});
+  json evidence = json::array();
+  for (const auto& e : v.evidence) {
+    json ej = {{"name", e.name}, {"value", e.value}};
+    ej["rank"] = e.rank >= 0 ? json(e.rank) : json(nullptr);
+    ej["age_seconds"] = e.age_ns >= 0 ? json(e.age_ns / 1e9) : json(nullptr);
+    evidence.push_back(ej);
+  }
+  json j = {{"state", state_name(v.state)},
+            {"cause", cause_name(v.cause)},
+            {"since_unix", v.since_wall_ns / 1e9},
+            {"last_step", v.last_step ? json(*v.last_step) : json(nullptr)},
+            {"last_step_age_seconds", v.last_step_age_ns >= 0 ? json(v.last_step_age_ns / 1e9) : json(nullptr)},
+            {"expected_interval_seconds", v.expected_interval_ns > 0 ? json(v.expected_interval_ns / 1e9) : json(nullptr)},
+            {"interval_source", interval_source_name(v.interval_source)},
+            {"phase", v.phase},
+            {"phase_budget_seconds", v.phase_budget_ns ? json(*v.phase_budget_ns / 1e9) : json(nullptr)},
+            {"ranks", ranks},
+            {"culprits", culprits},
+            {"evidence", evidence},
+            {"summary", v.summary}};
+  return j;
+}
+
+}  // namespace
+
+std::string header_to_json(const TraceHeader& h) {
+  json j = {{"type", "header"}, {"version", h.version}, {"job", h.job}, {"local_host", h.local_host},
+            {"poll_ns", h.poll_ns}};
+  if (!h.scenario.empty()) j["scenario"] = h.scenario;
+  if (h.spec_toml) j["spec_toml"] = *h.spec_toml;
+  if (h.truth) {
+    j["truth"] = {{"stall", h.truth->stall},          {"stall_start_wall_ns", h.truth->stall_start_wall_ns},
+                  {"allowed_ns", h.truth->allowed_ns}, {"interval_ns", h.truth->interval_ns},
+                  {"culprits", h.truth->culprits},     {"note", h.truth->note}};
+  }
+  return j.dump();
+}
+
+std::string observation_to_json(const Observation& o) {
+  json ranks = json::array();
+  for (const auto& r : o.ranks) ranks.push_back(rank_json(r));
+  json j = {{"type", "obs"}, {"now", stamp_json(o.now)}, {"ranks", ranks}};
+  if (!o.local_host.empty()) j["local_host"] = o.local_host;
+  if (o.world_size > 0) j["world_size"] = o.world_size;
+  if (!o.procs.empty()) {
+    json ps = json::array();
+    for (const auto& p : o.procs) {
+      json pj = {{"rank", p.rank}, {"alive", p.alive}, {"same_process", p.same_process},
+                 {"state", std::string(1, p.state)}, {"threads_in_d", p.threads_in_d}, {"wchan", p.wchan}};
+      if (p.exit_code) pj["exit_code"] = *p.exit_code;
+      if (p.cpu_delta_ns) pj["cpu_delta_ns"] = *p.cpu_delta_ns;
+      if (p.io_delta_bytes) pj["io_delta_bytes"] = *p.io_delta_bytes;
+      ps.push_back(pj);
+    }
+    j["procs"] = ps;
+  }
+  if (!o.gpus.empty()) {
+    json gs = json::array();
+    for (const auto& g : o.gpus) {
+      json gj = {{"rank", g.rank}};
+      if (g.sm_util_pct) gj["sm_util_pct"] = *g.sm_util_pct;
+      if (g.power_w) gj["power_w"] = *g.power_w;
+      if (g.mem_used_bytes) gj["mem_used_bytes"] = *g.mem_used_bytes;
+      gs.push_back(gj);
+    }
+    j["gpus"] = gs;
+  }
+  if (o.log) {
+    json lj = {{"last_line_wall_ns", o.log->last_line_wall_ns}, {"lines_total", o.log->lines_total},
+               {"last_step_line_wall_ns", o.log->last_step_line_wall_ns}};
+    if (o.log->last_step) lj["last_step"] = *o.log->last_step;
+    j["log"] = lj;
+  }
+  if (o.job_exit_code) j["job_exit_code"] = *o.job_exit_code;
+  return j.dump();
+}
+
+std::string verdict_to_json(const Verdict& v, std::string_view job) {
+  json j = verdict_json_impl(v);
+  if (!job.empty()) j["job"] = std::string(job);
+  return j.dump();
+}
+
+Result<TraceLine> parse_trace_line(std::string_view line) {
+  json j = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{Errc::kParse, "not valid JSON"};
+  if (!j.is_object()) return Error{Errc::kParse, "not a JSON object"};
+  TraceLine out;
+  try {
+    std::string type = as_str(need(j, "type"), "type");
+    if (type == "header") {
+      out.kind = TraceLine::kHeader;
+      TraceHeader& h = out.header;
+      h.version = static_cast<int>(as_int(need(j, "version"), "version"));
+      if (h.version != kTraceVersion) {
+        return Error{Errc::kUnknownVersion, fmt::format("trace version {}, this stepwatch reads {}", h.version, kTraceVersion)};
+      }
+      opt(j, "job", h.job, as_str);
+      opt(j, "local_host", h.local_host, as_str);
+      opt(j, "poll_ns", h.poll_ns, as_int);
+      opt(j, "scenario", h.scenario, as_str);
+      if (j.contains("spec_toml")) h.spec_toml = as_str(j["spec_toml"], "spec_toml");
+      if (j.contains("truth")) {
+        const json& t = j["truth"];
+        Truth tr;
+        tr.stall = need(t, "stall").get<bool>();
+        opt(t, "stall_start_wall_ns", tr.stall_start_wall_ns, as_int);
+        opt(t, "allowed_ns", tr.allowed_ns, as_int);
+        opt(t, "interval_ns", tr.interval_ns, as_int);
+        opt(t, "note", tr.note, as_str);
+        if (t.contains("culprits")) {
+          for (const auto& c : t["culprits"]) tr.culprits.push_back(static_cast<int>(as_int(c, "truth.culprits")));
+        }
+        h.truth = tr;
+      }
+    } else if (type == "verdict") {
+      out.kind = TraceLine::kVerdict;
+    } else if (type == "obs") {
+      out.kind = TraceLine::kObservation;
+      Observation& o = out.obs;
+      o.now = as_stamp(need(j, "now"), "now");
+      opt(j, "local_host", o.local_host, as_str);
+      opt(j, "world_size", o.world_size, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+      const json& ranks = need(j, "ranks");
+      if (!ranks.is_array()) throw FieldError{"field \"ranks\" must be an array"};
+      for (const auto& r : ranks) o.ranks.push_back(rank_from_json(r));
+      if (j.contains("procs")) {
+        for (const auto& pj : j["procs"]) {
+          ProcessFacts p;
+          p.rank = static_cast<int>(as_int(need(pj, "rank"), "procs.rank"));
+          opt(pj, "alive", p.alive, [](const json& v, const char*) { return v.get<bool>(); });
+          opt(pj, "same_process", p.same_process, [](const json& v, const char*) { return v.get<bool>(); });
+          std::string st = "?";
+          opt(pj, "state", st, as_str);
+          p.state = st.empty() ? '?' : st[0];
+          opt(pj, "threads_in_d", p.threads_in_d, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+          opt(pj, "wchan", p.wchan, as_str);
+          if (pj.contains("exit_code")) p.exit_code = static_cast<int>(as_int(pj["exit_code"], "exit_code"));
+          if (pj.contains("cpu_delta_ns")) p.cpu_delta_ns = as_int(pj["cpu_delta_ns"], "cpu_delta_ns");
+          if (pj.contains("io_delta_bytes")) p.io_delta_bytes = as_int(pj["io_delta_bytes"], "io_delta_bytes");
+          o.procs.push_back(p);
+        }
+      }
+      if (j.contains("gpus")) {
+        for (const auto& gj : j["gpus"]) {
+          GpuFacts g;
+          g.rank = static_cast<int>(as_int(need(gj, "rank"), "gpus.rank"));
+          if (gj.contains("sm_util_pct")) g.sm_util_pct = as_num(gj["sm_util_pct"], "sm_util_pct");
+          if (gj.contains("power_w")) g.power_w = as_num(gj["power_w"], "power_w");
+          if (gj.contains("mem_used_bytes")) g.mem_used_bytes = as_int(gj["mem_used_bytes"], "mem_used_bytes");
+          o.gpus.push_back(g);
+        }
+      }
+      if (j.contains("log")) {
+        const json& lj = j["log"];
+        LogFacts l;
+        opt(lj, "last_line_wall_ns", l.last_line_wall_ns, as_int);
+        opt(lj, "lines_total", l.lines_total, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+        opt(lj, "last_step_line_wall_ns", l.last_step_line_wall_ns, as_int);
+        if (lj.contains("last_step")) l.last_step = as_int(lj["last_step"], "log.last_step");
+        o.log = l;
+      }
+      if (j.contains("job_exit_code")) o.job_exit_code = static_cast<int>(as_int(j["job_exit_code"], "job_exit_code"));
+    } else {
+      return Error{Errc::kParse, fmt::format("unknown line type \"{}\" (header, obs or verdict)", type)};
+    }
+  } catch (const FieldError& e) {
+    return Error{Errc::kParse, e.message};
+  } catch (const json::exception& e) {
+    return Error{Errc::kParse, e.what()};
+  }
+  return out;
+}
+
+Result<Trace> read_trace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return Error{errno == ENOENT ? Errc::kNotFound : Errc::kIo, fmt::format("{}: {}", path, std::strerror(errno))};
+  }
+  Trace t;
+  t.path = path;
+  std::string line;
+  int64_t line_no = 0;
+  bool have_header = false;
+  Stamp last{};
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    auto parsed = parse_trace_line(line);
+    if (!parsed) {
+      t.problems.push_back(Error{parsed.error().code, fmt::format("{}:{}: {}", path, line_no, parsed.error().message)});
+      continue;
+    }
+    if (parsed->kind == TraceLine::kHeader) {
+      if (have_header) {
+        t.problems.push_back(Error{Errc::kParse, fmt::format("{}:{}: a second header, ignored", path, line_no)});
+        continue;
+      }
+      have_header = true;
+      t.header = std::move(parsed->header);
+    } else if (parsed->kind == TraceLine::kObservation) {
+      const Stamp& now = parsed->obs.now;
+      bool backwards = now.mono_ns > 0 && last.mono_ns > 0 ? now.mono_ns < last.mono_ns : now.wall_ns < last.wall_ns;
+      if (backwards) {
+        t.problems.push_back(Error{Errc::kParse, fmt::format("{}:{}: observation time goes backwards ({} after {}), skipped",
+                                                             path, line_no, now.mono_ns > 0 ? now.mono_ns : now.wall_ns,
+                                                             last.mono_ns > 0 ? last.mono_ns : last.wall_ns)});
+        continue;
+      }
+      last = now;
+      if (parsed->obs.local_host.empty()) parsed->obs.local_host = t.header.local_host;
+      t.observations.push_back(std::move(parsed->obs));
+    }
+  }
+  if (!have_header && line_no > 0) {
+    t.problems.push_back(Error{Errc::kParse, fmt::format("{}: no header line; using defaults", path)});
+  }
+  return t;
+}
+
+Result<TraceWriter> TraceWriter::open(const std::string& path, const TraceHeader& header) {
+  TraceWriter w;
+  w.f_ = std::fopen(path.c_str(), "a");
+  if (w.f_ == nullptr) return Error{Errc::kIo, fmt::format("cannot write trace {}: {}", path, std::strerror(errno))};
+  w.path_ = path;
+  w.job_ = header.job;
+  if (auto st = w.write_line(header_to_json(header)); !st) return st.error();
+  return w;
+}
+
+TraceWriter::TraceWriter(TraceWriter&& o) noexcept
+    : f_(std::exchange(o.f_, nullptr)), path_(std::move(o.path_)), job_(std::move(o.job_)) {}
+
+TraceWriter::~TraceWriter() {
+  if (f_ != nullptr) std::fclose(f_);
+}
+
+Status TraceWriter::write_line(const std::string& line) {
+  if (std::fputs(line.c_str(), f_) < 0 || std::fputc('\n', f_) == EOF || std::fflush(f_) != 0) {
+    return Error{Errc::kIo, fmt::format("{}: write failed: {}", path_, std::strerror(errno))};
+  }
+  return {};
+}
+
+Status TraceWriter::write_observation(const Observation& o) { return write_line(observation_to_json(o)); }
+
+Status TraceWriter::write_verdict(const Verdict& v) {
+  std::string j = verdict_to_json(v, job_);
+  // Tag the line so replay can tell it from an observation.
+  j.insert(1, "\"type\":\"verdict\",");
+  return write_line(j);
+}
+
+}  // namespace stepwatch::detect

@@ -1,0 +1,173 @@
+#include "src/detect/trace.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/detect/sim.h"
+
+namespace stepwatch::detect {
+namespace {
+
+using testing::kSec;
+using testing::SimJob;
+
+std::string temp_path(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("sw-trace-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+TEST(Trace, ObservationRoundTripsEveryField) {
+  SimJob job(2);
+  job.advance(kSec);
+  job.step_all(0);
+  job.advance(kSec);
+  job.step_all(1);
+  job.set_phase(1, "data");
+  job.beat(1);
+  job.rank(0).checkpoint = contract::CheckpointMark{"step_1", 1, job.now()};
+  job.rank(0).loss = std::nan("");
+  job.rank(0).loss_at = job.now();
+  job.rank(1).status = contract::RankStatus::kFailed;
+  Observation o = job.observe();
+  ProcessFacts p;
+  p.rank = 1;
+  p.state = 'D';
+  p.threads_in_d = 3;
+  p.cpu_delta_ns = 12;
+  p.io_delta_bytes = 0;
+  p.wchan = "nfs_wait";
+  p.exit_code = 9;
+  o.procs.push_back(p);
+  GpuFacts g;
+  g.rank = 0;
+  g.sm_util_pct = 97.5;
+  g.power_w = 410;
+  o.gpus.push_back(g);
+  o.log = LogFacts{123, 77, 5, 100};
+  o.job_exit_code = 3;
+
+  auto parsed = parse_trace_line(observation_to_json(o));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  ASSERT_EQ(parsed->kind, TraceLine::kObservation);
+  const Observation& b = parsed->obs;
+  EXPECT_EQ(b.now.wall_ns, o.now.wall_ns);
+  EXPECT_EQ(b.now.mono_ns, o.now.mono_ns);
+  ASSERT_EQ(b.ranks.size(), 2u);
+  EXPECT_EQ(*b.ranks[0].step, 1);
+  EXPECT_EQ(b.ranks[0].step_count, 2u);
+  ASSERT_EQ(b.ranks[0].recent.size(), 2u);
+  EXPECT_EQ(b.ranks[0].recent[1].mono_ns, o.ranks[0].recent[1].mono_ns);
+  EXPECT_EQ(b.ranks[1].phase, "data");
+  EXPECT_EQ(b.ranks[1].phase_count, o.ranks[1].phase_count);
+  ASSERT_TRUE(b.ranks[1].beat_at.has_value());
+  EXPECT_EQ(b.ranks[1].status, contract::RankStatus::kFailed);
+  ASSERT_TRUE(b.ranks[0].checkpoint.has_value());
+  EXPECT_EQ(b.ranks[0].checkpoint->id, "step_1");
+  ASSERT_TRUE(b.ranks[0].loss.has_value());
+  EXPECT_TRUE(std::isnan(*b.ranks[0].loss));
+  ASSERT_EQ(b.procs.size(), 1u);
+  EXPECT_EQ(b.procs[0].state, 'D');
+  EXPECT_EQ(b.procs[0].threads_in_d, 3);
+  EXPECT_EQ(*b.procs[0].exit_code, 9);
+  EXPECT_EQ(b.procs[0].wchan, "nfs_wait");
+  ASSERT_EQ(b.gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(*b.gpus[0].sm_util_pct, 97.5);
+  EXPECT_FALSE(b.gpus[0].mem_used_bytes.has_value());
+  ASSERT_TRUE(b.log.has_value());
+  EXPECT_EQ(b.log->lines_total, 77u);
+  EXPECT_EQ(*b.job_exit_code, 3);
+}
+
+TEST(Trace, BadLinesNameTheField) {
+  struct Case {
+    const char* line;
+    const char* want;
+  } cases[] = {
+      {"garbage", "not valid JSON"},
+      {"[1,2]", "not a JSON object"},
+      {R"({"ranks":[]})", "\"type\" is missing"},
+      {R"({"type":"obs","ranks":[]})", "\"now\" is missing"},
+      {R"({"type":"obs","now":[1],"ranks":[]})", "[wall_ns, mono_ns]"},
+      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0}]})", "\"job\" is missing"},
+      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":5,"job":"j","world_size":2}]})", "outside world_size"},
+      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0,"job":"../x"}]})", "job id"},
+      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0,"job":"j","step":3}]})", "\"step_at\" is missing"},
+      {R"({"type":"header","version":9})", "trace version 9"},
+      {R"({"type":"bogus"})", "unknown line type"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_trace_line(c.line);
+    ASSERT_FALSE(r.ok()) << c.line;
+    EXPECT_NE(r.error().message.find(c.want), std::string::npos) << c.line << " -> " << r.error().message;
+  }
+}
+
+TEST(Trace, ReaderKeepsGoodLinesAndReportsBadOnesWithLineNumbers) {
+  SimJob job(1);
+  std::string path = temp_path("mixed.jsonl");
+  {
+    TraceHeader h;
+    h.job = "sim";
+    h.local_host = "node1";
+    h.poll_ns = kSec;
+    auto w = TraceWriter::open(path, h);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    for (int i = 0; i < 3; ++i) {
+      job.advance(kSec);
+      job.step_all(i);
+      ASSERT_TRUE(w->write_observation(job.observe()).ok());
+    }
+    Verdict v;
+    ASSERT_TRUE(w->write_verdict(v).ok());
+  }
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "this is not json\n";
+    Observation back = job.observe();
+    back.now.mono_ns -= 10 * kSec;
+    back.now.wall_ns -= 10 * kSec;
+    out << observation_to_json(back) << "\n";
+    job.advance(kSec);
+    out << observation_to_json(job.observe()) << "\n";
+  }
+  auto t = read_trace(path);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t->header.job, "sim");
+  EXPECT_EQ(t->header.poll_ns, kSec);
+  EXPECT_EQ(t->observations.size(), 4u);
+  ASSERT_EQ(t->problems.size(), 2u);
+  EXPECT_NE(t->problems[0].message.find("mixed.jsonl:6: not valid JSON"), std::string::npos) << t->problems[0].message;
+  EXPECT_NE(t->problems[1].message.find(":7: observation time goes backwards"), std::string::npos)
+      << t->problems[1].message;
+  EXPECT_EQ(t->observations[0].local_host, "node1");  // taken from the header
+
+  auto missing = read_trace(temp_path("nope.jsonl"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, Errc::kNotFound);
+}
+
+TEST(Trace, VerdictJsonCarriesTheFieldsAPageNeeds) {
+  Verdict v;
+  v.state = State::kStalled;
+  v.cause = Cause::kCollective;
+  v.last_step = 41;
+  v.last_step_age_ns = 9 * kSec;
+  v.expected_interval_ns = 2 * kSec;
+  v.interval_source = IntervalSource::kSpec;
+  v.culprits.push_back({2, "in phase data"});
+  v.evidence.push_back({"phase", "data", 2, 9 * kSec});
+  std::string j = verdict_to_json(v, "demo");
+  for (const char* want : {"\"state\":\"stalled\"", "\"cause\":\"collective\"", "\"last_step\":41",
+                           "\"expected_interval_seconds\":2.0", "\"interval_source\":\"spec\"", "\"job\":\"demo\"",
+                           "\"reason\":\"in phase data\"", "\"age_seconds\":9.0"}) {
+    EXPECT_NE(j.find(want), std::string::npos) << want << " in " << j;
+  }
+}
+
+}  // namespace
+}  // namespace stepwatch::detect
