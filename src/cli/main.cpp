@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "src/cli/check_spec.h"
+#include "src/cli/replay.h"
 #include "src/cli/status_view.h"
 #include "src/common/clock.h"
 #include "src/contract/job_scan.h"
@@ -66,6 +68,19 @@ int main(int argc, char** argv) {
   status->add_option("--dir", dir, "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
   status->add_option("job", job, "Only this job");
 
+  std::vector<std::string> spec_files;
+  bool spec_json = false;
+  auto* check = app.add_subcommand("check-spec", "Validate job specs and show the values that will apply");
+  check->add_option("files", spec_files, "Spec files (TOML)")->required();
+  check->add_flag("--json", spec_json, "Machine-readable output");
+
+  stepwatch::cli::ReplayOptions replay_opts;
+  auto* replay = app.add_subcommand("replay", "Run the detector over recorded traces and print the verdict timeline");
+  replay->add_option("traces", replay_opts.traces, "Trace files (JSONL, docs/replay.md)")->required();
+  replay->add_option("--spec", replay_opts.spec_path, "Judge with this spec instead of the recorded one");
+  replay->add_flag("--json", replay_opts.json, "One JSON object per verdict");
+  replay->add_flag("--all", replay_opts.all, "Every poll, not only changes of state");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -73,6 +88,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (status->parsed()) return run_status(dir, job);
+    if (check->parsed()) return stepwatch::cli::run_check_spec(spec_files, spec_json);
+    if (replay->parsed()) return stepwatch::cli::run_replay(replay_opts);
   } catch (const std::exception& e) {
     fmt::print(stderr, "stepwatch: internal error: {}\n", e.what());
     return 70;

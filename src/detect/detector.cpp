@@ -73,7 +73,8 @@ void Detector::learn(const RankSnapshot& r, RankMemory& m) {
   m.seen = true;
 }
 
-RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, int64_t effective_ns) {
+RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, int64_t effective_ns,
+                                 const Stamp& job_phase_mark) {
   RankVerdict rv;
   rv.rank = r.rank;
   rv.step = r.step;
@@ -146,8 +147,13 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
     return rv;
   }
 
-  // Step time. The clock restarts when a labeled phase ends after the last step.
-  int64_t silent = later(r.phase_since, r.step_at) ? std::min(rv.step_age_ns, rv.phase_age_ns) : rv.step_age_ns;
+  // Step time. The clock restarts when a phase changes after the last step, on this rank or on
+  // any other: ranks that waited in a collective while rank 0 saved a checkpoint resume the
+  // moment it leaves the phase, not before.
+  int64_t silent = rv.step_age_ns;
+  for (const Stamp* mark : {&r.phase_since, &job_phase_mark}) {
+    if (later(*mark, r.step_at)) silent = std::min(silent, age_of(*mark, obs.now, same_host));
+  }
   bool warmup = r.step_count <= static_cast<uint64_t>(config_.warmup_steps) + 1;
   int64_t stall_after, suspect_after;
   if (effective_ns <= 0) {
@@ -206,13 +212,17 @@ Verdict Detector::observe(const Observation& obs) {
     expected = base->p90_ns;
     v.interval_source = learner_.frozen() ? IntervalSource::kLearned : IntervalSource::kLearning;
   }
-  // The longest recent interval, not a quantile: a heavy tail must not page, and a job whose
-  // steps slow down but complete carries its threshold along.
-  int64_t effective = expected > 0 ? std::max(expected, learner_.recent_max(16)) : 0;
+  // The longest interval of the recent history, not a quantile: a heavy tail must not page,
+  // and a job whose steps slow down but complete carries its threshold along.
+  int64_t effective = expected > 0 ? std::max(expected, learner_.recent_max(256)) : 0;
   v.expected_interval_ns = effective;
 
   // 2. Judge each rank.
-  for (const auto* r : ranks) v.ranks.push_back(judge_rank(*r, obs, effective));
+  Stamp job_phase_mark;
+  for (const auto* r : ranks) {
+    if (later(r->phase_since, job_phase_mark)) job_phase_mark = r->phase_since;
+  }
+  for (const auto* r : ranks) v.ranks.push_back(judge_rank(*r, obs, effective, job_phase_mark));
 
   // Slow: steps complete, but the recent median is well above what is expected.
   std::optional<Learned> recent8 = learner_.recent(8);
@@ -238,8 +248,11 @@ Verdict Detector::observe(const Observation& obs) {
     if (rule_for(*ranks[i]) != nullptr && rv.state != State::kStalled && rv.state != State::kDead) holder = &rv;
   }
   if (holder != nullptr) {
-    for (auto& rv : v.ranks) {
-      if (rv.state == State::kStalled && rv.cause == Cause::kUnknown) {
+    for (size_t i = 0; i < v.ranks.size(); ++i) {
+      RankVerdict& rv = v.ranks[i];
+      bool step_time = rule_for(*ranks[i]) == nullptr && ranks[i]->step.has_value();
+      bool waiting = (rv.state == State::kStalled && rv.cause == Cause::kUnknown) || rv.state == State::kSuspect;
+      if (step_time && waiting) {
         rv.state = State::kSuspect;
         rv.note = fmt::format("waiting on rank {} ({} for {} of {})", holder->rank, holder->phase,
                               format_duration(holder->phase_age_ns), format_duration(holder->budget_ns.value_or(0)));

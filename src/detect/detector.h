@@ -49,7 +49,8 @@ class Detector {
   void learn(const contract::RankSnapshot& r, RankMemory& m);
   // The budget rule of the rank's current phase, or nullptr for train/init/unbudgeted phases.
   const PhaseRule* rule_for(const contract::RankSnapshot& r) const;
-  RankVerdict judge_rank(const contract::RankSnapshot& r, const Observation& obs, int64_t effective_ns);
+  RankVerdict judge_rank(const contract::RankSnapshot& r, const Observation& obs, int64_t effective_ns,
+                         const Stamp& job_phase_mark);
   void choose_cause(const Observation& obs, Verdict& v, int64_t effective_ns) const;
 
   Config config_;

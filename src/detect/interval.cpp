@@ -23,10 +23,10 @@ Learned summarize(const std::vector<int64_t>& v) {
 void IntervalLearner::add(int64_t interval_ns) {
   if (interval_ns <= 0) return;
   all_.push_back(interval_ns);
-  if (static_cast<int>(all_.size()) > window_) all_.pop_front();
+  if (all_.size() > std::max<size_t>(static_cast<size_t>(window_), kHistory)) all_.pop_front();
   max_seen_ = std::max(max_seen_, interval_ns);
   ++total_;
-  if (!frozen_ && total_ >= window_) frozen_ = summarize(std::vector<int64_t>(all_.begin(), all_.end()));
+  if (!frozen_ && total_ >= window_) frozen_ = *recent(static_cast<size_t>(window_));
 }
 
 void IntervalLearner::restore(const Learned& prior) {
@@ -38,7 +38,7 @@ void IntervalLearner::restore(const Learned& prior) {
 
 std::optional<Learned> IntervalLearner::baseline() const {
   if (frozen_) return frozen_;
-  if (static_cast<int>(all_.size()) >= min_samples_) return summarize(std::vector<int64_t>(all_.begin(), all_.end()));
+  if (static_cast<int>(all_.size()) >= min_samples_) return recent(static_cast<size_t>(window_));
   return std::nullopt;
 }
 

@@ -40,7 +40,9 @@ class IntervalLearner {
  private:
   int window_;
   int min_samples_;
-  std::deque<int64_t> all_;  // the last `window_` samples
+  // Enough history that a rare slow step (1 in 100) is still remembered when the next comes.
+  static constexpr size_t kHistory = 256;
+  std::deque<int64_t> all_;  // the last max(window_, kHistory) samples
   std::optional<Learned> frozen_;
   int total_ = 0;
   int64_t max_seen_ = 0;

@@ -1,0 +1,292 @@
+#include "bench/detection/scenarios.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "bench/detection/world.h"
+
+namespace stepwatch::bench {
+
+namespace {
+
+constexpr int64_t kSec = kNsPerSec;
+constexpr int64_t kMin = 60 * kSec;
+constexpr int kRanks = 4;
+
+// The spec most scenarios run under: 2 s steps, grace 2, budgets of a mid-sized job.
+std::string spec_2s(const std::string& interval = "\"2s\"") {
+  return fmt::format(R"(job = "scenario"
+expected_interval = {}
+grace_intervals = 2
+slow_factor = 1.5
+[phases]
+init = "5m"
+compile = "15m"
+compile_warm = "5m"
+data = "2m"
+eval = {{ budget = "5m", beats_renew = false }}
+checkpoint = "10m"
+)",
+                     interval);
+}
+
+// Trains `n` steps of `interval(i)` on every rank.
+void train(World& w, int n, const std::function<int64_t(int)>& interval) {
+  for (int i = 0; i < n; ++i) {
+    w.activity_all(Activity::kCompute);
+    w.advance(interval(i));
+    w.step_all();
+  }
+}
+void train(World& w, int n, int64_t interval) {
+  train(w, n, [interval](int) { return interval; });
+}
+
+// Launch to first step through a short init.
+void start(World& w, int64_t init = 20 * kSec) {
+  w.activity_all(Activity::kInitWait);
+  w.advance(init);
+  w.step_all();
+}
+
+Scenario finish(std::string name, std::string description, std::string spec, int64_t poll, World& w,
+                detect::Truth truth) {
+  Scenario s;
+  s.name = std::move(name);
+  s.description = std::move(description);
+  s.spec_toml = std::move(spec);
+  s.poll_ns = poll;
+  s.truth = std::move(truth);
+  s.observations = w.observations();
+  return s;
+}
+
+detect::Truth no_stall(int64_t interval) {
+  detect::Truth t;
+  t.interval_ns = interval;
+  return t;
+}
+
+detect::Truth stall_at(const World& w, int64_t allowed, int64_t interval, std::vector<int> culprits, std::string note) {
+  detect::Truth t;
+  t.stall = true;
+  t.stall_start_wall_ns = w.now().wall_ns;
+  t.allowed_ns = allowed;
+  t.interval_ns = interval;
+  t.culprits = std::move(culprits);
+  t.note = std::move(note);
+  return t;
+}
+
+}  // namespace
+
+std::vector<Scenario> make_scenarios(unsigned seed) {
+  std::vector<Scenario> out;
+  std::mt19937_64 rng(seed);
+  const int64_t poll = kSec;
+
+  {  // 1. Steady training.
+    World w(kRanks, poll);
+    start(w);
+    train(w, 900, 2 * kSec);
+    w.finish_all();
+    w.advance(5 * kSec);
+    out.push_back(finish("steady", "2 s steps for 30 min", spec_2s(), poll, w, no_stall(2 * kSec)));
+  }
+  {  // 2. Heavy-tailed step times (learned interval). The job class knows its tail and gives it
+     // more grace: with grace 2, the first 3x spike (step ~80, before any was seen) would page.
+    World w(kRanks, poll);
+    start(w);
+    std::lognormal_distribution<double> body(std::log(2.0), 0.35);
+    std::uniform_real_distribution<double> u(0, 1);
+    train(w, 1500, [&](int) {
+      double s = body(rng);
+      if (u(rng) < 0.01) s *= 3;  // one step in a hundred hits a slow allreduce
+      return static_cast<int64_t>(s * kSec);
+    });
+    std::string spec = spec_2s("\"learn\"");
+    spec.replace(spec.find("grace_intervals = 2"), 19, "grace_intervals = 4");
+    out.push_back(finish("heavy-tail", "lognormal steps (median 2 s, sigma 0.35), 1% 3x spikes; learn, grace 4",
+                         spec, poll, w, no_stall(2 * kSec)));
+  }
+  {  // 3. A labeled eval 30x the step time, every 300 steps, beating per batch.
+    World w(kRanks, poll);
+    start(w);
+    for (int round = 0; round < 4; ++round) {
+      train(w, 300, 2 * kSec);
+      w.phase_all("eval");
+      for (int b = 0; b < 60; ++b) {
+        w.activity_all(Activity::kCompute);
+        w.advance(kSec);
+        w.beat_all();
+      }
+      w.phase_all("train");
+    }
+    out.push_back(finish("long-eval", "a labeled 60 s eval (30x the step) every 300 steps", spec_2s(), poll, w,
+                         no_stall(2 * kSec)));
+  }
+  {  // 4. A cold compile of 8 minutes before the first step.
+    World w(kRanks, poll);
+    w.activity_all(Activity::kInitWait);
+    w.advance(15 * kSec);
+    w.phase_all("compile");
+    w.activity_all(Activity::kCompute);
+    w.advance(8 * kMin);
+    w.step_all();
+    w.phase_all("train");
+    train(w, 300, 2 * kSec);
+    out.push_back(finish("cold-compile", "8 min compile (budget 15m) on a cold cache", spec_2s(), poll, w,
+                         no_stall(2 * kSec)));
+  }
+  {  // 5. A warm restart whose compile overruns its (shorter) budget.
+    World w(kRanks, poll, /*incarnation=*/1);
+    w.activity_all(Activity::kInitWait);
+    w.advance(15 * kSec);
+    w.phase_all("compile");
+    w.activity_all(Activity::kDeadlock);
+    w.advance(5 * kMin);
+    detect::Truth t = stall_at(w, poll, 2 * kSec, {0, 1, 2, 3}, "warm compile past its 5m budget");
+    w.advance(25 * kMin);
+    out.push_back(finish("warm-compile-overrun", "restart's compile hangs; warm budget 5m", spec_2s(), poll, w, t));
+  }
+  {  // 6. Checkpoint saves on rank 0 only while the others wait in the next collective.
+    World w(kRanks, poll);
+    start(w);
+    for (int round = 0; round < 4; ++round) {
+      train(w, 200, 2 * kSec);
+      w.phase(0, "checkpoint");
+      w.activity(0, Activity::kCheckpointWrite);
+      for (int r = 1; r < kRanks; ++r) w.activity(r, Activity::kWaitGpu);
+      w.advance(90 * kSec);
+      w.phase(0, "train");
+      w.checkpoint_all(fmt::format("step_{}", w.next_step() - 1));
+    }
+    out.push_back(finish("checkpoint-rank0", "rank 0 saves for 90 s every 200 steps, others wait", spec_2s(), poll,
+                         w, no_stall(2 * kSec)));
+  }
+  {  // 7. I/O-bound: storage degrades, steps take up to 5x longer but complete.
+    World w(kRanks, poll);
+    start(w);
+    train(w, 150, 2 * kSec);
+    int64_t interval = 2 * kSec;
+    for (int i = 0; i < 200; ++i) {
+      interval = std::min<int64_t>(10 * kSec, interval * 5 / 4);
+      w.activity_all(Activity::kIoBound);
+      w.advance(interval);
+      w.step_all();
+    }
+    out.push_back(finish("io-bound-slow", "steps slow from 2 s to 10 s (5x) and keep completing", spec_2s(), poll, w,
+                         no_stall(2 * kSec)));
+  }
+  {  // 8. Collective hang: rank 2 stuck in its data loader, the others block in allreduce.
+    World w(kRanks, poll);
+    start(w);
+    train(w, 300, 2 * kSec);
+    w.advance(kSec / 2);
+    w.phase(2, "data");
+    w.activity(2, Activity::kDataWait);
+    for (int r : {0, 1, 3}) w.activity(r, Activity::kWaitGpu);
+    detect::Truth t = stall_at(w, 2 * kMin + poll, 2 * kSec, {2}, "rank 2 never leaves data (budget 2m)");
+    w.advance(30 * kMin);
+    out.push_back(finish("collective-hang-data", "rank 2 hangs in data; NCCL keeps the other GPUs busy", spec_2s(),
+                         poll, w, t));
+  }
+  {  // 9. One rank's beacon goes silent while its process lives and training goes on.
+    World w(kRanks, poll);
+    start(w);
+    train(w, 300, 2 * kSec);
+    w.freeze_beacon(3);
+    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {3}, "rank 3 stops reporting");
+    train(w, 300, 2 * kSec);
+    out.push_back(finish("rank-silent", "rank 3's beacon stops, its process keeps training", spec_2s(), poll, w, t));
+  }
+  {  // 10. A rank dies; the others hang in the collective until gloo/NCCL times out.
+    World w(kRanks, poll);
+    start(w);
+    train(w, 300, 2 * kSec);
+    w.advance(kSec);
+    w.kill(1, 137);
+    for (int r : {0, 2, 3}) w.activity(r, Activity::kWaitGpu);
+    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {1}, "rank 1 killed (OOM)");
+    w.advance(30 * kMin);
+    out.push_back(finish("rank-dies", "rank 1 is killed; the others wait in allreduce", spec_2s(), poll, w, t));
+  }
+  {  // 11. A restart hung at init: the old incarnation still holds the port.
+    World w(kRanks, poll, /*incarnation=*/1);
+    w.activity_all(Activity::kInitWait);
+    detect::Truth t = stall_at(w, 5 * kMin + poll, 2 * kSec, {0, 1, 2, 3}, "never reaches the first step");
+    w.advance(40 * kMin);
+    out.push_back(finish("restart-hung-init", "incarnation 1 waits for rendezvous forever", spec_2s(), poll, w, t));
+  }
+  {  // 12. The log keeps printing while steps stopped (a progress bar redraws, NCCL warns).
+    World w(kRanks, poll);
+    start(w);
+    train(w, 300, 2 * kSec);
+    w.advance(kSec);
+    w.activity_all(Activity::kWaitCpu);
+    w.log_lines_per_sec(20);
+    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "all ranks hang; log still printing");
+    w.advance(30 * kMin);
+    out.push_back(finish("log-noise-hang", "hang with 20 log lines/s still arriving", spec_2s(), poll, w, t));
+  }
+  {  // 13. The wall clock jumps forward an hour, then back 30 minutes.
+    World w(kRanks, poll);
+    start(w);
+    train(w, 300, 2 * kSec);
+    w.jump_wall(3600 * kSec);
+    train(w, 300, 2 * kSec);
+    w.jump_wall(-1800 * kSec);
+    train(w, 300, 2 * kSec);
+    out.push_back(finish("clock-jump", "NTP steps the wall clock +1h then -30m", spec_2s(), poll, w,
+                         no_stall(2 * kSec)));
+  }
+  const std::string spec_18m = R"(job = "scenario"
+expected_interval = "18m"
+grace_intervals = 2
+[phases]
+init = "30m"
+)";
+  {  // 14. 18-minute steps.
+    World w(kRanks, 30 * kSec);
+    start(w, 2 * kMin);
+    train(w, 6, 18 * kMin);
+    out.push_back(finish("18min-steps", "huge batches: one step every 18 minutes", spec_18m, 30 * kSec, w,
+                         no_stall(18 * kMin)));
+  }
+  {  // 15. 18-minute steps, then a hang: latency in intervals for a slow job.
+    World w(kRanks, 30 * kSec);
+    start(w, 2 * kMin);
+    train(w, 3, 18 * kMin);
+    w.activity_all(Activity::kWaitGpu);
+    detect::Truth t = stall_at(w, 36 * kMin + 30 * kSec, 18 * kMin, {}, "hang after 3 steps");
+    w.advance(90 * kMin);
+    out.push_back(finish("18min-steps-hang", "18-minute steps, then a collective hang", spec_18m, 30 * kSec, w, t));
+  }
+  {  // 16. Every rank in uninterruptible I/O: a dead NFS mount.
+    World w(kRanks, poll);
+    start(w);
+    train(w, 300, 2 * kSec);
+    w.advance(kSec);
+    w.activity_all(Activity::kIoStall);
+    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "storage hangs");
+    w.advance(20 * kMin);
+    out.push_back(finish("io-stall", "every rank in D state, no bytes moving", spec_2s(), poll, w, t));
+  }
+  {  // 17. A single-process job deadlocks on the host.
+    World w(1, poll);
+    start(w);
+    train(w, 300, 2 * kSec);
+    w.advance(kSec);
+    w.activity_all(Activity::kDeadlock);
+    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "lock-order deadlock");
+    w.advance(20 * kMin);
+    out.push_back(finish("host-deadlock", "1 process, asleep on a futex, GPU idle", spec_2s(), poll, w, t));
+  }
+  return out;
+}
+
+}  // namespace stepwatch::bench

@@ -1,0 +1,24 @@
+// The labeled scenario corpus: each scenario is a simulated run with the spec it runs under and
+// its truth (when a stall began, which ranks are at fault).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "src/detect/observation.h"
+#include "src/detect/trace.h"
+
+namespace stepwatch::bench {
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string spec_toml;
+  int64_t poll_ns = 0;
+  detect::Truth truth;
+  std::vector<detect::Observation> observations;
+};
+
+std::vector<Scenario> make_scenarios(unsigned seed = 42);
+
+}  // namespace stepwatch::bench

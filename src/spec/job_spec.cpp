@@ -1,0 +1,82 @@
+// JobSpec's defaults and lookups; the loader is spec.cpp, the rules are rules.cpp.
+#include <fmt/format.h>
+
+#include "src/spec/spec.h"
+
+namespace stepwatch::spec {
+
+const char* log_preset_name(LogPreset preset) {
+  switch (preset) {
+    case LogPreset::kNone:
+      return "none";
+    case LogPreset::kPlain:
+      return "plain";
+    case LogPreset::kHuggingface:
+      return "huggingface";
+    case LogPreset::kLightning:
+      return "lightning";
+    case LogPreset::kMegatron:
+      return "megatron";
+    case LogPreset::kTorchtitan:
+      return "torchtitan";
+  }
+  return "?";
+}
+
+const char* checkpoint_source_name(CheckpointSource source) {
+  return source == CheckpointSource::kMarker ? "marker" : "beacon";
+}
+
+const char* pager_kind_name(PagerKind kind) {
+  switch (kind) {
+    case PagerKind::kWebhook:
+      return "webhook";
+    case PagerKind::kAlertmanager:
+      return "alertmanager";
+    case PagerKind::kCommand:
+      return "command";
+  }
+  return "?";
+}
+
+std::map<std::string, PhaseBudget, std::less<>> builtin_phases() {
+  constexpr int64_t kMin = 60 * kNsPerSec;
+  return {
+      {"init", {10 * kMin, false}},         {"compile", {30 * kMin, false}},
+      {"compile_warm", {10 * kMin, false}}, {"data", {10 * kMin, false}},
+      {"eval", {30 * kMin, false}},         {"checkpoint", {15 * kMin, false}},
+  };
+}
+
+const PhaseBudget* JobSpec::phase(std::string_view name, bool warm) const {
+  if (warm && name == "compile") {
+    if (auto it = phases.find(std::string_view("compile_warm")); it != phases.end())
+      return &it->second;
+  }
+  auto it = phases.find(name);
+  return it == phases.end() ? nullptr : &it->second;
+}
+
+std::optional<int64_t> JobSpec::stall_after_ns() const {
+  if (!expected_interval_ns) return std::nullopt;
+  return static_cast<int64_t>(static_cast<double>(*expected_interval_ns) * grace_intervals);
+}
+
+JobSpec default_spec() {
+  return JobSpec{};
+}
+
+std::string SpecIssue::where() const {
+  std::string out = file.empty() ? "<spec>" : file;
+  if (line > 0) out += fmt::format(":{}", line);
+  if (line > 0 && column > 0) out += fmt::format(":{}", column);
+  return out;
+}
+
+std::string SpecIssue::text() const {
+  std::string out = where() + ": ";
+  if (!key.empty()) out += key + ": ";
+  return out + message;
+}
+
+}  // namespace stepwatch::spec

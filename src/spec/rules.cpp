@@ -1,0 +1,360 @@
+#include "src/spec/rules.h"
+
+#include <fmt/format.h>
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "src/common/duration.h"
+#include "src/spec/command_template.h"
+
+namespace stepwatch::spec {
+
+int KeyLines::line(std::string_view path) const {
+  auto it = lines_.find(path);
+  return it == lines_.end() ? 0 : it->second;
+}
+
+void IssueSink::error(int line, std::string key, std::string message) {
+  errors_.push_back(SpecIssue{file_, line, 0, std::move(key), std::move(message)});
+}
+
+void IssueSink::warning(std::string key, std::string message) {
+  int line = lines_->line(key);
+  warnings_.push_back(SpecIssue{file_, line, 0, std::move(key), std::move(message)});
+}
+
+namespace {
+
+template <class Enum, size_t N>
+std::optional<Enum> find_name(std::string_view name, const std::string_view (&names)[N]) {
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == name) return static_cast<Enum>(i);
+  }
+  return std::nullopt;
+}
+
+// Edits (insert, delete, substitute, swap two neighbours) from a to b: "jbo" is one from "job".
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+bool is_alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+std::string number(double v) {
+  return fmt::format("{:g}", v);
+}
+
+}  // namespace
+
+std::optional<LogPreset> parse_log_preset(std::string_view name) {
+  return find_name<LogPreset>(name, kLogPresetNames);
+}
+std::optional<PagerKind> parse_pager_kind(std::string_view name) {
+  return find_name<PagerKind>(name, kPagerKindNames);
+}
+std::optional<CheckpointSource> parse_checkpoint_source(std::string_view name) {
+  return find_name<CheckpointSource>(name, kCheckpointSourceNames);
+}
+
+std::string one_of(std::span<const std::string_view> names) {
+  std::string out = "one of ";
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+std::string closest(std::string_view word, std::span<const std::string_view> candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, std::min<size_t>(3, word.size() / 3)) + 1;
+  for (auto c : candidates) {
+    size_t d = edit_distance(word, c);
+    // "grace" for "grace_intervals": a shared prefix of 3+ characters is as good as a typo.
+    bool prefix =
+        std::min(word.size(), c.size()) >= 3 && (c.starts_with(word) || word.starts_with(c));
+    if (prefix) d = std::min<size_t>(d, 1);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string job_id_problem(std::string_view name) {
+  if (name.empty()) return "must not be empty";
+  if (name.size() > 63) return fmt::format("is {} bytes, at most 63 allowed", name.size());
+  for (char c : name) {
+    if (!is_alnum(c) && c != '.' && c != '_' && c != '-') return "may only hold [A-Za-z0-9._-]";
+  }
+  if (name.front() == '.' || name.front() == '-') return "may not start with '.' or '-'";
+  return "";
+}
+
+std::string phase_name_problem(std::string_view name) {
+  // The same rule as the beacon's phase field (contract::validate_phase): 1..31 bytes.
+  if (name.empty() || name.size() > 31) return "a phase name must be 1 to 31 bytes long";
+  for (char c : name) {
+    if (!is_alnum(c) && c != '.' && c != '_' && c != '-' && c != ':' && c != '/') {
+      return "a phase name may only hold [A-Za-z0-9._:/-]";
+    }
+  }
+  if (name == "train") {
+    return "the train phase has no budget of its own: its pace is expected_interval x "
+           "grace_intervals";
+  }
+  return "";
+}
+
+namespace {
+
+// The per-field rules of one validate_spec() call.
+class Rules {
+ public:
+  Rules(const JobSpec& spec, const KeyLines& lines, IssueSink& sink)
+      : s_(spec), lines_(lines), sink_(sink) {}
+
+  void all() {
+    names();
+    numbers();
+    phases();
+    log();
+    checkpoint();
+    runbook();
+    warnings();
+  }
+
+ private:
+  void int_range(const std::string& key, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo) sink_.error(key, fmt::format("must be >= {}, got {}", lo, v));
+    if (v > hi) sink_.error(key, fmt::format("must be <= {}, got {}", hi, v));
+  }
+
+  void names() {
+    if (!s_.job.empty()) {
+      if (auto p = job_id_problem(s_.job); !p.empty())
+        sink_.error("job", fmt::format("job id \"{}\" {}", s_.job, p));
+    }
+    if (lines_.has("class")) {
+      if (auto p = job_id_problem(s_.job_class); !p.empty()) {
+        sink_.error("class", fmt::format("job class \"{}\" {}", s_.job_class, p));
+      }
+    }
+    if (s_.owner.size() > 200) sink_.error("owner", "must be at most 200 bytes");
+    if (std::any_of(s_.owner.begin(), s_.owner.end(), [](char c) { return c >= 0 && c < 0x20; })) {
+      sink_.error("owner", "must not hold control characters");
+    }
+  }
+
+  void numbers() {
+    int_range("world_size", s_.world_size, 0, 1'000'000);
+    if (!std::isfinite(s_.grace_intervals) || s_.grace_intervals < 1 || s_.grace_intervals > 1000) {
+      sink_.error(
+          "grace_intervals",
+          fmt::format("must be >= 1 and <= 1000 (intervals without a step before a stall), got {}",
+                      number(s_.grace_intervals)));
+    }
+    if (!std::isfinite(s_.slow_factor) || s_.slow_factor <= 1 || s_.slow_factor > 1000) {
+      sink_.error(
+          "slow_factor",
+          fmt::format("must be > 1 and <= 1000 (a multiple of the expected interval), got {}",
+                      number(s_.slow_factor)));
+    }
+    int_range("learn.warmup_steps", s_.learn.warmup_steps, 0, 100'000);
+    int_range("learn.window", s_.learn.window, 2, 4096);
+    int_range("auto_preempt.misses", s_.auto_preempt.misses, 1, 100);
+    int_range("runbook.collect.log_lines", s_.runbook.collect.log_lines, 0, 100'000);
+    int_range("runbook.collect.max_bytes", s_.runbook.collect.max_bytes, 1, int64_t{1} << 40);
+    int_range("runbook.restart_budget", s_.runbook.restart_budget, 0, 1000);
+  }
+
+  void phases() {
+    for (const auto& [name, budget] : s_.phases) {
+      if (auto p = phase_name_problem(name); !p.empty()) sink_.error("phases." + name, p);
+    }
+    const PhaseBudget* cold = s_.phase("compile", false);
+    auto warm_it = s_.phases.find(std::string_view("compile_warm"));
+    if (cold != nullptr && warm_it != s_.phases.end() &&
+        warm_it->second.budget_ns > cold->budget_ns) {
+      // A warm restart only reloads cached code, so it can never need longer than a cold one.
+      std::string warm = format_duration(warm_it->second.budget_ns);
+      std::string cold_text = format_duration(cold->budget_ns);
+      if (lines_.has("phases.compile_warm") || lines_.has("phases.compile_warm.budget")) {
+        sink_.error(
+            budget_line("compile_warm"), "phases.compile_warm",
+            fmt::format(
+                "the warm compile budget ({}) must not exceed the cold one ({}, phases.compile)",
+                warm, cold_text));
+      } else {
+        sink_.error(
+            budget_line("compile"), "phases.compile",
+            fmt::format(
+                "the cold compile budget ({}) is shorter than the warm one ({}, the default of "
+                "phases.compile_warm); set phases.compile_warm too",
+                cold_text, warm));
+      }
+    }
+  }
+
+  int budget_line(const std::string& phase) const {
+    std::string key = "phases." + phase;
+    return lines_.has(key + ".budget") ? lines_.line(key + ".budget") : lines_.line(key);
+  }
+
+  void pattern(const std::string& key, const std::string& text, const char* required_group) {
+    if (text.empty()) return;
+    RE2::Options options;
+    options.set_log_errors(false);
+    RE2 re(text, options);
+    if (!re.ok()) {
+      sink_.error(key, fmt::format("invalid RE2 pattern \"{}\": {}", text, re.error()));
+      return;
+    }
+    if (required_group != nullptr && re.NamedCapturingGroups().count(required_group) == 0) {
+      sink_.error(
+          key, fmt::format("pattern \"{}\" has no named group (?P<{}>...)", text, required_group));
+    }
+  }
+
+  void log() {
+    pattern("log.step_pattern", s_.log.step_pattern, "step");
+    pattern("log.phase_start", s_.log.phase_start, "phase");
+    pattern("log.phase_end", s_.log.phase_end, nullptr);
+    for (size_t i = 0; i < s_.log.noise.size(); ++i) {
+      pattern(fmt::format("log.noise[{}]", i), s_.log.noise[i], nullptr);
+    }
+  }
+
+  void checkpoint() {
+    const auto& c = s_.checkpoint;
+    const std::string& m = c.marker;
+    if (m.empty()) {
+      sink_.error("checkpoint.marker", "must not be empty (default \"step_*/COMMITTED\")");
+    } else if (m.front() == '/') {
+      sink_.error("checkpoint.marker", fmt::format("\"{}\" must be relative to checkpoint.dir", m));
+    } else if (m == ".." || m.starts_with("../") || m.find("/../") != std::string::npos ||
+               m.ends_with("/..")) {
+      sink_.error("checkpoint.marker",
+                  fmt::format("\"{}\" must stay inside checkpoint.dir (no ..)", m));
+    } else if (m.find('*') == std::string::npos) {
+      sink_.error(
+          "checkpoint.marker",
+          fmt::format("\"{}\" has no '*': the glob must match one marker per generation", m));
+    }
+    if (c.source == CheckpointSource::kMarker && c.dir.empty()) {
+      sink_.error("checkpoint.source", "source \"marker\" needs checkpoint.dir to scan");
+    }
+  }
+
+  void command(const std::string& key, const std::vector<std::string>& argv,
+               std::span<const std::string_view> allowed) {
+    if (!argv.empty() && argv.front().empty())
+      sink_.error(key + "[0]", "the program name must not be empty");
+    for (size_t i = 0; i < argv.size(); ++i) {
+      if (auto st = check_template(argv[i], allowed); !st) {
+        std::string element = fmt::format("{}[{}]", key, i);
+        sink_.error(lines_.has(element) ? lines_.line(element) : lines_.line(key), element,
+                    st.error().message);
+      }
+    }
+  }
+
+  void url(const std::string& key, const std::string& u) {
+    std::string_view rest = u;
+    if (rest.starts_with("http://")) {
+      rest.remove_prefix(7);
+    } else if (rest.starts_with("https://")) {
+      rest.remove_prefix(8);
+    } else {
+      sink_.error(key, fmt::format("\"{}\" must start with http:// or https://", u));
+      return;
+    }
+    if (rest.empty() || rest.front() == '/' || rest.front() == ':') {
+      sink_.error(key, fmt::format("\"{}\" has no host", u));
+    } else if (std::any_of(u.begin(), u.end(), [](char c) { return c <= 0x20 || c == 0x7f; })) {
+      sink_.error(key, fmt::format("\"{}\" must not hold spaces or control characters", u));
+    }
+  }
+
+  void runbook() {
+    const auto& r = s_.runbook;
+    for (size_t i = 0; i < r.pagers.size(); ++i) {
+      const Pager& p = r.pagers[i];
+      std::string key = fmt::format("runbook.pager[{}]", i);
+      const char* kind = pager_kind_name(p.kind);
+      if (!lines_.has(key + ".kind") && p.url.empty() && p.command.empty()) {
+        sink_.error(key,
+                    "needs kind = \"webhook\" or \"alertmanager\" with a url, or kind = "
+                    "\"command\" with a command");
+      } else if (p.kind == PagerKind::kCommand) {
+        if (p.command.empty())
+          sink_.error(key, "kind \"command\" needs command = [\"program\", \"arg\", ...]");
+        if (!p.url.empty()) sink_.error(key + ".url", "kind \"command\" takes no url");
+        command(key + ".command", p.command, kPagerPlaceholders);
+      } else {
+        if (p.url.empty()) sink_.error(key, fmt::format("kind \"{}\" needs a url", kind));
+        if (!p.command.empty())
+          sink_.error(key + ".command", fmt::format("kind \"{}\" takes no command", kind));
+        if (!p.url.empty()) url(key + ".url", p.url);
+      }
+      int_range(key + ".retries", p.retries, 0, 20);
+    }
+    command("runbook.preempt_command", r.preempt_command, kPreemptPlaceholders);
+    command("runbook.resume_command", r.resume_command, kResumePlaceholders);
+  }
+
+  void warnings() {
+    if (s_.slow_factor >= s_.grace_intervals && s_.grace_intervals >= 1 && s_.slow_factor > 1) {
+      sink_.warning(
+          lines_.has("slow_factor") ? "slow_factor" : "grace_intervals",
+          fmt::format("slow_factor {} >= grace_intervals {}: a step that slow stalls before it can "
+                      "be reported slow",
+                      number(s_.slow_factor), number(s_.grace_intervals)));
+    }
+    if (lines_.has("learn") && s_.expected_interval_ns) {
+      sink_.warning("learn", "ignored: expected_interval is fixed, nothing is learned");
+    }
+    if (s_.poll_interval_ns && s_.expected_interval_ns &&
+        *s_.poll_interval_ns > *s_.expected_interval_ns) {
+      sink_.warning("poll_interval",
+                    fmt::format("{} is longer than expected_interval {}: stalls are seen late",
+                                format_duration(*s_.poll_interval_ns),
+                                format_duration(*s_.expected_interval_ns)));
+    }
+    if (lines_.has("runbook.restart_budget") && s_.runbook.resume_command.empty()) {
+      sink_.warning("runbook.restart_budget", "has no effect without runbook.resume_command");
+    }
+    if (lines_.has("runbook.ack_timeout") && s_.runbook.pagers.empty()) {
+      sink_.warning("runbook.ack_timeout",
+                    "no [[runbook.pager]] is set, so nobody is paged who could ack");
+    }
+  }
+
+  const JobSpec& s_;
+  const KeyLines& lines_;
+  IssueSink& sink_;
+};
+
+}  // namespace
+
+void validate_spec(const JobSpec& spec, const KeyLines& lines, IssueSink& sink) {
+  Rules(spec, lines, sink).all();
+}
+
+}  // namespace stepwatch::spec

@@ -1,0 +1,159 @@
+// The job spec: everything stepwatch needs to know about one job, loaded from TOML and
+// validated in one place. Every field has a default, so an empty file is a valid spec.
+// Errors name the file, line and key: "job.toml:12: grace_intervals: must be >= 1, got 0.5".
+// docs/spec.md documents every field; keep the two in step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/common/clock.h"
+#include "src/common/result.h"
+
+namespace stepwatch::spec {
+
+// Built-in log formats. Only the name is validated here; the probe owns the patterns.
+enum class LogPreset { kNone, kPlain, kHuggingface, kLightning, kMegatron, kTorchtitan };
+
+// Where the last committed checkpoint is learned from.
+enum class CheckpointSource {
+  kMarker,  // scan checkpoint.dir for checkpoint.marker (an in-flight write has no marker yet)
+  kBeacon,  // trust the checkpoint commits the trainer reports through its beacon / JSONL
+};
+
+enum class PagerKind { kWebhook, kAlertmanager, kCommand };
+
+const char* log_preset_name(LogPreset preset);
+const char* checkpoint_source_name(CheckpointSource source);
+const char* pager_kind_name(PagerKind kind);
+
+// The budget of one labeled phase (see JobSpec::phase()).
+struct PhaseBudget {
+  int64_t budget_ns = 0;     // longest one stay in the phase may last before `phase-overrun`
+  bool beats_renew = false;  // true: every beat inside the phase restarts the budget
+};
+
+// Phases with a budget when the spec says nothing. `compile_warm` is the budget of `compile`
+// in an incarnation > 0 or on a warm cache, where it only has to reload compiled code.
+std::map<std::string, PhaseBudget, std::less<>> builtin_phases();
+
+// How the expected interval is learned when expected_interval = "learn".
+struct LearnSettings {
+  int warmup_steps = 3;  // steps after each (re)start left out of learning (compile, cache fill)
+  int window = 32;       // the learned interval is taken over this many recent intervals
+};
+
+struct AutoPreempt {
+  bool enabled = true;  // false: a stalled verdict pages and collects, but never preempts
+  int misses = 1;       // consecutive stalled verdicts before stepwatch preempts the job
+};
+
+// The log contract that `stepwatch run` applies to the trainer's output.
+struct LogContract {
+  LogPreset preset = LogPreset::kNone;  // kNone: no built-in patterns
+  std::string
+      step_pattern;         // RE2 with (?P<step>\d+), optional (?P<loss>...); set: overrides preset
+  std::string phase_start;  // RE2 with (?P<phase>...): the named phase begins
+  std::string phase_end;    // RE2; (?P<phase>...) optional: without it, ends the current phase
+  std::vector<std::string> noise;  // RE2 patterns; matching lines are never read as evidence
+};
+
+struct CheckpointSettings {
+  std::string dir;  // where generations are written; empty: no catalog scan (source = beacon)
+  std::string marker = "step_*/COMMITTED";  // glob under dir; a generation exists once it matches
+  CheckpointSource source = CheckpointSource::kBeacon;  // default: kMarker when dir is set
+};
+
+struct Pager {
+  PagerKind kind = PagerKind::kWebhook;
+  std::string url;                     // webhook / alertmanager: http:// or https:// URL
+  std::vector<std::string> command;    // command: argv, placeholder {job}
+  int64_t timeout_ns = 5 * kNsPerSec;  // per delivery attempt
+  int retries = 3;                     // further attempts after a failed one
+};
+
+// What the artifact of an incident holds.
+struct CollectSettings {
+  bool python_stacks = true;               // py-spy style Python stacks of every rank
+  bool native_stacks = true;               // native (gdb/eu-stack) stacks of every rank
+  bool gpu = true;                         // NVML snapshot of the job's devices
+  int log_lines = 200;                     // last lines of the trainer's output
+  int64_t max_bytes = int64_t{64} << 20;   // the whole artifact is truncated to this size
+  int64_t time_limit_ns = 60 * kNsPerSec;  // collection stops after this long
+};
+
+struct Runbook {
+  int64_t ack_timeout_ns = 10 * 60 * kNsPerSec;  // no ack within this: act without the owner
+  int64_t ack_hold_limit_ns = 3600 * kNsPerSec;  // an acked incident waits at most this long
+  std::vector<Pager> pagers;                     // empty: incidents are only logged and stored
+  CollectSettings collect;
+  std::vector<std::string> preempt_command;   // empty: SIGTERM, then SIGKILL, to the process group
+  int64_t preempt_grace_ns = 30 * kNsPerSec;  // SIGTERM (or the command) to SIGKILL
+  std::vector<std::string> resume_command;    // empty: no automatic resume; see docs/spec.md
+  int restart_budget = 3;  // consecutive incarnations without checkpoint progress, then give up
+};
+
+struct JobSpec {
+  std::string source;     // the file it came from; empty for default_spec()
+  std::string job;        // job id; empty: from --job or STEPWATCH_JOB
+  std::string owner;      // who gets paged, as the pager should name them
+  std::string job_class;  // key `class`: groups jobs for tuning and dashboards
+  int world_size = 0;     // expected ranks; 0: whatever the beacons say
+  std::optional<int64_t> expected_interval_ns;  // empty: learn it from the run ("learn")
+  double grace_intervals = 2.0;  // stalled after this many expected intervals without a step
+  double slow_factor = 1.5;      // slow when intervals exceed this multiple of the expected
+  std::optional<int64_t> poll_interval_ns;  // empty: the supervisor derives one
+  LearnSettings learn;
+  std::map<std::string, PhaseBudget, std::less<>> phases = builtin_phases();
+  AutoPreempt auto_preempt;
+  LogContract log;
+  CheckpointSettings checkpoint;
+  Runbook runbook;
+
+  // The budget for phase `name`; `warm` selects compile_warm for `compile`. nullptr: the
+  // phase has no own budget (`train` and unknown names run on expected interval x grace).
+  const PhaseBudget* phase(std::string_view name, bool warm) const;
+  // expected_interval x grace_intervals, or empty while learning.
+  std::optional<int64_t> stall_after_ns() const;
+};
+
+JobSpec default_spec();
+
+// One problem found in a spec. line 0: not tied to one line (a cross-field rule on defaults).
+struct SpecIssue {
+  std::string file;
+  int line = 0;
+  int column = 0;   // only for TOML syntax errors
+  std::string key;  // "runbook.pager[1].url"; empty for syntax errors
+  std::string message;
+
+  std::string where()
+      const;  // "FILE:LINE" ("FILE:LINE:COLUMN" for syntax errors, "FILE" without a line)
+  std::string text() const;  // "FILE:LINE: key: message"
+};
+
+// Everything known about one spec text: the spec (valid only if errors is empty), every error
+// (not just the first) and warnings (legal, but probably not what was meant).
+struct SpecCheck {
+  JobSpec spec;
+  std::vector<SpecIssue> errors;
+  std::vector<SpecIssue> warnings;
+  bool syntax_error = false;  // the TOML itself was malformed
+
+  bool ok() const { return errors.empty(); }
+};
+
+SpecCheck check_spec(std::string_view text, const std::string& source_name);
+// Fails only when the file cannot be read (kNotFound, kPermission, kIo, kInvalidArgument).
+Result<SpecCheck> check_spec_file(const std::string& path);
+
+// The same as a Result: the error message holds every error, one per line.
+Result<JobSpec> parse_spec(std::string_view text, const std::string& source_name);
+Result<JobSpec> load_spec_file(const std::string& path);
+
+}  // namespace stepwatch::spec
