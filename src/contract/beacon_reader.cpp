@@ -18,7 +18,14 @@
 
 namespace stepwatch::contract {
 
-const char* source_name(Source s) { return s == Source::kBeacon ? "beacon" : "jsonl"; }
+const char* source_name(Source s) {
+  switch (s) {
+    case Source::kBeacon: return "beacon";
+    case Source::kJsonl: return "jsonl";
+    case Source::kLog: return "log";
+  }
+  return "?";
+}
 
 const char* rank_status_name(RankStatus s) {
   switch (s) {

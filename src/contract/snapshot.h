@@ -11,7 +11,7 @@
 
 namespace stepwatch::contract {
 
-enum class Source { kBeacon, kJsonl };
+enum class Source { kBeacon, kJsonl, kLog };  // kLog: progress read from the trainer's output
 enum class RankStatus { kRunning, kFinished, kFailed };
 
 const char* source_name(Source s);

@@ -223,6 +223,17 @@ Verdict Detector::observe(const Observation& obs) {
     if (later(r->phase_since, job_phase_mark)) job_phase_mark = r->phase_since;
   }
   for (const auto* r : ranks) v.ranks.push_back(judge_rank(*r, obs, effective, job_phase_mark));
+  // Ranks known only as processes (an uninstrumented trainer): a dead one is still a dead rank.
+  for (const auto& p : obs.procs) {
+    bool known = false;
+    for (const auto& rv : v.ranks) known = known || rv.rank == p.rank;
+    if (known || p.alive) continue;
+    RankVerdict rv;
+    rv.rank = p.rank;
+    rv.state = State::kDead;
+    rv.note = p.exit_code ? fmt::format("process exited with status {}", *p.exit_code) : "process is gone";
+    v.ranks.push_back(rv);
+  }
 
   // Slow: steps complete, but the recent median is well above what is expected.
   std::optional<Learned> recent8 = learner_.recent(8);
@@ -243,12 +254,12 @@ Verdict Detector::observe(const Observation& obs) {
   // are waiting for it (rank 0 saves a checkpoint, the others sit in the next collective):
   // suspect, not stalled, until that phase overruns.
   const RankVerdict* holder = nullptr;
-  for (size_t i = 0; i < v.ranks.size(); ++i) {
+  for (size_t i = 0; i < ranks.size(); ++i) {
     const RankVerdict& rv = v.ranks[i];
     if (rule_for(*ranks[i]) != nullptr && rv.state != State::kStalled && rv.state != State::kDead) holder = &rv;
   }
   if (holder != nullptr) {
-    for (size_t i = 0; i < v.ranks.size(); ++i) {
+    for (size_t i = 0; i < ranks.size(); ++i) {
       RankVerdict& rv = v.ranks[i];
       bool step_time = rule_for(*ranks[i]) == nullptr && ranks[i]->step.has_value();
       bool waiting = (rv.state == State::kStalled && rv.cause == Cause::kUnknown) || rv.state == State::kSuspect;
@@ -424,11 +435,17 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
                                format_duration(rv.step_age_ns - newest_silence)));
     }
   }
-  if (wchan_votes.size() > 1 && obs.procs.size() > 2) {
-    for (const auto& p : obs.procs) {
-      if (!p.wchan.empty() && p.wchan != main_wchan && wchan_votes[p.wchan] == 1) {
-        add(p.rank, fmt::format("blocked in {} while the others wait in {}", p.wchan, main_wchan));
-      }
+  // Where the ranks sleep in the kernel: ranks waiting in a collective sleep on a futex (or
+  // spin); the one that does not — asleep in a pipe read, a nanosleep, a socket — is holding them.
+  auto collective_wait = [](const std::string& w) { return w.rfind("futex", 0) == 0; };
+  int waiting = 0;
+  for (const auto& p : obs.procs) waiting += p.alive && collective_wait(p.wchan);
+  for (const auto& p : obs.procs) {
+    if (!p.alive || p.wchan.empty() || collective_wait(p.wchan)) continue;
+    if (waiting > 0) {
+      add(p.rank, fmt::format("asleep in {} while {} rank(s) wait in a collective", p.wchan, waiting));
+    } else if (wchan_votes.size() > 1 && obs.procs.size() > 2 && p.wchan != main_wchan && wchan_votes[p.wchan] == 1) {
+      add(p.rank, fmt::format("blocked in {} while the others wait in {}", p.wchan, main_wchan));
     }
   }
 
@@ -449,7 +466,7 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
   if (io) {
     v.cause = Cause::kIo;
   } else if (!v.culprits.empty() || gpu_busy) {
-    v.cause = v.ranks.size() > 1 ? Cause::kCollective : Cause::kUnknown;
+    v.cause = std::max(v.ranks.size(), obs.procs.size()) > 1 ? Cause::kCollective : Cause::kUnknown;
   } else if (cpu_known && !any_cpu && !gpu_busy) {
     v.cause = Cause::kHost;
   } else {

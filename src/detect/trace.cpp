@@ -102,7 +102,9 @@ RankSnapshot rank_from_json(const json& j) {
   else if (status != "running") throw FieldError{fmt::format("status \"{}\" is not running, finished or failed", status)};
   std::string source = "beacon";
   opt(j, "source", source, as_str);
-  r.source = source == "jsonl" ? contract::Source::kJsonl : contract::Source::kBeacon;
+  r.source = source == "jsonl" ? contract::Source::kJsonl
+             : source == "log"   ? contract::Source::kLog
+                                 : contract::Source::kBeacon;
   opt(j, "created", r.created, as_stamp);
   opt(j, "step_count", r.step_count, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
   if (j.contains("step")) {

@@ -226,7 +226,15 @@ class Rules {
       sink_.error(key, fmt::format("invalid RE2 pattern \"{}\": {}", text, re.error()));
       return;
     }
-    if (required_group != nullptr && re.NamedCapturingGroups().count(required_group) == 0) {
+    if (required_group == nullptr) return;
+    // A phase pattern may also name the phase through its group: (?P<phase_eval>...) starts
+    // "eval" (docs/log-contract.md); the log contract accepts either form.
+    bool found = false;
+    std::string prefix = std::string(required_group) + "_";
+    for (const auto& [name, index] : re.NamedCapturingGroups()) {
+      found = found || name == required_group || (std::string(required_group) == "phase" && name.rfind(prefix, 0) == 0);
+    }
+    if (!found) {
       sink_.error(
           key, fmt::format("pattern \"{}\" has no named group (?P<{}>...)", text, required_group));
     }

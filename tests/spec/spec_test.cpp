@@ -383,3 +383,18 @@ TEST(Spec, ParseSpecFailsWithEveryErrorAndACode) {
 
 }  // namespace
 }  // namespace stepwatch::spec
+
+namespace stepwatch::spec {
+namespace {
+
+TEST(Spec, PhasePatternsMayNameThePhaseThroughTheGroup) {
+  // (?P<phase_eval>...) starts "eval", as the log contract reads it (docs/log-contract.md).
+  auto ok = check_spec("[log]\nphase_start = '(?P<phase_eval>Validation)'\n", "t.toml");
+  EXPECT_TRUE(ok.ok()) << (ok.errors.empty() ? "" : ok.errors[0].text());
+  auto bad = check_spec("[log]\nphase_start = '(?P<stage>Validation)'\n", "t.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.errors[0].text().find("has no named group (?P<phase>"), std::string::npos) << bad.errors[0].text();
+}
+
+}  // namespace
+}  // namespace stepwatch::spec

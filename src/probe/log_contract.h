@@ -1,0 +1,124 @@
+// The log contract: how `stepwatch run` reads progress from a trainer's output when the trainer
+// cannot be changed. Each output line is matched against RE2 patterns (linear time, so a user's
+// pattern can never hang the supervisor): a step pattern, phase start/end patterns and noise.
+// A log that keeps printing without a step line is not progress. docs/log-contract.md is the
+// user-facing contract; keep the two in step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/common/result.h"
+
+namespace stepwatch::probe {
+
+struct LogMatchers;  // the compiled patterns (log_contract.cpp)
+
+// At most this much of one line is matched (the last segments of a '\r'-redrawn line, or the
+// head of one very long segment); the rest is skipped, so a runaway line costs bounded work.
+inline constexpr size_t kMaxLogLineBytes = 64 * 1024;
+// Phase names are cut to this many bytes (the beacon's phase field holds 31).
+inline constexpr size_t kMaxLogPhaseBytes = 31;
+
+// What the job's spec says about its log. Explicit patterns replace the preset's step,
+// phase_start and phase_end; noise patterns are added to the preset's.
+struct LogPatterns {
+  std::string preset = "none";  // none (or ""), plain, huggingface, lightning, megatron, torchtitan
+  std::string step{};           // (?P<step>\d+) required, (?P<loss>...) optional
+  std::string phase_start{};    // (?P<phase>...) captures the name, or (?P<phase_NAME>...) names it
+  std::string phase_end{};      // the same groups, optional: without one, ends the current phase
+  std::vector<std::string> noise{};  // matching lines are never progress and never reset anything
+};
+
+// log_contract.cpp indexes tables by this order.
+enum class LogEventKind {
+  kOther,       // nothing the contract knows
+  kNoise,       // matched a noise pattern
+  kStep,        // a completed step
+  kLoss,        // a loss without a step number (the step group did not take part)
+  kPhaseStart,  // a phase begins
+  kPhaseEnd,    // a phase ends
+};
+
+const char* log_event_kind_name(LogEventKind kind);
+
+// What one segment of a line said. A line is cut into segments at '\r' (a terminal redraw:
+// tqdm) and '\n'; blank segments say nothing.
+struct LogEvent {
+  LogEventKind kind = LogEventKind::kOther;
+  int64_t step = -1;           // kStep: the step number
+  std::optional<double> loss;  // kStep (when the loss group matched) and kLoss; NaN stays NaN
+  std::string phase;           // kPhaseStart: the phase; kPhaseEnd: the phase named, or empty
+  bool counted = false;        // feed() only: this kStep was a new step (not a repeat)
+};
+
+// What one line said, segment by segment, in order.
+struct LogLine {
+  std::vector<LogEvent> events;  // empty: a blank line
+  bool truncated = false;        // longer than kMaxLogLineBytes; only part of it was read
+
+  // The most telling kind: step > phase start > phase end > loss > noise > other.
+  LogEventKind kind() const;
+};
+
+// The progress an uninstrumented trainer shows through its log, shaped like a rank's beacon
+// (contract::RankSnapshot) so the supervisor can hand it to the detector as one rank.
+struct LogProgress {
+  std::optional<int64_t> step;      // the last step read; empty before the first
+  uint64_t step_count = 0;          // step lines counted (a log may print every Nth step only)
+  int64_t step_wall_ns = 0;         // when the last counted step line arrived; 0: never
+  std::string phase = "init";       // "init" until the first step, then "train" or a labeled phase
+  int64_t phase_since_wall_ns = 0;  // init: reset()'s time, else the first line's
+  uint64_t phase_count = 0;         // phase transitions
+  std::optional<double> loss;       // the last loss read; NaN when the log said nan
+  int64_t loss_wall_ns = 0;
+};
+
+// Everything feed() has learned: the progress view plus the line counters.
+struct LogState : LogProgress {
+  uint64_t lines_total = 0;       // every line fed, noise and blank ones included
+  uint64_t noise_lines = 0;       // lines whose most telling segment was noise
+  int64_t last_line_wall_ns = 0;  // any line at all: output, not progress
+  uint64_t steps_backwards = 0;   // counted steps lower than the one before (a restart, an epoch)
+};
+
+// Compiled once per job; feed() from one thread (classify() may be called from any).
+class LogContract {
+ public:
+  // Compiles the preset's and the explicit patterns. Errors (kInvalidArgument) name the field,
+  // quote the pattern and carry RE2's message; an unknown preset lists the allowed ones.
+  static Result<LogContract> compile(const LogPatterns& patterns);
+
+  // Classifies a line without touching the state. A trailing "\n" or "\r\n" is allowed.
+  LogLine classify(std::string_view line) const;
+
+  // Classifies a line that arrived at wall_ns and folds it into the state:
+  // - every line counts in lines_total and last_line_wall_ns;
+  // - a step counts unless it repeats the last step's number (a redraw, two ranks printing the
+  //   same step): a repeat changes only the loss; a lower number (a restart, an epoch-local
+  //   counter) counts;
+  // - a counted step ends "init" or a labeled phase: the loop is training again;
+  // - noise and other lines never change step, loss or phase.
+  LogLine feed(std::string_view line, int64_t wall_ns);
+
+  // Forgets steps, losses and phases (a new incarnation): "init" since wall_ns.
+  void reset(int64_t wall_ns);
+
+  const LogState& state() const { return state_; }
+  LogProgress progress() const { return state_; }
+
+ private:
+  explicit LogContract(std::shared_ptr<const LogMatchers> matchers);
+  void apply(LogEvent& event, int64_t wall_ns);
+  void set_phase(std::string phase, int64_t wall_ns);
+
+  std::shared_ptr<const LogMatchers> matchers_;  // shared: copies of a contract share the RE2s
+  LogState state_;
+};
+
+}  // namespace stepwatch::probe

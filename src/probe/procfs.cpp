@@ -1,0 +1,186 @@
+#include "src/probe/procfs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "src/common/proc_stat.h"
+
+namespace stepwatch::probe {
+
+namespace {
+
+// Reads a small file whole; nullopt when it vanished or is not readable.
+std::optional<std::string> slurp(const std::string& path, size_t max = 4096) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out(max, '\0');
+  ssize_t n;
+  do {
+    n = ::read(fd, out.data(), max);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n < 0) return std::nullopt;
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::optional<uint64_t> io_field(const std::string& text, std::string_view key) {
+  size_t at = text.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  at += key.size();
+  while (at < text.size() && text[at] == ' ') ++at;
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data() + at, text.data() + text.size(), v);
+  if (ec != std::errc()) return std::nullopt;
+  return v;
+}
+
+bool numeric(const char* s) {
+  if (*s == '\0') return false;
+  for (; *s; ++s) {
+    if (*s < '0' || *s > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t ProcessProbe::ns_per_tick() {
+  static const int64_t v = [] {
+    long hz = ::sysconf(_SC_CLK_TCK);
+    return hz > 0 ? 1'000'000'000LL / hz : 10'000'000LL;
+  }();
+  return v;
+}
+
+namespace {
+
+ProcInfo from_stat(ProcStat&& st) {
+  ProcInfo p;
+  p.pid = st.pid;
+  p.ppid = st.ppid;
+  p.pgrp = st.pgrp;
+  p.session = st.session;
+  p.start_ticks = st.start_ticks;
+  p.state = st.state;
+  p.comm = std::move(st.comm);
+  p.threads = st.num_threads;
+  p.cpu_ticks = st.utime_ticks + st.stime_ticks;
+  return p;
+}
+
+// io, wchan and thread states: each a separate read, each optional.
+void add_details(const std::string& root, ProcInfo& p, bool io, bool wchan, bool threads) {
+  std::string dir = fmt::format("{}/{}", root, p.pid);
+  if (io) {
+    if (auto text = slurp(dir + "/io")) {
+      p.read_bytes = io_field(*text, "read_bytes:");
+      p.write_bytes = io_field(*text, "write_bytes:");
+    }
+  }
+  if (wchan) {
+    if (auto text = slurp(dir + "/wchan", 256)) {
+      p.wchan = *text == "0" ? "" : *text;
+      while (!p.wchan.empty() && (p.wchan.back() == '\n' || p.wchan.back() == ' ')) p.wchan.pop_back();
+    }
+  }
+  if (threads) {
+    p.threads_in_d = 0;
+    if (DIR* d = ::opendir((dir + "/task").c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (!numeric(e->d_name)) continue;
+        auto t = read_proc_stat(dir + "/task", std::atoi(e->d_name));
+        if (t && t->state == 'D') ++p.threads_in_d;
+      }
+      ::closedir(d);
+    }
+  }
+}
+
+}  // namespace
+
+Result<ProcInfo> read_process(const std::string& root, int pid, bool io, bool wchan, bool threads) {
+  auto st = read_proc_stat(root, pid);
+  if (!st) return st.error();
+  ProcInfo p = from_stat(std::move(*st));
+  add_details(root, p, io, wchan, threads);
+  return p;
+}
+
+ProcessProbe::ProcessProbe(std::string proc_root) : root_(std::move(proc_root)) {}
+
+Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& options) {
+  DIR* d = ::opendir(root_.c_str());
+  if (d == nullptr) {
+    return Error{errno == EACCES ? Errc::kPermission : Errc::kIo, fmt::format("{}: {}", root_, std::strerror(errno))};
+  }
+  // Pass 1: stat of every process (one read each), to find the tree by parent links.
+  std::map<int, ProcInfo> all;
+  ProcessTree tree;
+  while (dirent* e = ::readdir(d)) {
+    if (!numeric(e->d_name)) continue;
+    auto st = read_proc_stat(root_, std::atoi(e->d_name));
+    if (!st) {
+      ++tree.unreadable;  // gone since readdir: normal
+      continue;
+    }
+    ProcInfo p = from_stat(std::move(*st));
+    all.emplace(p.pid, std::move(p));
+  }
+  ::closedir(d);
+
+  std::set<int> chosen;
+  if (sel.root_pid && all.count(*sel.root_pid)) {
+    std::multimap<int, int> children;
+    for (const auto& [pid, p] : all) children.emplace(p.ppid, pid);
+    std::vector<int> todo{*sel.root_pid};
+    while (!todo.empty()) {
+      int pid = todo.back();
+      todo.pop_back();
+      if (!chosen.insert(pid).second) continue;
+      auto [lo, hi] = children.equal_range(pid);
+      for (auto it = lo; it != hi; ++it) todo.push_back(it->second);
+    }
+  }
+  for (const auto& [pid, p] : all) {
+    if ((sel.pgid && p.pgrp == *sel.pgid) || (sel.sid && p.session == *sel.sid)) chosen.insert(pid);
+  }
+  // Pass 2: the details of the chosen processes only.
+  for (int pid : chosen) {
+    ProcInfo& p = all[pid];
+    add_details(root_, p, options.io, options.wchan, options.thread_scan_pids.count(pid) > 0);
+    tree.procs.emplace(pid, std::move(p));
+  }
+  return tree;
+}
+
+std::optional<ProcDelta> ProcessProbe::delta(const ProcInfo& now) const {
+  auto it = previous_.find(now.pid);
+  if (it == previous_.end() || it->second.start_ticks != now.start_ticks) return std::nullopt;
+  const ProcInfo& was = it->second;
+  ProcDelta d;
+  d.cpu_ns = static_cast<int64_t>(now.cpu_ticks - std::min(now.cpu_ticks, was.cpu_ticks)) * ns_per_tick();
+  if (now.read_bytes && was.read_bytes && now.write_bytes && was.write_bytes) {
+    d.io_bytes = static_cast<int64_t>((*now.read_bytes - std::min(*now.read_bytes, *was.read_bytes)) +
+                                      (*now.write_bytes - std::min(*now.write_bytes, *was.write_bytes)));
+  }
+  return d;
+}
+
+void ProcessProbe::remember(const ProcessTree& tree) { previous_ = tree.procs; }
+
+ProcessProbe::Identity ProcessProbe::identify(int pid, uint64_t start_ticks) const {
+  if (pid <= 0) return Identity::kUnknown;
+  auto st = read_proc_stat(root_, pid);
+  if (!st) return st.error().code == Errc::kNotFound ? Identity::kGone : Identity::kUnknown;
+  if (start_ticks == 0) return Identity::kUnknown;
+  return st->start_ticks == start_ticks ? Identity::kSame : Identity::kReused;
+}
+
+}  // namespace stepwatch::probe

@@ -1,0 +1,86 @@
+// The process probe: a job's process tree from /proc, with what each process is doing. Every
+// reader takes a filesystem root so tests run on a checked-in fake tree (tests/probe/data/proc);
+// a process that vanishes mid-read is normal and simply not in the result.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/common/result.h"
+
+namespace stepwatch::probe {
+
+struct ProcInfo {
+  int pid = 0;
+  int ppid = 0;
+  int pgrp = 0;
+  int session = 0;
+  uint64_t start_ticks = 0;  // field 22 of stat: with pid, the identity of a process
+  char state = '?';          // of the process (its main thread)
+  std::string comm;
+  int64_t threads = 0;
+  int threads_in_d = 0;      // counted only when threads were scanned (see ScanOptions)
+  uint64_t cpu_ticks = 0;    // utime + stime
+  std::optional<uint64_t> read_bytes;   // /proc/<pid>/io; absent when not permitted
+  std::optional<uint64_t> write_bytes;
+  std::string wchan;         // "" when running or not permitted
+};
+
+// Which processes make up the job.
+struct Selector {
+  std::optional<int> root_pid;  // this process and all its descendants
+  std::optional<int> pgid;      // every member of this process group
+  std::optional<int> sid;       // every member of this session
+};
+
+struct ScanOptions {
+  // Per-thread states cost a read per thread; ask for them only for the pids that matter (the
+  // ranks), not for every helper process of the tree.
+  std::set<int> thread_scan_pids;
+  bool io = true;
+  bool wchan = true;
+};
+
+struct ProcessTree {
+  std::map<int, ProcInfo> procs;  // by pid
+  int unreadable = 0;             // entries that vanished or refused mid-scan
+};
+
+// Deltas between two polls of the same process (same pid and start time).
+struct ProcDelta {
+  int64_t cpu_ns = 0;
+  std::optional<int64_t> io_bytes;
+};
+
+class ProcessProbe {
+ public:
+  explicit ProcessProbe(std::string proc_root = "/proc");
+
+  // One poll: the selected processes. Errors only when the root itself cannot be listed.
+  Result<ProcessTree> scan(const Selector& selector, const ScanOptions& options = {});
+
+  // Since the previous scan (nullopt for a process first seen, or one whose pid was reused).
+  std::optional<ProcDelta> delta(const ProcInfo& now) const;
+  // Remembers this scan as the baseline for the next delta() calls.
+  void remember(const ProcessTree& tree);
+
+  // Is `pid` still the process that started at `start_ticks`? (pid reuse guard)
+  enum class Identity { kSame, kGone, kReused, kUnknown };
+  Identity identify(int pid, uint64_t start_ticks) const;
+
+  const std::string& root() const { return root_; }
+  static int64_t ns_per_tick();
+
+ private:
+  std::string root_;
+  std::map<int, ProcInfo> previous_;
+};
+
+// Reads one process (stat, and optionally io, wchan and its threads' states).
+Result<ProcInfo> read_process(const std::string& proc_root, int pid, bool io, bool wchan, bool threads);
+
+}  // namespace stepwatch::probe

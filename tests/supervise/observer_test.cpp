@@ -1,0 +1,163 @@
+#include "src/supervise/observer.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "src/contract/beacon_writer.h"
+#include "src/contract/names.h"
+
+namespace stepwatch::supervise {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ObserverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / fmt::format("sw-observer-{}", ::getpid());
+    fs::remove_all(root_);
+  }
+  void TearDown() override {
+    for (pid_t c : children_) {
+      ::kill(c, SIGKILL);
+      ::waitpid(c, nullptr, 0);
+    }
+    fs::remove_all(root_);
+  }
+  // A child `sleep 60` started with RANK=rank, as a launcher would start an uninstrumented rank.
+  pid_t spawn_rank(int rank) {
+    pid_t c = ::fork();
+    if (c == 0) {
+      std::string env_rank = fmt::format("RANK={}", rank);
+      char* const argv[] = {const_cast<char*>("sleep"), const_cast<char*>("60"), nullptr};
+      char* const envp[] = {env_rank.data(), const_cast<char*>("WORLD_SIZE=2"), nullptr};
+      ::execve("/bin/sleep", argv, envp);
+      ::_exit(127);
+    }
+    children_.push_back(c);
+    return c;
+  }
+  ObserverConfig config() {
+    ObserverConfig c;
+    c.beacon_root = root_.string();
+    c.job = "obs";
+    c.local_host = "here";
+    c.selector.root_pid = ::getpid();
+    return c;
+  }
+  fs::path root_;
+  std::vector<pid_t> children_;
+};
+
+const detect::ProcessFacts* facts(const detect::Observation& o, int rank) {
+  for (const auto& p : o.procs) if (p.rank == rank) return &p;
+  return nullptr;
+}
+
+TEST_F(ObserverTest, BeaconRanksGetTheirProcessFacts) {
+  contract::Identity id;
+  id.dir = root_.string();
+  id.job = "obs";
+  id.world_size = 1;
+  auto w = contract::BeaconWriter::create(id);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  (*w)->step(7);
+  Observer ob(config());
+  PollReport rep;
+  detect::Observation o = ob.poll(SystemClock::instance().now(), {}, {}, &rep);
+  ASSERT_EQ(o.ranks.size(), 1u);
+  EXPECT_EQ(*o.ranks[0].step, 7);
+  EXPECT_EQ(rep.rank_pids.at(0), ::getpid());
+  const auto* f = facts(o, 0);
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->alive);
+  EXPECT_TRUE(f->same_process);
+  EXPECT_FALSE(f->cpu_delta_ns.has_value());  // first poll: no delta yet
+  detect::Observation o2 = ob.poll(SystemClock::instance().now());
+  EXPECT_TRUE(facts(o2, 0)->cpu_delta_ns.has_value());
+}
+
+TEST_F(ObserverTest, ABeaconWhosePidWasReusedIsNotTheSameProcess) {
+  contract::Identity id;
+  id.dir = root_.string();
+  id.job = "obs";
+  {
+    auto w = contract::BeaconWriter::create(id);
+    ASSERT_TRUE(w.ok());
+  }
+  // Rewrite the start time: the pid now looks like a different process.
+  std::string path = contract::beacon_path(id.dir, id.job, 0);
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint64_t fake_start = 1;
+  ASSERT_EQ(::pwrite(fd, &fake_start, sizeof fake_start, 24), 8);
+  ::close(fd);
+  Observer ob(config());
+  detect::Observation o = ob.poll(SystemClock::instance().now());
+  const auto* f = facts(o, 0);
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->alive);
+  EXPECT_FALSE(f->same_process);
+}
+
+TEST_F(ObserverTest, UninstrumentedRanksComeFromTheirEnvironment) {
+  pid_t r0 = spawn_rank(0);
+  pid_t r1 = spawn_rank(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Observer ob(config());
+  contract::RankSnapshot log_rank;
+  log_rank.source = contract::Source::kLog;
+  log_rank.job = "obs";
+  log_rank.step = 12;
+  log_rank.step_count = 12;
+  PollReport rep;
+  detect::Observation o = ob.poll(SystemClock::instance().now(), log_rank, detect::LogFacts{}, &rep);
+  EXPECT_EQ(rep.rank_pids.at(0), r0);
+  EXPECT_EQ(rep.rank_pids.at(1), r1);
+  ASSERT_EQ(o.ranks.size(), 1u);  // progress from the log, as rank 0
+  EXPECT_EQ(o.ranks[0].source, contract::Source::kLog);
+  EXPECT_EQ(o.ranks[0].world_size, 2);
+  EXPECT_EQ(o.ranks[0].pid, r0);
+  ASSERT_NE(facts(o, 1), nullptr);
+  EXPECT_EQ(facts(o, 1)->state, 'S');
+  EXPECT_FALSE(facts(o, 1)->wchan.empty());  // asleep somewhere in the kernel
+  EXPECT_TRUE(o.log.has_value());
+
+  ::kill(r1, SIGKILL);
+  ::waitpid(r1, nullptr, 0);
+  detect::Observation after = ob.poll(SystemClock::instance().now(), log_rank);
+  // Rank 1 is no longer in the tree: it is not reported as alive.
+  const auto* f1 = facts(after, 1);
+  EXPECT_TRUE(f1 == nullptr || !f1->alive);
+}
+
+TEST(RankFromEnviron, ReadsRankOrSlurm) {
+  EXPECT_FALSE(rank_from_environ("/proc", 999999999).has_value());
+  auto root = fs::temp_directory_path() / fmt::format("sw-env-{}", ::getpid());
+  fs::create_directories(root / "10");
+  fs::create_directories(root / "11");
+  {
+    std::string env = std::string("PATH=/bin\0SLURM_PROCID=3\0RANK=5\0", 31);
+    FILE* f = std::fopen((root / "10" / "environ").c_str(), "w");
+    std::fwrite(env.data(), 1, env.size(), f);
+    std::fclose(f);
+    std::string slurm = std::string("SLURM_PROCID=3\0RANK=x\0", 22);
+    f = std::fopen((root / "11" / "environ").c_str(), "w");
+    std::fwrite(slurm.data(), 1, slurm.size(), f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(rank_from_environ(root.string(), 10), 5);
+  EXPECT_EQ(rank_from_environ(root.string(), 11), 3);  // a malformed RANK is ignored
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace stepwatch::supervise
