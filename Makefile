@@ -41,6 +41,7 @@ bench: deps
 	cmake --preset release
 	cmake --build --preset release -j $(JOBS)
 	/usr/bin/python3 bench/report.py --build-dir build/release
+	./build/release/bench/detection/detection_bench
 
 format:
 	clang-format-14 -i $$(git ls-files '*.cpp' '*.h' '*.hpp' '*.c')

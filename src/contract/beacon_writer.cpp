@@ -140,9 +140,14 @@ int BeaconWriter::phase_begin(const char* name) noexcept {
               c == '_' || c == '-' || c == ':' || c == '/';
     if (!ok) return STEPWATCH_EINVAL;
   }
-  if (depth_ >= STEPWATCH_PHASE_DEPTH) return STEPWATCH_EPHASE;
   uint64_t s;
   if (!seq_begin(b_, &s)) return STEPWATCH_EBUSY;
+  // The phase stack belongs to whoever holds seq: checked only inside, or two threads of a rank
+  // could both pass the check and overflow (or underflow) it.
+  if (depth_ >= STEPWATCH_PHASE_DEPTH) {
+    seq_abort(b_, s);
+    return STEPWATCH_EPHASE;
+  }
   std::memcpy(stack_[depth_], b_->phase, STEPWATCH_PHASE_MAX);  // only this thread writes it
   ++depth_;
   Now t = now();
@@ -153,9 +158,12 @@ int BeaconWriter::phase_begin(const char* name) noexcept {
 }
 
 int BeaconWriter::phase_end() noexcept {
-  if (depth_ == 0) return STEPWATCH_EPHASE;
   uint64_t s;
   if (!seq_begin(b_, &s)) return STEPWATCH_EBUSY;
+  if (depth_ == 0) {
+    seq_abort(b_, s);
+    return STEPWATCH_EPHASE;
+  }
   --depth_;
   const char* prev = stack_[depth_];
   size_t len = ::strnlen(prev, STEPWATCH_PHASE_MAX);

@@ -67,11 +67,20 @@ class BeaconWriter {
   struct Now {
     int64_t wall, mono;
   };
-  static Now now() noexcept {
-    timespec w, m;
-    clock_gettime(CLOCK_REALTIME, &w);
+  // One clock read per update: wall time is monotonic time plus an offset re-read once a
+  // second, so a wall-clock step shows in the records within a second (docs/contract.md).
+  // Called only inside an update, so only the seqlock holder touches the offset.
+  Now now() noexcept {
+    timespec m;
     clock_gettime(CLOCK_MONOTONIC, &m);
-    return {w.tv_sec * 1'000'000'000LL + w.tv_nsec, m.tv_sec * 1'000'000'000LL + m.tv_nsec};
+    int64_t mono = m.tv_sec * 1'000'000'000LL + m.tv_nsec;
+    if (offset_at_ == 0 || mono - offset_at_ >= 1'000'000'000LL) {
+      timespec w;
+      clock_gettime(CLOCK_REALTIME, &w);
+      wall_offset_ = w.tv_sec * 1'000'000'000LL + w.tv_nsec - mono;
+      offset_at_ = mono;
+    }
+    return {mono + wall_offset_, mono};
   }
 
   int step_impl(int64_t n, const double* loss) noexcept {
@@ -107,6 +116,8 @@ class BeaconWriter {
   char stack_[STEPWATCH_PHASE_DEPTH][STEPWATCH_PHASE_MAX] = {};
   int depth_ = 0;
   bool in_init_ = true;  // current phase is the implicit "init"
+  int64_t wall_offset_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC, as of offset_at_
+  int64_t offset_at_ = 0;
 };
 
 }  // namespace stepwatch::contract

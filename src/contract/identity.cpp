@@ -113,8 +113,10 @@ Result<Identity> resolve_identity(const IdentityOverrides& o, const GetEnv& gete
     return Error{Errc::kInvalidArgument, fmt::format("{}={} is not below {}={}", rank_src, id.rank, world_src,
                                                      id.world_size)};
   }
-  if (id.local_rank < 0 || id.local_rank >= id.world_size) {
-    return Error{Errc::kInvalidArgument, fmt::format("{}={} is out of range for {}={}", local_src, id.local_rank,
+  // Checked on the 64-bit value: LOCAL_RANK=4294967296 must not wrap to 0 in the int.
+  int64_t local_value = local.value_or(id.rank);
+  if (local_value < 0 || local_value >= id.world_size) {
+    return Error{Errc::kInvalidArgument, fmt::format("{}={} is out of range for {}={}", local_src, local_value,
                                                      world_src, id.world_size)};
   }
 

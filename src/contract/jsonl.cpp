@@ -28,7 +28,10 @@ Result<int64_t> get_int(const json& v, const char* field, int64_t lo, int64_t hi
     // Accept 12.0 from languages that only have doubles.
     if (v.is_number_float()) {
       double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) && d <= static_cast<double>(hi)) {
+      // hi may be INT64_MAX, which rounds up to 2^63 as a double: compare below 2^63 too, or the
+      // cast of 9223372036854775808.0 is undefined behaviour.
+      if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) && d <= static_cast<double>(hi) &&
+          d < 9223372036854775808.0) {
         return static_cast<int64_t>(d);
       }
     }

@@ -85,6 +85,10 @@ int rank_from_beacon_name(std::string_view name) {
   }
   std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
   if (digits.size() > 9 || (digits.size() > 1 && digits[0] == '0')) return -1;
+  // from_chars would take a sign ("rank--5.beacon"): only plain digits name a rank.
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+  }
   int rank = -1;
   auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
   if (ec != std::errc() || p != digits.data() + digits.size()) return -1;

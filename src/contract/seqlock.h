@@ -52,6 +52,9 @@ inline bool seq_begin(stepwatch_beacon_v1* b, uint64_t* seq) {
 
 inline void seq_end(stepwatch_beacon_v1* b, uint64_t seq) { __atomic_store_n(&b->seq, seq + 2, __ATOMIC_RELEASE); }
 
+// Leaves an update that wrote nothing: seq returns to its even value (readers saw no change).
+inline void seq_abort(stepwatch_beacon_v1* b, uint64_t seq) { __atomic_store_n(&b->seq, seq, __ATOMIC_RELEASE); }
+
 enum class ReadOutcome { kOk, kOdd, kChanged };
 
 // One read attempt of `src` (a mapping shared with a writer) into `dst`.

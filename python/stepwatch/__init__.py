@@ -1,0 +1,201 @@
+"""stepwatch: report a training job's step progress to the stepwatch watchdog.
+
+    import stepwatch
+    stepwatch.init()                      # job from STEPWATCH_JOB, rank from torchrun/Slurm
+    stepwatch.install_stack_dump()        # SIGUSR1 -> every thread's stack to rank-<r>.stacks
+    for n in range(start, steps):
+        train_step()
+        stepwatch.step(n, loss=loss)      # one committed optimizer step
+        if n % 100 == 0:
+            with stepwatch.phase("eval"):
+                for batch in val:
+                    evaluate(batch)
+                    stepwatch.beat()      # still working inside a long phase
+    stepwatch.finish()
+
+Every call returns True, or False when the beacon was busy (nothing written: the trainer is
+never blocked), and raises StepwatchError on a real error. The binding is a C extension
+(stepwatch._native); when it is missing, or STEPWATCH_BINDING=ctypes, libstepwatch.so is loaded
+through ctypes instead. stepwatch.BINDING says which one is in use.
+"""
+
+import functools as _functools
+import os as _os
+
+from . import errors
+from .errors import NotInitializedError, StepwatchError
+
+__all__ = [
+    "BINDING",
+    "Beacon",
+    "NotInitializedError",
+    "StepwatchError",
+    "beat",
+    "checkpoint_committed",
+    "close",
+    "default_beacon",
+    "finish",
+    "init",
+    "install_stack_dump",
+    "is_initialized",
+    "loss",
+    "path",
+    "phase",
+    "phase_begin",
+    "phase_end",
+    "step",
+    "uninstall_stack_dump",
+]
+
+
+def _load_binding():
+    choice = (_os.environ.get("STEPWATCH_BINDING") or "auto").strip().lower()
+    if choice not in ("auto", "native", "ctypes"):
+        raise ImportError(f"stepwatch: STEPWATCH_BINDING={choice!r}: use 'native', 'ctypes' or 'auto'")
+    native_error = None
+    if choice in ("auto", "native"):
+        try:
+            from . import _native
+
+            return _native, "native"
+        except ImportError as e:
+            if choice == "native":
+                raise ImportError(
+                    f"stepwatch: STEPWATCH_BINDING=native but the C extension stepwatch._native cannot be loaded: {e}"
+                ) from e
+            native_error = e
+    try:
+        from . import _ctypes_binding
+    except ImportError as e:
+        if native_error is not None:
+            raise ImportError(f"{e} (and the C extension is missing: {native_error})") from e
+        raise
+    return _ctypes_binding, "ctypes"
+
+
+_b, BINDING = _load_binding()
+
+# The module-level calls are the binding's own functions: with the extension, stepwatch.step is
+# a METH_FASTCALL builtin with no Python frame in between.
+step = _b.step
+loss = _b.loss
+beat = _b.beat
+phase_begin = _b.phase_begin
+phase_end = _b.phase_end
+checkpoint_committed = _b.checkpoint_committed
+finish = _b.finish
+path = _b.path
+
+
+class Beacon(_b.Beacon):
+    """An explicit handle: Beacon(*, job=None, dir=None, rank=None, local_rank=None,
+    world_size=None, incarnation=None). Same calls as the module-level functions, plus
+    .phase(name). None means: take it from the environment."""
+
+    def phase(self, name):
+        return phase(name, beacon=self)
+
+
+def init(job=None, dir=None, rank=None, local_rank=None, world_size=None, incarnation=None):  # noqa: A002
+    """Opens this rank's beacon and makes it the default for the module-level calls.
+
+    None means: take it from the environment (STEPWATCH_JOB, STEPWATCH_DIR, RANK/LOCAL_RANK/
+    WORLD_SIZE or SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS, STEPWATCH_INCARNATION). Raises
+    StepwatchError with the library's explanation when the job id or rank is missing or bad.
+    Calling init() again replaces (and closes) the previous default beacon. Returns the Beacon.
+    """
+    beacon = Beacon(
+        job=job, dir=dir, rank=rank, local_rank=local_rank, world_size=world_size, incarnation=incarnation
+    )
+    old = _b.get_default()
+    _b.set_default(beacon)
+    if old is not None:
+        old.close()
+    return beacon
+
+
+def close():
+    """Unmaps the default beacon (the file stays for the watchdog). Idempotent."""
+    old = _b.get_default()
+    _b.set_default(None)
+    if old is not None:
+        old.close()
+
+
+def is_initialized():
+    return _b.get_default() is not None
+
+
+def default_beacon():
+    """The Beacon that init() opened, or None."""
+    return _b.get_default()
+
+
+def _current(op):
+    b = _b.get_default()
+    if b is None:
+        raise errors.not_initialized(op)
+    return b
+
+
+class phase:  # noqa: N801 - used like a function: `with stepwatch.phase("eval"):`
+    """A labeled phase: `with stepwatch.phase("eval"): ...` or `@stepwatch.phase("eval")`.
+
+    Phases nest; leaving one returns to the enclosing phase. The beacon is looked up when the
+    phase is entered, so a decorator may be applied before init(). An exception inside the block
+    still ends the phase, and a failing phase_end never hides that exception.
+    """
+
+    __slots__ = ("name", "_beacon", "_open")
+
+    def __init__(self, name, beacon=None):
+        if not isinstance(name, str):
+            raise TypeError(f"stepwatch.phase: the phase name must be a str, not {type(name).__name__}")
+        self.name = name
+        self._beacon = beacon
+        self._open = []  # (beacon, began) per active entry: the same object may be re-entered
+
+    def __enter__(self):
+        b = self._beacon if self._beacon is not None else _current("phase")
+        began = b.phase_begin(self.name)
+        self._open.append((b, began))
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        b, began = self._open.pop()
+        if not began:
+            return False  # the begin found the beacon busy and wrote nothing: nothing to end
+        try:
+            b.phase_end()
+        except StepwatchError:
+            if exc_type is None:
+                raise
+        return False
+
+    def __call__(self, fn):
+        name, beacon = self.name, self._beacon
+
+        @_functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with phase(name, beacon):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def __repr__(self):
+        return f"stepwatch.phase({self.name!r})"
+
+
+def _forget_default_in_child():
+    # A forked child (a DataLoader worker, say) is not the rank: it must not write the parent's
+    # beacon through the inherited mapping. It may call init() itself.
+    try:
+        _b.set_default(None)
+    except Exception:  # noqa: BLE001 - never break a fork
+        pass
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_forget_default_in_child)
+
+from .stacks import install_stack_dump, uninstall_stack_dump  # noqa: E402

@@ -1,0 +1,55 @@
+// The job's process: started in a session (and process group) of its own, with its output
+// passed through unchanged while each line is also handed to the log contract.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "src/common/result.h"
+
+namespace stepwatch::supervise {
+
+enum class Stream { kStdout, kStderr };
+
+// Receives every line (split on '\n' and '\r', without them). Called from the output thread.
+using LineSink = std::function<void(Stream, std::string_view)>;
+
+struct LaunchSpec {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // added to (or replacing in) the supervisor's own
+  int out_fd = 1;                          // where the job's stdout goes (passthrough)
+  int err_fd = 2;
+};
+
+class Child {
+ public:
+  static Result<std::unique_ptr<Child>> start(const LaunchSpec& spec, LineSink sink);
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  int pid() const { return pid_; }  // also the process group and session id
+  // The exit status once it exited (waitpid WNOHANG); 128+N for a signal.
+  std::optional<int> poll_exit();
+  // Sends `sig` to the job's whole process group (we created it: it is ours).
+  void signal_group(int sig) const;
+  // Waits for the output thread to drain (after the process exited).
+  void join_output();
+
+ private:
+  Child() = default;
+  int pid_ = -1;
+  std::optional<int> status_;
+  std::thread output_;
+  int stop_[2] = {-1, -1};  // tells the output thread to stop waiting for end of file
+  std::shared_ptr<std::atomic<bool>> output_done_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+}  // namespace stepwatch::supervise

@@ -1,0 +1,185 @@
+// The real `stepwatch status` binary against beacons written by the real writer.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "src/contract/beacon_writer.h"
+#include "tests/contract/test_support.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using stepwatch::contract::BeaconWriter;
+using stepwatch::contract::Identity;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs the binary with args; env entries "NAME=value" are added to (or, "NAME", removed from)
+// the current environment.
+RunResult run(const std::vector<std::string>& args, const std::string& scratch,
+              const std::vector<std::string>& env_changes = {}) {
+  const char* bin = std::getenv("STEPWATCH_BIN");
+  RunResult r;
+  if (bin == nullptr) {
+    ADD_FAILURE() << "ctest passes STEPWATCH_BIN=$<TARGET_FILE:stepwatch_bin>";
+    return r;
+  }
+  std::string out_path = scratch + "/stdout", err_path = scratch + "/stderr";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int o = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(126);
+    for (const auto& c : env_changes) {
+      auto eq = c.find('=');
+      if (eq == std::string::npos) ::unsetenv(c.c_str());
+      else ::setenv(c.substr(0, eq).c_str(), c.substr(eq + 1).c_str(), 1);
+    }
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(bin));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(bin, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) {
+    ADD_FAILURE() << "could not run " << bin;
+    return r;
+  }
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = stepwatch::test::read_file(out_path);
+  r.err = stepwatch::test::read_file(err_path);
+  return r;
+}
+
+std::string line_of_rank(const std::string& out, int rank) {
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);) {
+    std::istringstream t(l);
+    std::string first;
+    t >> first;
+    if (first == std::to_string(rank)) return l;
+  }
+  return "";
+}
+
+class StatusCli : public ::testing::Test {
+ protected:
+  std::unique_ptr<BeaconWriter> writer(const std::string& job, int rank, int world) {
+    Identity id;
+    id.dir = root_;
+    id.job = job;
+    id.host = "node-1";
+    id.rank = rank;
+    id.local_rank = rank;
+    id.world_size = world;
+    auto w = BeaconWriter::create(id);
+    if (!w) ADD_FAILURE() << w.error().message;
+    return w ? std::move(*w) : nullptr;
+  }
+  stepwatch::test::TempDir scratch_;
+  std::string root_ = scratch_ / "root";
+};
+
+TEST_F(StatusCli, ShowsEachRanksStepAndPhase) {
+  auto r0 = writer("train-1", 0, 3);
+  auto r1 = writer("train-1", 1, 3);
+  ASSERT_TRUE(r0 && r1);
+  ASSERT_EQ(r0->step_loss(41, 0.5), STEPWATCH_OK);
+  ASSERT_EQ(r1->step(40), STEPWATCH_OK);
+  ASSERT_EQ(r1->phase_begin("eval"), STEPWATCH_OK);
+  ASSERT_EQ(r1->checkpoint_committed("ckpt-40", 40), STEPWATCH_OK);
+
+  RunResult r = run({"status", "--dir", root_, "train-1"}, scratch_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("job train-1  ranks 2/3  dir " + root_ + "/train-1"));
+  std::string l0 = line_of_rank(r.out, 0), l1 = line_of_rank(r.out, 1);
+  EXPECT_THAT(l0, HasSubstr(" 41 "));
+  EXPECT_THAT(l0, HasSubstr(" train "));
+  EXPECT_THAT(l0, HasSubstr(" 0.5 "));
+  EXPECT_THAT(l0, HasSubstr(std::to_string(::getpid())));
+  EXPECT_THAT(l1, HasSubstr(" 40 "));
+  EXPECT_THAT(l1, HasSubstr(" eval "));
+  EXPECT_THAT(l1, HasSubstr("ckpt-40@40"));
+  EXPECT_THAT(r.out, HasSubstr("2 no record"));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(StatusCli, AllJobsFromStepwatchDir) {
+  auto a = writer("job-a", 0, 1);
+  auto b = writer("job-b", 0, 1);
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a->step(7), STEPWATCH_OK);
+  ASSERT_EQ(b->finish(true), STEPWATCH_OK);
+  std::filesystem::create_directories(root_ + "/not a job");
+
+  RunResult r = run({"status"}, scratch_.path(), {"STEPWATCH_DIR=" + root_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("job job-a"));
+  EXPECT_THAT(r.out, HasSubstr("job job-b"));
+  EXPECT_THAT(line_of_rank(r.out, 0), HasSubstr(" 7 "));
+  EXPECT_THAT(r.out, HasSubstr("finished"));
+  EXPECT_THAT(r.err, HasSubstr("not a job")) << "junk in the root is reported on stderr";
+}
+
+TEST_F(StatusCli, ProblemsAreListed) {
+  auto w = writer("job-p", 0, 2);
+  ASSERT_TRUE(w);
+  stepwatch::test::write_file(root_ + "/job-p/rank-1.beacon", std::string(1024, 'x'));
+  RunResult r = run({"status", "--dir", root_, "job-p"}, scratch_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("problem: " + root_ + "/job-p/rank-1.beacon: bad magic"));
+  EXPECT_THAT(r.out, HasSubstr("1 no record"));
+}
+
+TEST_F(StatusCli, UnknownJobFails) {
+  std::filesystem::create_directories(root_);
+  RunResult r = run({"status", "--dir", root_, "no-such-job"}, scratch_.path());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr(root_ + "/no-such-job"));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(StatusCli, MissingRootFails) {
+  RunResult r = run({"status", "--dir", root_ + "/absent"}, scratch_.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(root_ + "/absent"));
+}
+
+TEST_F(StatusCli, InvalidJobIdExits2) {
+  for (const char* job : {"../etc", "a b", "x/y"}) {
+    RunResult r = run({"status", "--dir", root_, job}, scratch_.path());
+    EXPECT_EQ(r.exit_code, 2) << job << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("job id")) << job;
+    EXPECT_EQ(r.out, "") << job;
+  }
+}
+
+TEST_F(StatusCli, EmptyRootSaysNoJobs) {
+  std::filesystem::create_directories(root_);
+  RunResult r = run({"status", "--dir", root_}, scratch_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "no jobs\n");
+}
+
+TEST_F(StatusCli, UsageErrors) {
+  RunResult none = run({}, scratch_.path());
+  EXPECT_NE(none.exit_code, 0) << "a subcommand is required";
+  RunResult bogus = run({"status", "--no-such-flag"}, scratch_.path());
+  EXPECT_NE(bogus.exit_code, 0);
+  EXPECT_THAT(bogus.err + bogus.out, HasSubstr("no-such-flag"));
+}
+
+}  // namespace
