@@ -36,6 +36,9 @@ def parse_args(argv=None):
     p.add_argument("--master-port", type=int, default=0, help="default: a free port")
     p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL (default 10)")
     p.add_argument("--python", default=sys.executable, help="interpreter for the ranks (default: this one)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="do not stop the other ranks when one fails (as on a multi-node job, where the "
+                        "survivors block in their next collective)")
     p.add_argument("script")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -95,10 +98,15 @@ class Launcher:
                     running = True
                 elif rc != 0 and failed is None:
                     failed = exit_code(rc)
-                    print(f"launch: rank {rank} exited with {rc}; stopping the others", file=sys.stderr, flush=True)
-                    self.stop_all()
-            if failed is not None:
+                    if self.args.keep_going:
+                        print(f"launch: rank {rank} exited with {rc}; the others keep going", file=sys.stderr, flush=True)
+                    else:
+                        print(f"launch: rank {rank} exited with {rc}; stopping the others", file=sys.stderr, flush=True)
+                        self.stop_all()
+            if failed is not None and not self.args.keep_going:
                 return failed
+            if not running:
+                return failed or 0
             if not running:
                 return 0
             time.sleep(0.05)

@@ -54,6 +54,11 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hang-rank", type=int, default=-1, help="this rank hangs (demo of a stalled collective)")
     p.add_argument("--hang-at-step", type=int, default=-1, help="before this step")
+    p.add_argument("--hang-incarnation", type=int, default=-1,
+                   help="hang only in this incarnation ($STEPWATCH_INCARNATION), so a resumed job finishes")
+    p.add_argument("--crash-rank", type=int, default=-1, help="this rank exits with status 1 ...")
+    p.add_argument("--crash-at-step", type=int, default=-1, help="... before this step")
+    p.add_argument("--label-data", action="store_true", help="label each batch fetch as phase \"data\"")
     args = p.parse_args(argv)
     if args.ckpt_every and not args.ckpt_dir:
         p.error("--ckpt-every needs --ckpt-dir")
@@ -112,6 +117,21 @@ def write_checkpoint(ckpt_dir, step, model, optimizer):
     _fsync_path(ckpt_dir, directory=True)
 
 
+def crash(rank, step):
+    """Dies as a rank on a lost node would: its peers get no FIN, so they block in gloo until its
+    30-minute timeout. (On one host the kernel would close our sockets at exit and wake them; a
+    child that keeps the sockets open stands in for the lost network.)"""
+    log(rank, f"crashing before step {step} (--crash-rank)")
+    if os.fork() == 0:
+        while True:
+            time.sleep(3600)
+    os._exit(1)
+
+
+def this_incarnation(wanted):
+    return wanted < 0 or int(os.environ.get("STEPWATCH_INCARNATION", "0")) == wanted
+
+
 def hang_forever(rank, step):
     log(rank, f"hanging before step {step} (--hang-rank)")
     while True:
@@ -160,9 +180,13 @@ def train(args):
 
     loss = float("nan")
     for n in range(start + 1, args.steps + 1):
-        if rank == args.hang_rank and n == args.hang_at_step:
-            hang_forever(rank, n)
-        x, y = make_batch(args.seed, n, rank, args.batch_size)
+        if rank == args.crash_rank and n == args.crash_at_step and this_incarnation(args.hang_incarnation):
+            crash(rank, n)
+        with stepwatch.phase("data") if args.label_data else contextlib.nullcontext():
+            # A data loader that never delivers: the rank waits here, the others in allreduce.
+            if rank == args.hang_rank and n == args.hang_at_step and this_incarnation(args.hang_incarnation):
+                hang_forever(rank, n)
+            x, y = make_batch(args.seed, n, rank, args.batch_size)
         # The first step pays for lazy initialisation (allocator, DDP buckets): its own phase.
         with stepwatch.phase("compile") if n == start + 1 else contextlib.nullcontext():
             optimizer.zero_grad(set_to_none=True)

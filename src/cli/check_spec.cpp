@@ -83,7 +83,7 @@ std::string summary(const JobSpec& s) {
                                 ? s.checkpoint.dir + "/" + s.checkpoint.marker
                                 : "as the beacons report them";
   out += fmt::format("  recovery  {}; checkpoints {}; resume {}; restart budget {}\n", preempt,
-                     checkpoints, r.resume_command.empty() ? "off" : argv_text(r.resume_command),
+                     checkpoints, !r.resume ? "off" : r.resume_command.empty() ? "the original command (STEPWATCH_RESUME_CHECKPOINT)" : argv_text(r.resume_command),
                      r.restart_budget);
   return out;
 }
@@ -147,6 +147,7 @@ nlohmann::json effective(const JobSpec& s) {
           {"time_limit_ns", c.time_limit_ns}}},
         {"preempt_command", r.preempt_command},
         {"preempt_grace_ns", r.preempt_grace_ns},
+        {"resume", r.resume},
         {"resume_command", r.resume_command},
         {"restart_budget", r.restart_budget}}},
   };

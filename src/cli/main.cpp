@@ -7,6 +7,9 @@
 #include <string>
 
 #include "src/cli/check_spec.h"
+#include "src/cli/doctor.h"
+#include "src/cli/incidents.h"
+#include "src/cli/run_cmd.h"
 #include "src/cli/replay.h"
 #include "src/cli/status_view.h"
 #include "src/common/clock.h"
@@ -81,6 +84,47 @@ int main(int argc, char** argv) {
   replay->add_flag("--json", replay_opts.json, "One JSON object per verdict");
   replay->add_flag("--all", replay_opts.all, "Every poll, not only changes of state");
 
+  stepwatch::cli::RunArgs run_args;
+  auto* run = app.add_subcommand("run", "Launch a training job and keep it honest: watch, page, collect, preempt, resume");
+  run->add_option("--spec", run_args.spec_path, "Job spec (TOML); default: every default, interval learned");
+  run->add_option("--job", run_args.job, "Job id (default: the spec's, else $STEPWATCH_JOB)");
+  run->add_option("--dir", run_args.dir, "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
+  run->add_option("--state-dir", run_args.state_dir, "Incident store, traces and artifacts");
+  run->add_option("--trace", run_args.trace, "Record observations and verdicts to this file");
+  run->add_option("--ack-port", run_args.ack_port, "Loopback port of the ack endpoint (default: any free one)");
+  run->add_option("--nvml-lib", run_args.nvml_lib, "libnvidia-ml to load (default: the system's)");
+  run->add_option("--master-port", run_args.master_port, "Rendezvous port to check before each launch (default $MASTER_PORT)");
+  run->add_option("--poll", run_args.poll, "Poll period (default: from the spec or the expected interval)");
+  run->add_option("command", run_args.argv, "The job: -- COMMAND [ARGS...]")->required();
+
+  stepwatch::cli::AckArgs ack_args;
+  auto* ack = app.add_subcommand("ack", "Acknowledge a job's open incident: hold the runbook while you look");
+  ack->add_option("job", ack_args.job, "Job id")->required();
+  ack->add_option("--state-dir", ack_args.state_dir, "The supervisor's state directory");
+  ack->add_option("--by", ack_args.by, "Who acks (default $USER)");
+  ack->add_option("--note", ack_args.note, "A note for the incident");
+
+  std::string inc_state, inc_job;
+  bool inc_json = false;
+  int inc_limit = 20;
+  auto* incidents = app.add_subcommand("incidents", "List incidents with their pages, acks and actions");
+  incidents->add_option("job", inc_job, "Only this job");
+  incidents->add_option("--state-dir", inc_state, "The supervisor's state directory");
+  incidents->add_flag("--json", inc_json, "Machine-readable output");
+  incidents->add_option("--limit", inc_limit, "At most this many incidents (default 20)");
+
+  stepwatch::cli::DoctorOptions doc;
+  bool doc_fix = false;
+  std::optional<uint32_t> doc_incarnation;
+  auto* doctor = app.add_subcommand("doctor", "Check for leftovers of earlier incarnations (processes, GPU memory, port, beacons)");
+  doctor->add_option("--spec", doc.spec_path, "Job spec (TOML)");
+  doctor->add_option("--job", doc.job, "Job id (default: the spec's, else $STEPWATCH_JOB)");
+  doctor->add_option("--dir", doc.dir, "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
+  doctor->add_option("--state-dir", doc.state_dir, "The supervisor's state directory (the recorded processes)");
+  doctor->add_option("--port", doc.port, "Rendezvous port to check (default: from the spec, else $MASTER_PORT)");
+  doctor->add_option("--incarnation", doc_incarnation, "The current incarnation: its processes are never touched");
+  doctor->add_flag("--fix", doc_fix, "Clean up what is proven to be this job's leftovers");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -90,6 +134,20 @@ int main(int argc, char** argv) {
     if (status->parsed()) return run_status(dir, job);
     if (check->parsed()) return stepwatch::cli::run_check_spec(spec_files, spec_json);
     if (replay->parsed()) return stepwatch::cli::run_replay(replay_opts);
+    if (run->parsed()) return stepwatch::cli::run_supervisor(run_args);
+    if (doctor->parsed()) {
+      doc.fix = doc_fix;
+      doc.incarnation = doc_incarnation;
+      if (doc.state_dir.empty()) doc.state_dir = stepwatch::cli::default_state_dir();
+      doc.load_recorded = stepwatch::cli::load_recorded_processes;
+      doc.gpu_snapshot = stepwatch::cli::gpu_snapshot_now;
+      return stepwatch::cli::run_doctor(doc);
+    }
+    if (ack->parsed()) return stepwatch::cli::run_ack(ack_args);
+    if (incidents->parsed()) {
+      return stepwatch::cli::run_incidents(inc_state.empty() ? stepwatch::cli::default_state_dir() : inc_state,
+                                           inc_job, inc_json, inc_limit);
+    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "stepwatch: internal error: {}\n", e.what());
     return 70;

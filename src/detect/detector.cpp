@@ -34,6 +34,9 @@ const ProcessFacts* proc_of(const Observation& obs, int rank) {
 
 // Phases that do not take part in collectives: a rank sitting in one while others train is the
 // likely reason the others wait.
+// The note of a rank that said it failed, as opposed to one that vanished.
+constexpr const char* kReportedFailure = "rank reported failure";
+
 bool non_collective_phase(const std::string& p) { return p == "data" || p == "checkpoint" || p == "init"; }
 
 }  // namespace
@@ -91,7 +94,7 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
   const ProcessFacts* p = proc_of(obs, r.rank);
   if (r.status == contract::RankStatus::kFailed) {
     rv.state = State::kDead;
-    rv.note = "rank reported failure";
+    rv.note = kReportedFailure;
     return rv;
   }
   if (p != nullptr && (!p->alive || !p->same_process)) {
@@ -362,7 +365,13 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
 
   if (v.state == State::kDead) {
     v.cause = Cause::kNone;
-    for (const auto* rv : dead) add(rv->rank, rv->note);
+    // A rank that vanished without a word (killed, crashed) is the culprit; ranks that then
+    // reported failure (a peer's socket closed under them) are its collateral.
+    bool any_silent = false;
+    for (const auto* rv : dead) any_silent = any_silent || rv->note != kReportedFailure;
+    for (const auto* rv : dead) {
+      if (!any_silent || rv->note != kReportedFailure) add(rv->rank, rv->note);
+    }
     if (dead.empty() && obs.job_exit_code) {
       v.evidence.push_back({"exit", fmt::format("job exited with status {}", *obs.job_exit_code), -1, -1});
     }

@@ -345,8 +345,8 @@ class Rules {
                                 format_duration(*s_.poll_interval_ns),
                                 format_duration(*s_.expected_interval_ns)));
     }
-    if (lines_.has("runbook.restart_budget") && s_.runbook.resume_command.empty()) {
-      sink_.warning("runbook.restart_budget", "has no effect without runbook.resume_command");
+    if (lines_.has("runbook.restart_budget") && !s_.runbook.resume) {
+      sink_.warning("runbook.restart_budget", "has no effect with runbook.resume = false");
     }
     if (lines_.has("runbook.ack_timeout") && s_.runbook.pagers.empty()) {
       sink_.warning("runbook.ack_timeout",

@@ -331,6 +331,7 @@ class Reader {
                if (k == "preempt_grace") read_duration(e, p, &r.preempt_grace_ns);
                if (k == "resume_command") read_strings(e, p, &r.resume_command);
                if (k == "restart_budget") read_int(e, p, &r.restart_budget);
+               if (k == "resume") read(e, p, &r.resume);
              });
   }
 

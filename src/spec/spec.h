@@ -94,7 +94,10 @@ struct Runbook {
   CollectSettings collect;
   std::vector<std::string> preempt_command;   // empty: SIGTERM, then SIGKILL, to the process group
   int64_t preempt_grace_ns = 30 * kNsPerSec;  // SIGTERM (or the command) to SIGKILL
-  std::vector<std::string> resume_command;    // empty: no automatic resume; see docs/spec.md
+  bool resume = true;  // false: after a preempt, stop and leave the restart to a human
+  // The next incarnation's command; empty: the original command again, with the checkpoint in
+  // STEPWATCH_RESUME_CHECKPOINT / STEPWATCH_RESUME_STEP (docs/spec.md).
+  std::vector<std::string> resume_command;
   int restart_budget = 3;  // consecutive incarnations without checkpoint progress, then give up
 };
 

@@ -286,6 +286,28 @@ TEST(Detector, ProcessGoneIsDeadWithTheRankNamed) {
   EXPECT_EQ(d.observe(o).state, State::kDead);
 }
 
+TEST(Detector, TheRankThatVanishedIsTheCulpritNotTheOnesThatFailedAfterIt) {
+  SimJob job(3);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  job.advance(kSec);
+  job.rank(0).status = contract::RankStatus::kFailed;  // its allreduce raised: peer closed
+  job.rank(2).status = contract::RankStatus::kFailed;
+  Observation o = job.observe();
+  ProcessFacts gone;
+  gone.rank = 1;
+  gone.alive = false;
+  o.procs.push_back(gone);
+  Verdict v = d.observe(o);
+  ASSERT_EQ(v.state, State::kDead);
+  ASSERT_EQ(v.culprits.size(), 1u) << v.summary;
+  EXPECT_EQ(v.culprits[0].rank, 1);
+  // When every dead rank said it failed, they are all named.
+  Observation all_failed = job.observe();
+  Verdict w = d.observe(all_failed);
+  EXPECT_EQ(w.culprits.size(), 2u) << w.summary;
+}
+
 TEST(Detector, FinishedOnlyWhenEveryRankFinished) {
   SimJob job(2);
   Detector d(configured(2 * kSec));

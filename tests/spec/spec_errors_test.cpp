@@ -307,8 +307,8 @@ TEST(SpecErrors, WarningsDoNotFailTheSpec) {
        "t.toml:2: learn: ignored: expected_interval is fixed"},
       {"expected_interval = \"2s\"\npoll_interval = \"5s\"\n",
        "t.toml:2: poll_interval: 5.0s is longer than"},
-      {"[runbook]\nrestart_budget = 2\n",
-       "runbook.restart_budget: has no effect without runbook.resume_command"},
+      {"[runbook]\nresume = false\nrestart_budget = 2\n",
+       "runbook.restart_budget: has no effect with runbook.resume = false"},
       {"[runbook]\nack_timeout = \"5m\"\n", "runbook.ack_timeout: no [[runbook.pager]] is set"},
   };
   for (const auto& c : cases) {

@@ -1,0 +1,129 @@
+#include "src/cli/run_cmd.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "src/common/duration.h"
+#include "src/probe/nvml.h"
+#include "src/contract/names.h"
+#include "src/spec/spec.h"
+#include "src/store/store.h"
+#include "src/supervise/supervisor.h"
+
+namespace stepwatch::cli {
+
+namespace {
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+}  // namespace
+
+std::string default_state_dir() {
+  if (const char* d = env("STEPWATCH_STATE_DIR")) return d;
+  if (const char* x = env("XDG_STATE_HOME")) return std::string(x) + "/stepwatch";
+  if (const char* h = env("HOME")) return std::string(h) + "/.local/state/stepwatch";
+  return fmt::format("/tmp/stepwatch-state-{}", ::getuid());
+}
+
+int run_supervisor(const RunArgs& a) {
+  auto fail = [](const std::string& m) {
+    fmt::print(stderr, "stepwatch run: {}\n", m);
+    return supervise::kExitUsage;
+  };
+  if (a.argv.empty()) return fail("no command: stepwatch run [options] -- COMMAND [ARGS...]");
+  supervise::RunOptions o;
+  o.argv = a.argv;
+  spec::JobSpec spec = spec::default_spec();
+  if (!a.spec_path.empty()) {
+    auto s = spec::load_spec_file(a.spec_path);
+    if (!s) return fail(fmt::format("the spec has errors; nothing was launched:\n{}", s.error().message));
+    spec = std::move(*s);
+    std::ifstream in(a.spec_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    o.spec_path = a.spec_path;
+    o.spec_text = text.str();
+  }
+  o.job = !a.job.empty() ? a.job : !spec.job.empty() ? spec.job : (env("STEPWATCH_JOB") ? env("STEPWATCH_JOB") : "");
+  if (o.job.empty()) return fail("no job id: give --job, set job in the spec, or set STEPWATCH_JOB");
+  if (auto st = contract::validate_job_id(o.job); !st) return fail(st.error().message);
+  o.beacon_root = !a.dir.empty() ? a.dir : (env("STEPWATCH_DIR") ? env("STEPWATCH_DIR") : contract::kDefaultDir);
+  o.state_dir = !a.state_dir.empty() ? a.state_dir : default_state_dir();
+  o.trace_path = a.trace;
+  o.ack_port = a.ack_port;
+  o.nvml_lib = a.nvml_lib;
+  o.master_port = a.master_port;
+  if (!o.master_port) {
+    if (const char* p = env("MASTER_PORT")) o.master_port = std::atoi(p);
+  }
+  if (!a.poll.empty()) {
+    auto p = parse_duration(a.poll);
+    if (!p || *p <= 0) return fail(p ? "--poll must be above zero" : p.error().message);
+    o.poll_ns = *p;
+  }
+  supervise::Supervisor s(std::move(o), std::move(spec));
+  return s.run();
+}
+
+int run_ack(const AckArgs& a) {
+  if (auto st = contract::validate_job_id(a.job); !st) {
+    fmt::print(stderr, "stepwatch ack: {}\n", st.error().message);
+    return 2;
+  }
+  std::string dir = a.state_dir.empty() ? default_state_dir() : a.state_dir;
+  store::OpenOptions oo;
+  oo.create = false;
+  auto st = store::Store::open(dir, oo);
+  if (!st) {
+    fmt::print(stderr, "stepwatch ack: {}\n", st.error().message);
+    return 2;
+  }
+  std::string by = a.by;
+  if (by.empty()) by = env("USER") ? env("USER") : fmt::format("uid {}", ::getuid());
+  auto inc = st->ack(a.job, wall_now_ns(), by, a.note);
+  if (!inc) {
+    fmt::print(stderr, "stepwatch ack: {}\n", inc.error().message);
+    return 2;
+  }
+  if (!*inc) {
+    fmt::print("job {} has no open incident\n", a.job);
+    return 1;
+  }
+  fmt::print("acked incident {} of job {} ({}/{}): {}\n", (*inc)->id, a.job, (*inc)->state, (*inc)->cause,
+             (*inc)->summary);
+  return 0;
+}
+
+Result<std::vector<runbook::RecordedProcess>> load_recorded_processes(const std::string& state_dir,
+                                                                      const std::string& job) {
+  std::vector<runbook::RecordedProcess> out;
+  store::OpenOptions oo;
+  oo.create = false;
+  auto st = store::Store::open(state_dir, oo);
+  if (!st) {
+    if (st.error().code == Errc::kNotFound) return out;  // nothing was ever recorded here
+    return st.error();
+  }
+  auto procs = st->processes(job);
+  if (!procs) return procs.error();
+  for (const auto& p : *procs) {
+    out.push_back({static_cast<int>(p.pid), p.start_ticks, static_cast<uint32_t>(p.incarnation), p.role});
+  }
+  return out;
+}
+
+std::optional<probe::GpuSnapshot> gpu_snapshot_now() {
+  auto nvml = probe::Nvml::open();
+  if (!nvml) return std::nullopt;
+  probe::GpuProbe probe(std::shared_ptr<probe::Nvml>(std::move(*nvml)));
+  auto snap = probe.poll();
+  if (!snap) return std::nullopt;
+  return *snap;
+}
+
+}  // namespace stepwatch::cli

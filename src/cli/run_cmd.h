@@ -1,0 +1,48 @@
+// `stepwatch run`, `stepwatch ack`: resolving the command line into the supervisor's options.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/common/result.h"
+#include "src/probe/gpu_probe.h"
+#include "src/runbook/hygiene.h"
+
+namespace stepwatch::cli {
+
+struct RunArgs {
+  std::vector<std::string> argv;
+  std::string spec_path;
+  std::string job;
+  std::string dir;
+  std::string state_dir;
+  std::string trace;
+  int ack_port = 0;
+  std::string nvml_lib;
+  std::optional<int> master_port;
+  std::string poll;  // a duration; empty: from the spec
+};
+
+// The state directory when none is given: $STEPWATCH_STATE_DIR, $XDG_STATE_HOME/stepwatch,
+// ~/.local/state/stepwatch.
+std::string default_state_dir();
+
+int run_supervisor(const RunArgs& args);
+
+struct AckArgs {
+  std::string job;
+  std::string state_dir;
+  std::string by;
+  std::string note;
+};
+// Acknowledges the job's open incident in the store; 0 acked, 1 none open, 2 store unusable.
+int run_ack(const AckArgs& args);
+
+// For `stepwatch doctor`: the processes the store recorded for the job (every incarnation), and
+// the GPUs as NVML sees them now (nullopt without a driver).
+Result<std::vector<runbook::RecordedProcess>> load_recorded_processes(const std::string& state_dir,
+                                                                      const std::string& job);
+std::optional<probe::GpuSnapshot> gpu_snapshot_now();
+
+}  // namespace stepwatch::cli

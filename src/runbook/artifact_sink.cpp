@@ -1,0 +1,176 @@
+#include "src/runbook/artifact_sink.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+namespace stepwatch::runbook {
+
+namespace {
+
+Status write_all(const std::string& path, std::string_view content) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(errno))};
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(err))};
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(errno))};
+  return {};
+}
+
+}  // namespace
+
+ArtifactSink::ArtifactSink(std::string dir, int64_t max_bytes, ArtifactReport& report)
+    : dir_(std::move(dir)),
+      max_bytes_(max_bytes > 0 ? static_cast<uint64_t>(max_bytes) : 0),
+      report_(report) {}
+
+void ArtifactSink::put(const std::string& name, std::string_view content) {
+  uint64_t room = report_.bytes < max_bytes_ ? max_bytes_ - report_.bytes : 0;
+  if (room == 0 && !content.empty()) {
+    report_.truncated = true;
+    report_.notes.push_back(fmt::format("{} ({} bytes): skipped, max_bytes ({}) reached", name,
+                                        content.size(), max_bytes_));
+    return;
+  }
+  bool cut = content.size() > room;
+  std::string_view kept = cut ? content.substr(0, room) : content;
+  size_t slash = name.rfind('/');
+  if (slash != std::string::npos) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_ + "/" + name.substr(0, slash), ec);
+  }
+  Status st = write_all(dir_ + "/" + name, kept);
+  if (!st) {
+    report_.notes.push_back(fmt::format("{}: not written: {}", name, st.error().message));
+    return;
+  }
+  report_.bytes += kept.size();
+  report_.files.push_back(ArtifactFile{name, kept.size(), cut});
+  if (cut) {
+    report_.truncated = true;
+    report_.notes.push_back(fmt::format("{}: truncated to {} of {} bytes, max_bytes ({}) reached",
+                                        name, kept.size(), content.size(), max_bytes_));
+  }
+}
+
+void write_manifest(const ArtifactRequest& request, ArtifactReport& report) {
+  std::string text = "# stepwatch incident artifact\n";
+  text += fmt::format("job: {}\n", request.job);
+  text += fmt::format("elapsed_ms: {}\n", report.elapsed_ns / kNsPerMs);
+  text += fmt::format("time_limit_ms: {}\n", request.settings.time_limit_ns / kNsPerMs);
+  text += fmt::format("bytes: {}\n", report.bytes);
+  text += fmt::format("max_bytes: {}\n", request.settings.max_bytes);
+  text += fmt::format("truncated: {}\n", report.truncated ? "yes" : "no");
+  text += fmt::format("timed_out: {}\n", report.timed_out ? "yes" : "no");
+  text += "\nfiles:\n";
+  for (const auto& f : report.files) {
+    text += fmt::format("{:>10}  {}{}\n", f.bytes, f.name, f.truncated ? "  (truncated)" : "");
+  }
+  text += "\nnotes:\n";
+  if (report.notes.empty()) text += "(none: everything requested was collected)\n";
+  for (const auto& n : report.notes) text += fmt::format("- {}\n", n);
+  Status st = write_all(request.dir + "/manifest.txt", text);
+  if (!st) {
+    report.error = st.error();
+    return;
+  }
+  report.files.push_back(ArtifactFile{"manifest.txt", text.size(), false});
+}
+
+std::optional<std::string> read_small(const std::string& path, size_t max, int* err) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *err = errno;
+    return std::nullopt;
+  }
+  std::string out;
+  char buf[4096];
+  while (out.size() < max) {
+    ssize_t n = ::read(fd, buf, std::min(sizeof buf, max - out.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *err = errno;
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+std::optional<std::string> read_file_range(const std::string& path, uint64_t offset,
+                                           uint64_t length) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out(static_cast<size_t>(length), '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n =
+        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(done);
+  return out;
+}
+
+std::optional<std::string> find_executable(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) {
+    return ::access(name.c_str(), X_OK) == 0 ? std::optional<std::string>(name) : std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view rest = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    size_t colon = rest.find(':');
+    std::string dir(rest.substr(0, colon));
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat sb;
+    if (::stat(candidate.c_str(), &sb) == 0 && S_ISREG(sb.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (colon == std::string_view::npos) return std::nullopt;
+    rest = rest.substr(colon + 1);
+  }
+}
+
+std::optional<std::string> ptrace_blocked() {
+  int err = 0;
+  auto scope = read_small("/proc/sys/kernel/yama/ptrace_scope", 16, &err);
+  if (!scope) return std::nullopt;  // no Yama: classic permission rules, gdb will tell
+  int v = std::atoi(scope->c_str());
+  if (v >= 3) return std::string("kernel.yama.ptrace_scope = 3: no process may attach");
+  if (v == 2 && ::geteuid() != 0) {
+    auto status = read_small("/proc/self/status", 64 << 10, &err);
+    size_t at = status ? status->find("\nCapEff:") : std::string::npos;
+    uint64_t caps =
+        at == std::string::npos ? 0 : std::strtoull(status->c_str() + at + 8, nullptr, 16);
+    constexpr int kCapSysPtrace = 19;
+    if (((caps >> kCapSysPtrace) & 1u) == 0) {
+      return std::string("kernel.yama.ptrace_scope = 2 and this process lacks CAP_SYS_PTRACE");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace stepwatch::runbook

@@ -1,0 +1,476 @@
+#include "src/runbook/pager.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <system_error>
+#include <thread>
+
+#include "src/common/duration.h"
+#include "src/common/log.h"
+#include "src/spec/command_template.h"
+
+namespace stepwatch::runbook {
+
+using json = nlohmann::json;
+
+namespace {
+
+// dump() that never throws on invalid UTF-8 (log lines and reasons are untrusted text).
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json seconds_or_null(int64_t ns, bool known) {
+  if (!known) return nullptr;
+  return std::round(static_cast<double>(ns) / 1e6) / 1e3;  // millisecond precision
+}
+
+json verdict_or_null(const PageMessage& m) {
+  if (m.verdict_json.empty()) return nullptr;
+  json v = json::parse(m.verdict_json, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) {
+    log_warn("page for job {}: verdict is not valid JSON; sent as null", m.job);
+    return nullptr;
+  }
+  return v;
+}
+
+std::string shell_word(const std::string& s) {
+  bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The last line(s) of a command's output, one line, at most 200 bytes.
+std::string output_tail(const std::string& out) {
+  std::string t = out;
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.size() > 200) t = "..." + t.substr(t.size() - 197);
+  for (char& c : t) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string ack_hint(const PageMessage& m) {
+  if (!m.ack_command.empty()) return m.ack_command;
+  return m.job.empty() ? "stepwatch ack" : "stepwatch ack " + shell_word(m.job);
+}
+
+std::string page_evidence_line(std::string_view name, std::string_view value, int rank,
+                               int64_t age_ns) {
+  std::string out = rank >= 0 ? fmt::format("rank {} {} = {}", rank, name, value)
+                              : fmt::format("{} = {}", name, value);
+  if (age_ns >= 0) out += fmt::format(" ({} ago)", format_duration(age_ns));
+  return out;
+}
+
+std::string rfc3339_utc(int64_t wall_ns) {
+  int64_t secs = wall_ns / kNsPerSec;
+  int64_t ms = (wall_ns % kNsPerSec) / kNsPerMs;
+  if (ms < 0) {
+    ms += 1000;
+    --secs;
+  }
+  time_t t = static_cast<time_t>(secs);
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+std::string page_text(const PageMessage& m) {
+  std::string out = m.summary.empty() ? fmt::format("job {} is {}", m.job, m.state) : m.summary;
+  out += fmt::format("\njob {} on {}, incarnation {}, incident {}", m.job,
+                     m.host.empty() ? "?" : m.host, m.incarnation,
+                     m.incident_id.empty() ? "-" : m.incident_id);
+  bool has_cause = !m.cause.empty() && m.cause != "none";
+  out += fmt::format("\nstate {}{}", m.state, has_cause ? " (" + m.cause + ")" : "");
+  if (m.last_step) {
+    out += fmt::format("; last step {}", *m.last_step);
+    if (m.last_step_age_ns >= 0)
+      out += fmt::format(", {} ago", format_duration(m.last_step_age_ns));
+  } else {
+    out += "; no step yet";
+  }
+  out += m.expected_interval_ns > 0
+             ? fmt::format("; expected interval {}", format_duration(m.expected_interval_ns))
+             : std::string("; expected interval still being learned");
+  if (!m.culprits.empty()) {
+    out += "\nculprits:";
+    for (const auto& c : m.culprits) out += fmt::format("\n  rank {}: {}", c.rank, c.reason);
+  }
+  if (!m.evidence.empty()) {
+    out += "\nevidence:";
+    for (const auto& e : m.evidence) out += "\n  " + e;
+  }
+  out += "\nack with: " + ack_hint(m);
+  return out;
+}
+
+std::string page_json(const PageMessage& m) {
+  json culprits = json::array();
+  for (const auto& c : m.culprits) culprits.push_back({{"rank", c.rank}, {"reason", c.reason}});
+  json j = {
+      {"version", 1},
+      {"job", m.job},
+      {"owner", m.owner},
+      {"state", m.state},
+      {"cause", m.cause},
+      {"summary", m.summary},
+      {"last_step", m.last_step ? json(*m.last_step) : json(nullptr)},
+      {"last_step_age_seconds", seconds_or_null(m.last_step_age_ns, m.last_step_age_ns >= 0)},
+      {"expected_interval_seconds",
+       seconds_or_null(m.expected_interval_ns, m.expected_interval_ns > 0)},
+      {"culprits", culprits},
+      {"evidence", m.evidence},
+      {"incident_id", m.incident_id},
+      {"incarnation", m.incarnation},
+      {"host", m.host},
+      {"started_at", rfc3339_utc(m.started_wall_ns > 0 ? m.started_wall_ns : wall_now_ns())},
+      {"ack_command", ack_hint(m)},
+      {"verdict", verdict_or_null(m)},
+  };
+  return dump(j);
+}
+
+std::string alertmanager_json(const PageMessage& m) {
+  // Label values identify the alert (Alertmanager deduplicates on them); an empty value means
+  // "no label", so empty ones are left out and cause is "none" rather than "".
+  json labels = {{"alertname", m.state == "dead" ? "StepwatchRankDead" : "StepwatchJobStalled"},
+                 {"job_id", m.job},
+                 {"state", m.state},
+                 {"cause", m.cause.empty() ? "none" : m.cause},
+                 {"severity", "page"}};
+  if (!m.owner.empty()) labels["owner"] = m.owner;
+  json annotations = {
+      {"summary", m.summary.empty() ? fmt::format("job {} is {}", m.job, m.state) : m.summary},
+      {"description", page_text(m)},
+      {"incident_id", m.incident_id},
+      {"incarnation", std::to_string(m.incarnation)},
+      {"host", m.host},
+      {"ack_command", ack_hint(m)},
+      {"last_step", m.last_step ? std::to_string(*m.last_step) : std::string("none")},
+  };
+  json alert = {
+      {"labels", labels},
+      {"annotations", annotations},
+      {"startsAt", rfc3339_utc(m.started_wall_ns > 0 ? m.started_wall_ns : wall_now_ns())},
+  };
+  return dump(json::array({alert}));
+}
+
+std::string alertmanager_alerts_url(const std::string& base_url) {
+  constexpr std::string_view kPath = "/api/v2/alerts";
+  std::string url = base_url;
+  if (url.size() >= kPath.size() &&
+      url.compare(url.size() - kPath.size(), kPath.size(), kPath) == 0)
+    return url;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url + std::string(kPath);
+}
+
+// ---- the command target -----------------------------------------------------------------
+
+namespace {
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// SIGPIPE is blocked on this thread while it writes the page to a child that may not read it
+// (EPIPE instead of death); a SIGPIPE raised meanwhile is consumed before the mask is restored.
+class SigpipeGuard {
+ public:
+  SigpipeGuard() {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe, &old_);
+  }
+  ~SigpipeGuard() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      struct timespec zero {};
+      sigtimedwait(&pipe, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t old_{};
+  bool was_pending_ = false;
+};
+
+}  // namespace
+
+Attempt run_command(const std::vector<std::string>& argv,
+                    const std::vector<std::pair<std::string, std::string>>& env,
+                    const std::string& input, int64_t timeout_ns) {
+  Attempt a;
+  if (argv.empty() || argv[0].empty()) {
+    a.permanent = true;
+    a.detail = "the pager command is empty";
+    return a;
+  }
+  const std::string& prog = argv[0];
+  // Everything the child needs is built here: after fork() it may only make async-signal-safe
+  // calls.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    bool replaced = std::any_of(env.begin(), env.end(), [&](const auto& p) {
+      return kv.size() > p.first.size() && kv.compare(0, p.first.size(), p.first) == 0 &&
+             kv[p.first.size()] == '=';
+    });
+    if (!replaced) env_strings.emplace_back(kv);
+  }
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> cargv, cenv;
+  for (const auto& s : argv) cargv.push_back(const_cast<char*>(s.c_str()));
+  cargv.push_back(nullptr);
+  for (auto& s : env_strings) cenv.push_back(s.data());
+  cenv.push_back(nullptr);
+
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    a.detail = fmt::format("cannot run {}: pipe: {}", prog, std::strerror(errno));
+    for (int* fd : {&in[0], &in[1], &out[0], &out[1], &err[0], &err[1]}) close_fd(*fd);
+    return a;
+  }
+  SigpipeGuard sigpipe;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own group, so a timeout kills whatever it started too
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    // No other descriptor of ours (the ack server's socket) leaks into the command.
+    ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    ::execvpe(prog.c_str(), cargv.data(), cenv.data());
+    int e = errno;
+    [[maybe_unused]] ssize_t n = ::write(err[1], &e, sizeof e);
+    ::_exit(127);
+  }
+  int fork_errno = errno;
+  close_fd(in[0]);
+  close_fd(out[1]);
+  close_fd(err[1]);
+  if (pid < 0) {
+    a.detail = fmt::format("cannot run {}: fork: {}", prog, std::strerror(fork_errno));
+    for (int* fd : {&in[1], &out[0], &err[0]}) close_fd(*fd);
+    return a;
+  }
+  ::setpgid(pid, pid);  // also here, so the group exists before we might kill it
+
+  int exec_errno = 0;
+  ssize_t n;
+  do n = ::read(err[0], &exec_errno, sizeof exec_errno);
+  while (n < 0 && errno == EINTR);
+  close_fd(err[0]);
+  int status = 0;
+  if (n == static_cast<ssize_t>(sizeof exec_errno)) {
+    ::waitpid(pid, &status, 0);
+    close_fd(in[1]);
+    close_fd(out[0]);
+    a.permanent = true;
+    a.detail = fmt::format("cannot run {}: {}", prog, std::strerror(exec_errno));
+    return a;
+  }
+
+  ::fcntl(in[1], F_SETFL, O_NONBLOCK);
+  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+  if (input.empty()) close_fd(in[1]);
+  size_t written = 0;
+  std::string output;
+  auto read_output = [&] {
+    char buf[4096];
+    ssize_t k;
+    while ((k = ::read(out[0], buf, sizeof buf)) > 0) {
+      output.append(buf, static_cast<size_t>(k));
+      if (output.size() > 8192) output.erase(0, output.size() - 4096);
+    }
+    if (k == 0) close_fd(out[0]);  // EOF; EAGAIN keeps it open
+  };
+  const int64_t deadline = mono_now_ns() + timeout_ns;
+  bool exited = false;
+  while (true) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    int64_t left = deadline - mono_now_ns();
+    if (left <= 0) break;
+    struct pollfd fds[2];
+    nfds_t nfds = 0;
+    if (in[1] >= 0) fds[nfds++] = {in[1], POLLOUT, 0};
+    if (out[0] >= 0) fds[nfds++] = {out[0], POLLIN, 0};
+    // Short waits: the child's exit is noticed by waitpid, not by a descriptor.
+    int wait_ms = static_cast<int>(std::clamp<int64_t>(left / kNsPerMs, 1, 20));
+    ::poll(fds, nfds, wait_ms);
+    if (in[1] >= 0) {
+      ssize_t k = ::write(in[1], input.data() + written, input.size() - written);
+      if (k > 0) written += static_cast<size_t>(k);
+      if (written == input.size() || (k < 0 && errno != EAGAIN && errno != EINTR)) close_fd(in[1]);
+    }
+    if (out[0] >= 0) read_output();
+  }
+  if (!exited) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  if (out[0] >= 0)
+    read_output();  // what it wrote before exiting; a lingering grandchild is not waited for
+  close_fd(in[1]);
+  close_fd(out[0]);
+
+  std::string tail = output_tail(output);
+  std::string said = tail.empty() ? "" : ": " + tail;
+  if (!exited) {
+    a.detail = fmt::format("{} timed out after {}; its process group was killed{}", prog,
+                           format_duration(timeout_ns), said);
+  } else if (WIFEXITED(status)) {
+    a.exit_code = WEXITSTATUS(status);
+    a.ok = *a.exit_code == 0;
+    a.detail = a.ok ? fmt::format("{} exited 0", prog)
+                    : fmt::format("{} exited with status {}{}", prog, *a.exit_code, said);
+  } else if (WIFSIGNALED(status)) {
+    a.detail =
+        fmt::format("{} was killed by signal {} ({}){}", prog, WTERMSIG(status),
+                    sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?", said);
+  }
+  return a;
+}
+
+// ---- retries ------------------------------------------------------------------------------
+
+int64_t backoff_ns(const PagerOptions& options, int attempt) {
+  int64_t wait = std::max<int64_t>(options.first_backoff_ns, 0);
+  for (int i = 1; i < attempt && wait < options.max_backoff_ns; ++i) wait *= 2;
+  return std::min(wait, options.max_backoff_ns);
+}
+
+PageResult page_one(const spec::Pager& target, const PageMessage& m, const PagerOptions& options) {
+  PageResult r;
+  r.kind = target.kind;
+  const int64_t start = mono_now_ns();
+  try {
+    const int64_t timeout = target.timeout_ns > 0 ? target.timeout_ns : spec::Pager{}.timeout_ns;
+    std::function<Attempt()> attempt;
+    std::string url, body;
+    std::vector<std::string> argv;
+    std::vector<std::pair<std::string, std::string>> env;
+    if (target.kind == spec::PagerKind::kCommand) {
+      argv = spec::expand_command(target.command, {{"job", m.job}});
+      r.target = fmt::format("command {}", argv.empty() ? "(empty)" : argv[0]);
+      body = page_json(m);
+      env = {{"STEPWATCH_PAGE_JOB", m.job},
+             {"STEPWATCH_PAGE_STATE", m.state},
+             {"STEPWATCH_PAGE_CAUSE", m.cause},
+             {"STEPWATCH_PAGE_SUMMARY", m.summary},
+             {"STEPWATCH_PAGE_INCIDENT", m.incident_id},
+             {"STEPWATCH_PAGE_OWNER", m.owner}};
+      attempt = [&] {
+        return options.run ? options.run(argv, env, body, timeout)
+                           : run_command(argv, env, body, timeout);
+      };
+    } else {
+      bool am = target.kind == spec::PagerKind::kAlertmanager;
+      url = am ? alertmanager_alerts_url(target.url) : target.url;
+      body = am ? alertmanager_json(m) : page_json(m);
+      r.target = fmt::format("{} {}", spec::pager_kind_name(target.kind), url);
+      attempt = [&] {
+        return options.post ? options.post(url, body, timeout) : post_json(url, body, timeout);
+      };
+    }
+    const int total = 1 + std::max(target.retries, 0);
+    for (int i = 1; i <= total; ++i) {
+      Attempt a = attempt();
+      r.attempts = i;
+      r.ok = a.ok;
+      r.http_status = a.http_status;
+      r.exit_code = a.exit_code;
+      r.detail = std::move(a.detail);
+      if (a.ok || a.permanent || i == total) break;
+      int64_t wait = backoff_ns(options, i);
+      log_warn("page {} for job {}: attempt {}/{} failed: {}; retrying in {}", r.target, m.job, i,
+               total, r.detail, format_duration(wait));
+      bool go_on = options.sleep
+                       ? options.sleep(wait)
+                       : (std::this_thread::sleep_for(std::chrono::nanoseconds(wait)), true);
+      if (!go_on) {
+        r.detail += " (no further attempts: stopping)";
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    r.ok = false;
+    r.detail = fmt::format("page {} failed: {}", r.target, e.what());
+  }
+  r.elapsed_ns = mono_now_ns() - start;
+  if (r.ok) {
+    log_info("paged {} for job {} (incident {}) after {} attempt(s)", r.target, m.job,
+             m.incident_id, r.attempts);
+  } else {
+    log_error("page {} for job {} (incident {}) failed after {} attempt(s): {}", r.target, m.job,
+              m.incident_id, r.attempts, r.detail);
+  }
+  return r;
+}
+
+std::vector<PageResult> page_all(const std::vector<spec::Pager>& targets, const PageMessage& m,
+                                 const PagerOptions& options) {
+  std::vector<PageResult> results(targets.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    auto work = [&, i] { results[i] = page_one(targets[i], m, options); };
+    if (i + 1 == targets.size()) {
+      work();  // the last one on the caller's thread
+      continue;
+    }
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      work();  // no thread to be had: page this target in turn
+    }
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+}  // namespace stepwatch::runbook

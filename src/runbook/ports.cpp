@@ -1,0 +1,213 @@
+#include "src/runbook/ports.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "src/common/proc_stat.h"
+
+namespace stepwatch::runbook {
+
+namespace {
+
+constexpr std::string_view kListenState = "0A";  // TCP_LISTEN in /proc/net/tcp
+
+bool parse_hex32(std::string_view s, uint32_t* out) {
+  if (s.size() != 8) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out, 16);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+// The kernel prints each 32-bit word of the address in host byte order ("%08X" of the raw u32).
+std::optional<std::string> decode_address(std::string_view hex, bool v6) {
+  unsigned char bytes[16];
+  size_t words = v6 ? 4 : 1;
+  if (hex.size() != words * 8) return std::nullopt;
+  for (size_t w = 0; w < words; ++w) {
+    uint32_t v;
+    if (!parse_hex32(hex.substr(w * 8, 8), &v)) return std::nullopt;
+    std::memcpy(bytes + w * 4, &v, 4);  // back to the in-memory (network) order on this host
+  }
+  char text[INET6_ADDRSTRLEN];
+  if (::inet_ntop(v6 ? AF_INET6 : AF_INET, bytes, text, sizeof text) == nullptr)
+    return std::nullopt;
+  return std::string(text);
+}
+
+std::vector<std::string_view> fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    size_t j = i;
+    while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
+    if (j > i) out.push_back(line.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+template <class T>
+bool number(std::string_view s, T* out, int base = 10) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out, base);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::optional<std::string> read_text(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool numeric_name(const char* s) {
+  if (*s == '\0') return false;
+  for (; *s; ++s) {
+    if (*s < '0' || *s > '9') return false;
+  }
+  return true;
+}
+
+std::optional<int> parse_port(std::string_view s) {
+  int v = 0;
+  if (!number(s, &v) || v <= 0 || v > 65535) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::vector<Listener> parse_proc_net_tcp(std::string_view text, bool v6, int* malformed) {
+  std::vector<Listener> out;
+  int bad = 0;
+  bool header = true;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (header) {  // "  sl  local_address rem_address   st ..."
+      header = false;
+      continue;
+    }
+    auto f = fields(line);
+    if (f.empty()) continue;
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
+    if (f.size() < 10 || f[0].back() != ':') {
+      ++bad;
+      continue;
+    }
+    if (f[3] != kListenState) continue;
+    size_t colon = f[1].rfind(':');
+    Listener l;
+    l.v6 = v6;
+    auto addr =
+        colon == std::string_view::npos ? std::nullopt : decode_address(f[1].substr(0, colon), v6);
+    if (!addr || !number(f[1].substr(colon + 1), &l.port, 16) || !number(f[7], &l.uid) ||
+        !number(f[9], &l.inode)) {
+      ++bad;
+      continue;
+    }
+    l.address = *addr;
+    out.push_back(std::move(l));
+  }
+  if (malformed) *malformed = bad;
+  return out;
+}
+
+Result<std::vector<Listener>> listeners_on_port(const std::string& proc_root, int port) {
+  std::vector<Listener> out;
+  bool any = false;
+  for (bool v6 : {false, true}) {
+    auto text = read_text(proc_root + (v6 ? "/net/tcp6" : "/net/tcp"));
+    if (!text) continue;
+    any = true;
+    for (auto& l : parse_proc_net_tcp(*text, v6)) {
+      if (l.port == port) out.push_back(std::move(l));
+    }
+  }
+  if (!any) return Error{Errc::kNotFound, fmt::format("{}/net/tcp: not readable", proc_root)};
+  return out;
+}
+
+OwnerScan socket_owners(const std::string& proc_root, const std::vector<uint64_t>& inodes) {
+  OwnerScan scan;
+  if (inodes.empty()) return scan;
+  DIR* d = ::opendir(proc_root.c_str());
+  if (d == nullptr) return scan;
+  while (dirent* e = ::readdir(d)) {
+    if (!numeric_name(e->d_name)) continue;
+    std::string fd_dir = fmt::format("{}/{}/fd", proc_root, e->d_name);
+    DIR* fds = ::opendir(fd_dir.c_str());
+    if (fds == nullptr) {
+      if (errno == EACCES || errno == EPERM) ++scan.unreadable;
+      continue;  // ENOENT: the process went away since readdir
+    }
+    while (dirent* fe = ::readdir(fds)) {
+      if (!numeric_name(fe->d_name)) continue;
+      char target[64];
+      ssize_t n = ::readlink((fd_dir + "/" + fe->d_name).c_str(), target, sizeof target - 1);
+      if (n <= 0) continue;
+      std::string_view link(target, static_cast<size_t>(n));
+      if (link.substr(0, 8) != "socket:[" || link.back() != ']') continue;
+      uint64_t inode = 0;
+      if (!number(link.substr(8, link.size() - 9), &inode)) continue;
+      if (std::find(inodes.begin(), inodes.end(), inode) == inodes.end()) continue;
+      SocketOwner o;
+      number(std::string_view(e->d_name), &o.pid);
+      o.inode = inode;
+      if (auto st = read_proc_stat(proc_root, o.pid)) {
+        o.start_ticks = st->start_ticks;
+        o.comm = st->comm;
+      }
+      bool dup = std::any_of(scan.owners.begin(), scan.owners.end(), [&](const SocketOwner& x) {
+        return x.pid == o.pid && x.inode == o.inode;
+      });
+      if (!dup) scan.owners.push_back(std::move(o));
+    }
+    ::closedir(fds);
+  }
+  ::closedir(d);
+  return scan;
+}
+
+std::optional<int> port_from_command(const std::vector<std::string>& argv) {
+  auto endpoint_port = [](std::string_view v) -> std::optional<int> {
+    size_t colon = v.rfind(':');
+    return colon == std::string_view::npos ? std::nullopt : parse_port(v.substr(colon + 1));
+  };
+  for (size_t i = 0; i < argv.size(); ++i) {
+    std::string_view a = argv[i];
+    std::string_view next =
+        i + 1 < argv.size() ? std::string_view(argv[i + 1]) : std::string_view();
+    // Inside a shell command line ("sh -c 'MASTER_PORT=1 torchrun ...'") the words are split here.
+    for (std::string_view word : fields(a)) {
+      if (word.substr(0, 12) == "MASTER_PORT=") {
+        if (auto p = parse_port(word.substr(12))) return p;
+      }
+      for (std::string_view flag :
+           {"--master_port", "--master-port", "--rdzv_endpoint", "--rdzv-endpoint"}) {
+        bool endpoint = flag.find("rdzv") != std::string_view::npos;
+        std::string_view value;
+        if (word == flag && word == a)
+          value = next;
+        else if (word.size() > flag.size() && word.substr(0, flag.size()) == flag &&
+                 word[flag.size()] == '=') {
+          value = word.substr(flag.size() + 1);
+        } else
+          continue;
+        if (auto p = endpoint ? endpoint_port(value) : parse_port(value)) return p;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace stepwatch::runbook

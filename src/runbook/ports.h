@@ -1,0 +1,52 @@
+// Who listens on the rendezvous port: /proc/net/tcp and tcp6 parsed for LISTEN sockets, and the
+// socket inodes mapped to their owning processes through /proc/<pid>/fd links. A restarted job
+// whose MASTER_PORT is still held by the previous incarnation hangs at init (background 003).
+// Every reader takes a proc root so tests can run on a checked-in fake tree.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/common/result.h"
+
+namespace stepwatch::runbook {
+
+struct Listener {
+  std::string address;  // "127.0.0.1", "::", "::ffff:10.0.0.1"
+  int port = 0;
+  uint64_t inode = 0;  // 0: the kernel did not say (a socket being torn down)
+  uint32_t uid = 0;
+  bool v6 = false;
+};
+
+// The LISTEN sockets of one /proc/net/tcp or tcp6 text. Malformed lines are skipped and counted.
+std::vector<Listener> parse_proc_net_tcp(std::string_view text, bool v6, int* malformed = nullptr);
+
+// LISTEN sockets on `port` from <proc_root>/net/tcp and tcp6. A missing file (no IPv6) is no
+// socket; kNotFound only when neither file exists.
+Result<std::vector<Listener>> listeners_on_port(const std::string& proc_root, int port);
+
+struct SocketOwner {
+  int pid = 0;
+  uint64_t start_ticks = 0;
+  std::string comm;
+  uint64_t inode = 0;
+};
+
+struct OwnerScan {
+  std::vector<SocketOwner> owners;  // one per (pid, inode); several processes may share a socket
+  int unreadable = 0;               // processes whose fd table could not be read (permission)
+};
+
+// Maps socket inodes to processes by reading every <proc_root>/<pid>/fd/* link ("socket:[N]").
+// Best effort: processes whose fds are not readable are counted, not fatal.
+OwnerScan socket_owners(const std::string& proc_root, const std::vector<uint64_t>& inodes);
+
+// The rendezvous port named by a launch command: MASTER_PORT=N, --master_port N, --master-port=N,
+// --rdzv_endpoint host:N, --rdzv-endpoint=host:N. nullopt when none is named.
+std::optional<int> port_from_command(const std::vector<std::string>& argv);
+
+}  // namespace stepwatch::runbook

@@ -1,0 +1,344 @@
+#include "src/supervise/supervisor.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+
+#include "src/common/duration.h"
+#include "src/contract/names.h"
+#include "src/detect/spec_adapter.h"
+#include "src/probe/nvml.h"
+#include "src/runbook/ack_server.h"
+#include "src/runbook/hygiene.h"
+#include "src/runbook/preempt.h"
+#include "src/spec/command_template.h"
+#include "src/common/proc_stat.h"
+
+namespace stepwatch::supervise {
+
+namespace {
+
+sigset_t watched_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+// Sleeps up to `ns`, waking early for a signal; returns the signal or 0.
+int wait_signal(int64_t ns) {
+  sigset_t set = watched_signals();
+  timespec ts{static_cast<time_t>(ns / kNsPerSec), static_cast<long>(ns % kNsPerSec)};
+  int sig = ::sigtimedwait(&set, nullptr, &ts);
+  return sig < 0 ? 0 : sig;
+}
+
+std::string short_host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  std::string h(buf);
+  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
+  return h;
+}
+
+}  // namespace
+
+Supervisor::Supervisor(RunOptions options, spec::JobSpec spec) : opt_(std::move(options)), spec_(std::move(spec)) {}
+
+Supervisor::~Supervisor() {
+  if (ack_) ack_->stop();
+}
+
+void Supervisor::say(const std::string& line) const {
+  std::fprintf(stderr, "stepwatch: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+void Supervisor::action(std::string_view kind, bool ok, const std::string& detail) {
+  store::Action a;
+  a.incident_id = incident_ ? std::optional<int64_t>(incident_->id) : std::nullopt;
+  a.job = opt_.job;
+  a.at_ns = wall_now_ns();
+  a.kind = std::string(kind);
+  a.ok = ok;
+  a.detail = detail;
+  if (auto r = store_->record_action(a); !r) say(fmt::format("cannot record action: {}", r.error().message));
+}
+
+Status Supervisor::setup() {
+  auto store = store::Store::open(opt_.state_dir);
+  if (!store) return store.error();
+  store_.emplace(std::move(*store));
+  auto prev = store_->load_state(opt_.job);
+  if (!prev) return prev.error();
+  if (*prev) {
+    state_ = **prev;
+    ++state_.incarnation;  // a new `stepwatch run` of a known job is its next incarnation
+  } else {
+    state_.job = opt_.job;
+  }
+  if (state_.interval_median_ns && state_.interval_p90_ns) {
+    saved_learned_ = detect::Learned{*state_.interval_median_ns, *state_.interval_p90_ns,
+                                     static_cast<int>(state_.interval_samples)};
+  }
+  auto feed = LogFeed::create(spec_.log, static_cast<size_t>(std::max(spec_.runbook.collect.log_lines, 1)));
+  if (!feed) return feed.error();
+  log_ = std::move(*feed);
+
+  if (auto nvml = probe::Nvml::open(opt_.nvml_lib)) {
+    gpu_ = std::make_shared<probe::GpuProbe>(std::shared_ptr<probe::Nvml>(std::move(*nvml)));
+  } else {
+    say(fmt::format("no GPU evidence: {}", nvml.error().message));
+  }
+
+  std::string trace = opt_.trace_path;
+  if (trace.empty()) {
+    std::filesystem::create_directories(opt_.state_dir + "/traces");
+    trace = fmt::format("{}/traces/{}-{}.jsonl", opt_.state_dir, opt_.job, wall_now_ns() / kNsPerSec);
+  }
+  detect::TraceHeader h;
+  h.job = opt_.job;
+  h.local_host = short_host();
+  h.poll_ns = poll_interval();
+  if (!opt_.spec_text.empty()) h.spec_toml = opt_.spec_text;
+  auto w = detect::TraceWriter::open(trace, h);
+  if (!w) return w.error();
+  trace_.emplace(std::move(*w));
+  say(fmt::format("job {} incarnation {}: trace {}", opt_.job, state_.incarnation, trace));
+
+  runbook::AckServerConfig ac;
+  ac.host = opt_.ack_host;
+  ac.port = opt_.ack_port;
+  ac.on_ack = [this](const runbook::AckRequest& req) {
+    runbook::AckOutcome out;
+    // The store is the one place acks live: `stepwatch ack` writes there too.
+    auto st = store::Store::open(opt_.state_dir);
+    if (!st) {
+      out.message = st.error().message;
+      return out;
+    }
+    auto inc = st->ack(opt_.job, wall_now_ns(), req.by.empty() ? "http" : req.by, req.note);
+    if (inc && *inc) {
+      out.acked = true;
+      out.incident_id = std::to_string((*inc)->id);
+      out.message = fmt::format("incident {} of job {} acked", (*inc)->id, opt_.job);
+    } else {
+      out.message = fmt::format("job {} has no open incident", opt_.job);
+    }
+    return out;
+  };
+  ac.status = [this] { return last_verdict_json_.empty() ? std::string("{}") : last_verdict_json_; };
+  ack_ = std::make_unique<runbook::AckServer>(ac);
+  if (auto st = ack_->start(); !st) {
+    say(fmt::format("ack endpoint not started: {}", st.error().message));
+  } else {
+    std::FILE* f = std::fopen(fmt::format("{}/{}.ack-port", opt_.state_dir, opt_.job).c_str(), "w");
+    if (f != nullptr) {
+      std::fprintf(f, "%d\n", ack_->port());
+      std::fclose(f);
+    }
+  }
+  return {};
+}
+
+int64_t Supervisor::poll_interval() const {
+  if (opt_.poll_ns > 0) return opt_.poll_ns;
+  if (spec_.poll_interval_ns) return *spec_.poll_interval_ns;
+  if (spec_.expected_interval_ns) {
+    return std::clamp<int64_t>(*spec_.expected_interval_ns / 4, 250 * kNsPerMs, 30 * kNsPerSec);
+  }
+  return kNsPerSec;
+}
+
+void Supervisor::hygiene() {
+  runbook::HygieneInput in;
+  in.job = opt_.job;
+  in.incarnation = static_cast<uint32_t>(state_.incarnation);
+  in.port = opt_.master_port;
+  in.beacon_dir = contract::job_dir(opt_.beacon_root, opt_.job);
+  in.proc_root = opt_.proc_root;
+  if (auto before = store_->processes_before(opt_.job, state_.incarnation)) {
+    for (const auto& p : *before) {
+      in.recorded.push_back({static_cast<int>(p.pid), p.start_ticks, static_cast<uint32_t>(p.incarnation), p.role});
+    }
+  }
+  if (gpu_) {
+    if (auto snap = gpu_->poll()) in.gpus = *snap;
+  }
+  auto found = runbook::find_leftovers(in);
+  if (found.empty()) return;
+  for (const auto& l : found) {
+    say(fmt::format("leftover before incarnation {}: {} {}: {}{}", state_.incarnation,
+                    runbook::leftover_kind_name(l.kind), l.what, l.evidence,
+                    l.provable ? "" : " (not provably this job's: left alone)"));
+  }
+  runbook::CleanupOptions co;
+  co.grace_ns = spec_.runbook.preempt_grace_ns;
+  auto report = runbook::cleanup(found, in, co);
+  for (const auto& d : report.done) action(store::action_kind::kCleanup, true, d);
+  for (const auto& f : report.failed) action(store::action_kind::kCleanup, false, f);
+  for (const auto& d : report.done) say("cleanup: " + d);
+  for (const auto& f : report.failed) say("cleanup failed: " + f);
+  for (const auto& r : report.remaining) say(fmt::format("still there: {} {}", r.what, r.evidence));
+}
+
+Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint,
+                          const std::string& checkpoint_path) {
+  hygiene();
+  LaunchSpec ls;
+  ls.argv = opt_.argv;
+  ls.env["STEPWATCH_DIR"] = opt_.beacon_root;
+  ls.env["STEPWATCH_JOB"] = opt_.job;
+  ls.env["STEPWATCH_INCARNATION"] = std::to_string(state_.incarnation);
+  ls.env["PYTHONUNBUFFERED"] = "1";  // the log contract needs lines as they are written
+  if (opt_.master_port) ls.env["MASTER_PORT"] = std::to_string(*opt_.master_port);
+  if (checkpoint) {
+    ls.env["STEPWATCH_RESUME_CHECKPOINT"] = checkpoint->first;
+    ls.env["STEPWATCH_RESUME_STEP"] = std::to_string(checkpoint->second);
+    if (!checkpoint_path.empty()) ls.env["STEPWATCH_RESUME_DIR"] = checkpoint_path;
+    if (!spec_.runbook.resume_command.empty()) {
+      spec::TemplateValues vars = {{"checkpoint_id", checkpoint->first},
+                                   {"checkpoint_step", std::to_string(checkpoint->second)},
+                                   {"incarnation", std::to_string(state_.incarnation)},
+                                   {"job", opt_.job}};
+      ls.argv = spec::expand_command(spec_.runbook.resume_command, vars);
+    }
+  }
+  int64_t started = wall_now_ns();
+  log_->reset(started);
+  auto child = Child::start(ls, [this](Stream, std::string_view line) { log_->feed(line, wall_now_ns()); });
+  if (!child) return child.error();
+  child_ = std::move(*child);
+  exit_status_.reset();
+  ObserverConfig oc;
+  oc.beacon_root = opt_.beacon_root;
+  oc.job = opt_.job;
+  oc.proc_root = opt_.proc_root;
+  oc.local_host = short_host();
+  oc.world_size = spec_.world_size;
+  oc.selector.sid = child_->pid();
+  oc.selector.root_pid = child_->pid();
+  oc.gpu = gpu_;
+  observer_ = std::make_unique<Observer>(oc);
+  detector_ = std::make_unique<detect::Detector>(detect::config_from_spec(spec_));
+  if (saved_learned_) detector_->restore_learned(*saved_learned_);
+  last_state_ = detect::State::kStarting;
+  last_cause_ = detect::Cause::kNone;
+  state_.updated_at_ns = started;
+  if (auto st = store_->save_state(state_); !st) say(st.error().message);
+  store::ProcessRecord rec;
+  rec.job = opt_.job;
+  rec.incarnation = state_.incarnation;
+  rec.pid = child_->pid();
+  if (auto ps = read_proc_stat(opt_.proc_root, child_->pid())) rec.start_ticks = ps->start_ticks;
+  rec.role = "launcher";
+  rec.first_seen_ns = started;
+  (void)store_->record_process(rec);
+  say(fmt::format("launched incarnation {} (pid {}): {}", state_.incarnation, child_->pid(), fmt::join(ls.argv, " ")));
+  return {};
+}
+
+void Supervisor::record_processes(const PollReport& report) {
+  if (!report.tree) return;
+  std::map<int, int> rank_of;
+  for (const auto& [rank, pid] : report.rank_pids) rank_of[pid] = rank;
+  for (const auto& [pid, p] : report.tree->procs) {
+    if (!recorded_.insert({pid, p.start_ticks}).second) continue;
+    store::ProcessRecord rec;
+    rec.job = opt_.job;
+    rec.incarnation = state_.incarnation;
+    rec.pid = pid;
+    rec.start_ticks = p.start_ticks;
+    rec.role = rank_of.count(pid) ? fmt::format("rank {}", rank_of[pid]) : (pid == child_->pid() ? "launcher" : "child");
+    rec.first_seen_ns = wall_now_ns();
+    (void)store_->record_process(rec);
+  }
+}
+
+void Supervisor::on_verdict(const detect::Verdict& v, const detect::Observation& obs) {
+  last_verdict_json_ = detect::verdict_to_json(v, opt_.job);
+  (void)trace_->write_observation(obs);
+  if (v.state == last_state_ && v.cause == last_cause_) return;
+  (void)trace_->write_verdict(v);
+  store::Transition t;
+  t.job = opt_.job;
+  t.incarnation = state_.incarnation;
+  t.at_ns = obs.now.wall_ns;
+  t.from_state = detect::state_name(last_state_);
+  t.to_state = detect::state_name(v.state);
+  t.cause = detect::cause_name(v.cause);
+  t.summary = v.summary;
+  (void)store_->record_transition(t);
+  say(fmt::format("{} -> {}", detect::state_name(last_state_), v.summary));
+  last_state_ = v.state;
+  last_cause_ = v.cause;
+  if (auto l = detector_->learned(); l && (!saved_learned_ || saved_learned_->median_ns != l->median_ns)) {
+    saved_learned_ = l;
+    state_.interval_median_ns = l->median_ns;
+    state_.interval_p90_ns = l->p90_ns;
+    state_.interval_samples = l->samples;
+    (void)store_->save_state(state_);
+  }
+}
+
+int Supervisor::shutdown(int sig) {
+  say(fmt::format("received {}: passing it to the job and stopping", strsignal(sig)));
+  if (incident_) finish_paging(true);
+  if (child_) {
+    child_->signal_group(sig);
+    int64_t deadline = mono_now_ns() + spec_.runbook.preempt_grace_ns;
+    while (!child_->poll_exit() && mono_now_ns() < deadline) wait_signal(50 * kNsPerMs);
+    if (!child_->poll_exit()) {
+      say("the job did not stop within the preempt grace: SIGKILL");
+      child_->signal_group(SIGKILL);
+      while (!child_->poll_exit()) wait_signal(20 * kNsPerMs);
+    }
+    child_->join_output();
+    return *child_->poll_exit();
+  }
+  return 128 + sig;
+}
+
+int Supervisor::run() {
+  sigset_t set = watched_signals();
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: they inherit it
+  if (auto st = setup(); !st) {
+    say(st.error().message);
+    return kExitUsage;
+  }
+  if (auto st = launch(std::nullopt, ""); !st) {
+    say(st.error().message);
+    return kExitLaunchFailed;
+  }
+  for (;;) {
+    if (int sig = wait_signal(poll_interval()); sig == SIGINT || sig == SIGTERM) return shutdown(sig);
+    Stamp now = SystemClock::instance().now();
+    if (!exit_status_) exit_status_ = child_->poll_exit();
+    PollReport report;
+    detect::Observation obs = observer_->poll(now, log_->progress(opt_.job, static_cast<uint32_t>(state_.incarnation)),
+                                              log_->facts(), &report);
+    if (exit_status_) obs.job_exit_code = *exit_status_;
+    record_processes(report);
+    detect::Verdict v = detector_->observe(obs);
+    on_verdict(v, obs);
+    if (exit_status_ && *exit_status_ == 0 && !incident_) {
+      child_->join_output();
+      say(fmt::format("job {} finished", opt_.job));
+      state_.restarts_without_progress = 0;
+      (void)store_->save_state(state_);
+      return 0;
+    }
+    int code = 0;
+    Step s = runbook_step(v, obs, report, &code);
+    if (s == Step::kExit) return code;
+  }
+}
+
+}  // namespace stepwatch::supervise

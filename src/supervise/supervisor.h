@@ -1,0 +1,108 @@
+// `stepwatch run`: launch a training job, watch its step contract, and execute the runbook when
+// it breaks — page, wait for an ack, collect an artifact, preempt, resume from the last
+// committed checkpoint — with restart hygiene before every launch. docs/run.md.
+#pragma once
+
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/detect/detector.h"
+#include "src/detect/trace.h"
+#include "src/runbook/pager.h"
+#include "src/spec/spec.h"
+#include "src/store/store.h"
+#include "src/supervise/child.h"
+#include "src/supervise/log_feed.h"
+#include "src/supervise/observer.h"
+
+namespace stepwatch::runbook {
+class AckServer;
+}
+
+namespace stepwatch::supervise {
+
+// Exit statuses of `stepwatch run` besides the job's own (docs/run.md).
+inline constexpr int kExitUsage = 2;             // bad arguments or spec: nothing was launched
+inline constexpr int kExitLaunchFailed = 3;      // the command could not be started
+inline constexpr int kExitStoppedByWatchdog = 75;  // preempted, and not resumed (resume = false)
+inline constexpr int kExitBudgetExhausted = 76;  // restart budget used up without checkpoint progress
+
+struct RunOptions {
+  std::vector<std::string> argv;
+  std::string spec_path;    // empty: the defaults
+  std::string spec_text;    // the spec file's text, recorded in the trace
+  std::string job;          // the job id (spec, --job or STEPWATCH_JOB)
+  std::string beacon_root;  // STEPWATCH_DIR for the job
+  std::string state_dir;    // the SQLite store, traces and incident artifacts
+  std::string trace_path;   // empty: <state_dir>/traces/<job>-<unix time>.jsonl
+  std::string ack_host = "127.0.0.1";
+  int ack_port = 0;          // 0: an ephemeral port (written to <state_dir>/<job>.ack-port)
+  std::string nvml_lib;      // empty: the system's libnvidia-ml
+  std::optional<int> master_port;  // the rendezvous port checked before every launch
+  std::string proc_root = "/proc";
+  int64_t poll_ns = 0;       // 0: from the spec, else derived from the expected interval
+};
+
+class Supervisor {
+ public:
+  Supervisor(RunOptions options, spec::JobSpec spec);
+  ~Supervisor();
+  // Runs the job to its end; returns the exit status of `stepwatch run`.
+  int run();
+
+ private:
+  enum class Step { kContinue, kRelaunched, kExit };
+  struct Incident {
+    int64_t id = 0;
+    std::string state, cause;
+    int64_t opened_mono_ns = 0;
+    int64_t ack_deadline_mono_ns = 0;
+    std::optional<int64_t> hold_deadline_mono_ns;  // set once acked
+    int misses = 0;
+    bool told_disabled = false;
+    std::optional<std::future<std::vector<runbook::PageResult>>> paging;
+  };
+
+  Status setup();
+  Status launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint, const std::string& checkpoint_path);
+  void hygiene();
+  int64_t poll_interval() const;
+  int shutdown(int sig);
+  void record_processes(const PollReport& report);
+  void on_verdict(const detect::Verdict& v, const detect::Observation& obs);
+
+  // The runbook (incident.cpp).
+  Step runbook_step(const detect::Verdict& v, const detect::Observation& obs, const PollReport& report, int* exit);
+  void start_paging(const detect::Verdict& v);
+  void finish_paging(bool wait);
+  void collect(const detect::Verdict& v, const detect::Observation& obs, const PollReport& report);
+  bool preempt(const PollReport& report);
+  Step resume(const detect::Observation& obs, int* exit);
+  std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs, std::string* path);
+  void action(std::string_view kind, bool ok, const std::string& detail);
+  void say(const std::string& line) const;
+
+  RunOptions opt_;
+  spec::JobSpec spec_;
+  std::optional<store::Store> store_;
+  store::SupervisorState state_;
+  std::shared_ptr<probe::GpuProbe> gpu_;
+  std::unique_ptr<LogFeed> log_;
+  std::unique_ptr<Child> child_;
+  std::unique_ptr<Observer> observer_;
+  std::unique_ptr<detect::Detector> detector_;
+  std::optional<detect::TraceWriter> trace_;
+  std::unique_ptr<runbook::AckServer> ack_;
+  std::optional<Incident> incident_;
+  std::set<std::pair<int, uint64_t>> recorded_;  // (pid, start) already in the store
+  detect::State last_state_ = detect::State::kStarting;
+  detect::Cause last_cause_ = detect::Cause::kNone;
+  std::string last_verdict_json_;
+  std::optional<detect::Learned> saved_learned_;
+  std::optional<int> exit_status_;  // of the current incarnation, once it exited
+};
+
+}  // namespace stepwatch::supervise

@@ -1,0 +1,340 @@
+"""`stepwatch run` end to end, with real PyTorch (gloo, CPU) ranks, real signals, a real HTTP
+receiver for pages and the real SQLite store:
+
+1. A collective hang (rank 1 stuck in its data loader): detected within its budget, paged once
+   (and an unreachable second pager does not stop the runbook), artifact with every rank's stack
+   and the culprit named, preempted and verified gone, resumed from the last committed checkpoint,
+   and the training finishes all its steps.
+2. A slow job and a long labeled eval: never paged, never killed.
+3. A restart that would hang on a leftover of the earlier incarnation holding MASTER_PORT: found,
+   reported, cleaned (it is proven ours), and the restart succeeds. An unrelated process named in
+   a forged beacon is never signalled.
+4. An uninstrumented trainer (log contract only) that hangs: detected and handled the same way.
+5. A rank that crashes while the other hangs in gloo: `dead`, the crashed rank named, and the
+   runbook acts at once instead of waiting for gloo's 30-minute timeout.
+6. Bad input: a spec with errors refuses to start with a precise message.
+"""
+
+import http.server
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+import swtest  # noqa: E402
+
+from swtest import SOURCE_DIR, python_env  # noqa: E402
+
+LAUNCH = os.path.join(SOURCE_DIR, "examples", "launch.py")
+TRAIN = os.path.join(SOURCE_DIR, "examples", "train_ddp.py")
+PLAIN = os.path.join(SOURCE_DIR, "examples", "plain_trainer.py")
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+class Receiver:
+    """A real local HTTP receiver that records every page."""
+
+    def __init__(self):
+        self.pages = []
+        received = self.pages
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                received.append((self.path, json.loads(body)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/page"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class RunTest(unittest.TestCase):
+    def setUp(self):
+        self.bin = swtest.stepwatch_bin()
+        self.tmp = tempfile.mkdtemp(prefix="stepwatch-run-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.dir = os.path.join(self.tmp, "beacons")
+        self.state = os.path.join(self.tmp, "state")
+        self.ckpt = os.path.join(self.tmp, "ckpt")
+        self.receiver = Receiver()
+        self.addCleanup(self.receiver.close)
+        self.strays = []
+        self.addCleanup(self._kill_strays)
+
+    def _kill_strays(self):
+        for p in self.strays:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def spec(self, job, extra="", pagers=True, interval="1s"):
+        text = f'''job = "{job}"
+expected_interval = "{interval}"
+grace_intervals = 3
+poll_interval = "250ms"
+[phases]
+init = "90s"
+compile = "60s"
+compile_warm = "30s"
+data = "4s"
+eval = "30s"
+checkpoint = "30s"
+[checkpoint]
+dir = "{self.ckpt}"
+marker = "step_*/COMMITTED"
+[runbook]
+ack_timeout = "2s"
+preempt_grace = "3s"
+restart_budget = 2
+[runbook.collect]
+time_limit = "20s"
+native_stacks = false
+{extra}
+'''
+        if pagers:
+            text += f'''
+[[runbook.pager]]
+url = "{self.receiver.url}"
+timeout = "2s"
+retries = 1
+[[runbook.pager]]
+url = "http://127.0.0.1:{closed_port()}/unreachable"
+timeout = "1s"
+retries = 1
+'''
+        path = os.path.join(self.tmp, f"{job}.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def run_job(self, spec, command, timeout=150, env_extra=None, extra_args=()):
+        env = python_env()
+        for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "STEPWATCH_JOB"):
+            env.pop(k, None)
+        env.update(env_extra or {})
+        args = [self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, *extra_args, "--", *command]
+        t0 = time.monotonic()
+        p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        return p.returncode, p.stdout, time.monotonic() - t0
+
+    def incidents(self, job):
+        out = subprocess.run([self.bin, "incidents", job, "--state-dir", self.state, "--json"], stdout=subprocess.PIPE,
+                             text=True, check=True).stdout
+        doc = json.loads(out)
+        return doc["incidents"] if isinstance(doc, dict) else doc
+
+    def ddp(self, *train_args, keep_going=False, master_port=None):
+        cmd = ["/usr/bin/python3", LAUNCH, "--nproc", "2", "--grace", "3"]
+        if keep_going:
+            cmd.append("--keep-going")
+        if master_port:
+            cmd += ["--master-port", str(master_port)]
+        return cmd + [TRAIN, "--ckpt-dir", self.ckpt, *train_args]
+
+
+@unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")
+class CollectiveHang(RunTest):
+    def test_hang_in_data_loader_is_paged_preempted_and_resumed(self):
+        spec = self.spec("hang")
+        rc, out, took = self.run_job(spec, self.ddp("--steps", "60", "--step-time", "0.05", "--ckpt-every", "10",
+                                                    "--hang-rank", "1", "--hang-at-step", "25",
+                                                    "--hang-incarnation", "0", "--label-data"))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("stalled/collective", out)
+        self.assertIn("culprit rank 1 (phase data", out)
+        self.assertIn("resumed from step_20 (step 20) as incarnation 1", out)
+        self.assertIn("job hang finished", out)
+        # Paged exactly once, to the real receiver, with what an on-call needs.
+        self.assertEqual(len(self.receiver.pages), 1, self.receiver.pages)
+        path, page = self.receiver.pages[0]
+        self.assertEqual(page["job"], "hang")
+        self.assertEqual(page["state"], "stalled")
+        self.assertEqual(page["cause"], "collective")
+        self.assertEqual(page["last_step"], 24)
+        self.assertEqual([c["rank"] for c in page["culprits"]], [1])
+        self.assertAlmostEqual(page["expected_interval_seconds"], 1.0)
+        self.assertIn("stepwatch ack hang", page["ack_command"])
+        # The unreachable pager failed, was recorded, and did not stop the runbook.
+        [inc] = self.incidents("hang")
+        kinds = [(a["kind"], a["ok"]) for a in inc["actions"]]
+        self.assertIn(("page", True), kinds)
+        self.assertIn(("page-failed", False), kinds)
+        for step in ("collect", "preempt", "resume"):
+            self.assertIn((step, True), kinds, kinds)
+        self.assertIn("resumed from step_20", inc["resolution"])
+        # The artifact holds every rank's Python stack; the culprit's shows where it hangs.
+        art = os.path.join(self.state, "incidents", f"hang-{inc['id']}")
+        with open(os.path.join(art, "rank-1.python-stacks.txt")) as f:
+            self.assertIn("hang_forever", f.read())
+        with open(os.path.join(art, "rank-0.python-stacks.txt")) as f:
+            self.assertIn("backward", f.read())  # blocked in the gradient all-reduce
+        with open(os.path.join(art, "verdict.json")) as f:
+            self.assertEqual(json.load(f)["culprits"][0]["rank"], 1)
+        # Nothing of incarnation 0 is left, and the job reached its last step.
+        with open(os.path.join(art, "beacons", "summary.txt")) as f:
+            pids = [int(w.split()[0]) for w in f.read().split("pid ")[1:]]
+        self.assertTrue(pids)
+        for pid in pids:
+            self.assertFalse(alive(pid), f"pid {pid} of incarnation 0 survived")
+        beacon = swtest.read_beacon(os.path.join(self.dir, "hang", "rank-0.beacon"))
+        self.assertEqual(beacon["step"], 60)
+        self.assertLess(took, 120)
+
+
+@unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")
+class SlowAndEval(RunTest):
+    def test_slow_steps_and_a_long_eval_are_never_paged(self):
+        # Expected 0.1 s, real steps ~0.4 s (slow, not stalled), and an eval of ~6 s (60 x the
+        # expected step) inside its 30 s budget.
+        spec = self.spec("slow", interval="100ms")
+        rc, out, _ = self.run_job(spec, self.ddp("--steps", "30", "--step-time", "0.4", "--ckpt-every", "10",
+                                                 "--eval-every", "15", "--eval-batches", "15"))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("-> slow", out)
+        self.assertNotIn("stalled", out)
+        self.assertEqual(self.receiver.pages, [])
+        self.assertEqual(self.incidents("slow"), [])
+
+
+@unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")
+class RestartHygiene(RunTest):
+    def test_leftover_holding_master_port_is_cleaned_and_the_restart_succeeds(self):
+        port = closed_port()
+        spec = self.spec("port", pagers=False)
+        env = python_env()
+        env.pop("STEPWATCH_JOB", None)
+        env["MASTER_PORT"] = str(port)
+        # Incarnation 0, whose supervisor dies (SIGKILL) while the job keeps running: its ranks,
+        # in their own session, still hold the rendezvous port.
+        first = subprocess.Popen([self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state,
+                                  "--", *self.ddp("--steps", "100000", "--step-time", "0.05", master_port=port)],
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.strays.append(first)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not os.path.exists(os.path.join(self.dir, "port", "rank-1.beacon")):
+            time.sleep(0.2)
+        time.sleep(3)
+        first.kill()
+        first.wait()
+        first.stdout.close()
+        old = swtest.read_beacon(os.path.join(self.dir, "port", "rank-0.beacon"))
+        self.assertTrue(alive(old["pid"]), "the leftover must still be running for this test")
+        # An unrelated process, named by a forged beacon of this job: never signalled.
+        stranger = subprocess.Popen(["sleep", "300"])
+        self.strays.append(stranger)
+        self.forge_beacon("port", rank=7, pid=stranger.pid)
+
+        rc, out, _ = self.run_job(spec, self.ddp("--steps", "20", "--step-time", "0.05", master_port=port),
+                                  env_extra={"MASTER_PORT": str(port)})
+        self.assertEqual(rc, 0, out)
+        self.assertIn(f"holds port {port}", out)
+        self.assertIn("leftover before incarnation 1", out)
+        self.assertRegex(out, r"cleanup: .*pid %d" % old["pid"])
+        self.assertFalse(alive(old["pid"]))
+        self.assertIn("job port finished", out)
+        self.assertIsNone(stranger.poll(), "a process outside the job was signalled")
+
+    def forge_beacon(self, job, rank, pid):
+        """A copy of rank 0's beacon claiming another rank and a pid outside the job."""
+        src = os.path.join(self.dir, job, "rank-0.beacon")
+        with open(src, "rb") as f:
+            data = bytearray(f.read())
+        with open(f"/proc/{pid}/stat") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        struct.pack_into("<Q", data, 24, start)
+        struct.pack_into("<iiii", data, 32, pid, rank, 0, 8)
+        with open(os.path.join(self.dir, job, f"rank-{rank}.beacon"), "wb") as f:
+            f.write(data)
+
+
+class Uninstrumented(RunTest):
+    def test_log_only_trainer_hang_is_detected_and_resumed(self):
+        spec = self.spec("plain", extra='[log]\npreset = "plain"\n', pagers=True)
+        rc, out, _ = self.run_job(spec, ["/usr/bin/python3", PLAIN, "--steps", "40", "--step-time", "0.05",
+                                         "--ckpt-dir", self.ckpt, "--ckpt-every", "10", "--hang-at-step", "25",
+                                         "--hang-incarnation", "0", "--noise-while-hung"])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("stalled", out)
+        self.assertIn("resumed from step_20 (step 20) as incarnation 1", out)
+        self.assertIn("step 40 loss", out)  # passthrough: the trainer's own lines are all there
+        self.assertEqual(len(self.receiver.pages), 1)
+        self.assertEqual(self.receiver.pages[0][1]["last_step"], 24)
+
+
+@unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")
+class RankCrash(RunTest):
+    def test_crashed_rank_is_dead_and_the_runbook_does_not_wait_for_gloo(self):
+        spec = self.spec("crash")
+        rc, out, took = self.run_job(spec, self.ddp("--steps", "40", "--step-time", "0.05", "--ckpt-every", "10",
+                                                    "--crash-rank", "1", "--crash-at-step", "25",
+                                                    "--hang-incarnation", "0", keep_going=True))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("-> dead", out)
+        [inc] = self.incidents("crash")
+        self.assertEqual(inc["state"], "dead")
+        page = self.receiver.pages[0][1]
+        self.assertEqual(page["state"], "dead")
+        self.assertEqual([c["rank"] for c in page["culprits"]], [1])
+        self.assertIn("resumed from step_20", inc["resolution"])
+        self.assertLess(took, 120)  # gloo's own timeout is 30 minutes
+
+
+class BadInput(RunTest):
+    def test_spec_with_errors_refuses_to_start(self):
+        path = os.path.join(self.tmp, "bad.toml")
+        with open(path, "w") as f:
+            f.write('job = "bad"\ngrace_intervals = 0\nexpected_interval = "-2s"\n[phases]\neval = "soon"\n')
+        marker = os.path.join(self.tmp, "ran")
+        rc, out, _ = self.run_job(path, ["/bin/sh", "-c", f"touch {marker}"])
+        self.assertEqual(rc, 2, out)
+        self.assertIn("bad.toml:2: grace_intervals", out)
+        self.assertIn("bad.toml:3: expected_interval", out)
+        self.assertIn("bad.toml:5: phases.eval", out)
+        self.assertIn("nothing was launched", out)
+        self.assertFalse(os.path.exists(marker))
+
+    def test_missing_command_and_unknown_program(self):
+        spec = self.spec("nocmd", pagers=False)
+        rc, out, _ = self.run_job(spec, ["/nonexistent/trainer"])
+        self.assertEqual(rc, 3, out)
+        self.assertIn("cannot run /nonexistent/trainer", out)
+
+
+if __name__ == "__main__":
+    unittest.main()

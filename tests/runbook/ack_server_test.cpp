@@ -1,0 +1,324 @@
+// The ack endpoint over real HTTP on 127.0.0.1, port 0.
+#include "src/runbook/ack_server.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+namespace stepwatch::runbook {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+httplib::Client client(const AckServer& s) {
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_connection_timeout(2s);
+  c.set_read_timeout(5s);
+  return c;
+}
+
+// A supervisor stand-in: one incident that is open until acked.
+struct FakeSupervisor {
+  std::mutex mu;
+  bool open = true;
+  std::vector<AckRequest> acks;
+
+  AckServerConfig config() {
+    AckServerConfig c;
+    c.on_ack = [this](const AckRequest& r) {
+      std::lock_guard lock(mu);
+      acks.push_back(r);
+      AckOutcome out;
+      if (!open) {
+        out.message = "no open incident for job llm-7b";
+        return out;
+      }
+      out.acked = true;
+      out.incident_id = "inc-7";
+      out.incident_json = R"({"id":"inc-7","state":"stalled"})";
+      out.message = fmt::format("incident inc-7 acked by {}", r.by);
+      return out;
+    };
+    c.status = [this] {
+      std::lock_guard lock(mu);
+      return json{{"verdict", {{"state", "stalled"}}}, {"incident", open ? json("inc-7") : json()}}
+          .dump();
+    };
+    return c;
+  }
+};
+
+TEST(AckServer, AcksTheOpenIncident) {
+  FakeSupervisor sup;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  ASSERT_GT(server.port(), 0);
+  EXPECT_EQ(server.address(), fmt::format("127.0.0.1:{}", server.port()));
+  auto c = client(server);
+  auto res = c.Post("/ack", R"({"by":"alice","note":"looking at rank 3"})", "application/json");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200) << res->body;
+  json j = json::parse(res->body);
+  EXPECT_EQ(j["acked"], true);
+  EXPECT_EQ(j["incident_id"], "inc-7");
+  EXPECT_EQ(j["incident"]["state"], "stalled");
+  EXPECT_EQ(j["by"], "alice");
+  EXPECT_EQ(j["message"], "incident inc-7 acked by alice");
+  std::lock_guard lock(sup.mu);
+  ASSERT_EQ(sup.acks.size(), 1u);
+  EXPECT_EQ(sup.acks[0].by, "alice");
+  EXPECT_EQ(sup.acks[0].note, "looking at rank 3");
+  EXPECT_EQ(sup.acks[0].remote_addr, "127.0.0.1");
+}
+
+TEST(AckServer, EmptyBodyIsAnAnonymousAck) {
+  FakeSupervisor sup;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  auto res = client(server).Post("/ack", "", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["by"], "");
+}
+
+TEST(AckServer, NoOpenIncidentIs404) {
+  FakeSupervisor sup;
+  sup.open = false;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  auto res = client(server).Post("/ack", R"({"by":"bob"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  json j = json::parse(res->body);
+  EXPECT_EQ(j["acked"], false);
+  EXPECT_EQ(j["error"], "no open incident for job llm-7b");
+
+  AckServer bare(AckServerConfig{});  // no callback at all: nothing to ack
+  ASSERT_TRUE(bare.start().ok());
+  auto res2 = client(bare).Post("/ack", "", "application/json");
+  ASSERT_TRUE(res2);
+  EXPECT_EQ(res2->status, 404);
+}
+
+TEST(AckServer, MalformedBodiesAre400AndNeverReachTheSupervisor) {
+  FakeSupervisor sup;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  auto c = client(server);
+  const std::vector<std::string> bodies = {"{not json", "[1,2]", R"({"by": 7})",
+                                           R"({"note": ["x"]})",
+                                           json{{"by", std::string(5000, 'a')}}.dump()};
+  for (const std::string& body : bodies) {
+    auto res = c.Post("/ack", body, "application/json");
+    ASSERT_TRUE(res) << body;
+    EXPECT_EQ(res->status, 400) << body;
+    EXPECT_TRUE(json::parse(res->body).contains("error")) << res->body;
+  }
+  std::lock_guard lock(sup.mu);
+  EXPECT_TRUE(sup.acks.empty());
+}
+
+TEST(AckServer, StatusAndHealthz) {
+  FakeSupervisor sup;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  auto c = client(server);
+  auto res = c.Get("/status");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
+  json j = json::parse(res->body);
+  EXPECT_EQ(j["verdict"]["state"], "stalled");
+  EXPECT_EQ(j["incident"], "inc-7");
+  auto h = c.Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(h->body, "ok\n");
+  auto missing = c.Get("/nope");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+}
+
+TEST(AckServer, WrongMethodsAre405) {
+  FakeSupervisor sup;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  auto c = client(server);
+  auto get = c.Get("/ack");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  auto del = c.Delete("/ack");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 405);
+  auto post_status = c.Post("/status", "", "application/json");
+  ASSERT_TRUE(post_status);
+  EXPECT_EQ(post_status->status, 405);
+  EXPECT_EQ(post_status->get_header_value("Allow"), "GET");
+  std::lock_guard lock(sup.mu);
+  EXPECT_TRUE(sup.acks.empty());
+}
+
+TEST(AckServer, BearerTokenGuardsAck) {
+  FakeSupervisor sup;
+  AckServerConfig config = sup.config();
+  config.bearer_token = "s3cret-token";
+  AckServer server(config);
+  ASSERT_TRUE(server.start().ok());
+  auto c = client(server);
+  auto none = c.Post("/ack", "", "application/json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(none->get_header_value("WWW-Authenticate"), "Bearer realm=\"stepwatch\"");
+  auto wrong = c.Post("/ack", {{"Authorization", "Bearer s3cret-tokeX"}}, "", "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  auto prefix = c.Post("/ack", {{"Authorization", "Bearer s3cret"}}, "", "application/json");
+  ASSERT_TRUE(prefix);
+  EXPECT_EQ(prefix->status, 401);
+  {
+    std::lock_guard lock(sup.mu);
+    EXPECT_TRUE(sup.acks.empty());
+  }
+  auto right = c.Post("/ack", {{"Authorization", "Bearer s3cret-token"}}, R"({"by":"carol"})",
+                      "application/json");
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200) << right->body;
+  // Reading the status stays open to local callers.
+  auto status = c.Get("/status");
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->status, 200);
+}
+
+TEST(AckServer, PortInUseNamesTheAddress) {
+  AckServer first(AckServerConfig{});
+  ASSERT_TRUE(first.start().ok());
+  AckServerConfig config;
+  config.port = first.port();
+  AckServer second(config);
+  Status st = second.start();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, Errc::kIo);
+  EXPECT_NE(st.error().message.find(fmt::format("127.0.0.1:{}", first.port())), std::string::npos)
+      << st.error().message;
+  EXPECT_FALSE(second.running());
+  auto h = client(first).Get("/healthz");  // the first one is untouched
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST(AckServer, StopWaitsForTheRequestInFlight) {
+  std::atomic<bool> entered{false};
+  std::atomic<int> calls{0};
+  AckServerConfig config;
+  config.status = [&] {
+    ++calls;
+    entered = true;
+    std::this_thread::sleep_for(400ms);
+    return std::string(R"({"slow":true})");
+  };
+  AckServer server(config);
+  ASSERT_TRUE(server.start().ok());
+  int port = server.port();
+  int status = 0;
+  std::string body;
+  std::thread request([&] {
+    auto res = client(server).Get("/status");
+    if (res) {
+      status = res->status;
+      body = res->body;
+    }
+  });
+  while (!entered) std::this_thread::sleep_for(1ms);
+  auto t0 = std::chrono::steady_clock::now();
+  server.stop();
+  auto took = std::chrono::steady_clock::now() - t0;
+  request.join();
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(json::parse(body)["slow"], true);
+  EXPECT_LT(took, 3s);
+  EXPECT_FALSE(server.running());
+  EXPECT_EQ(server.port(), 0);
+  // Nothing listens any more, and no callback runs after stop() returned.
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(1s);
+  EXPECT_FALSE(c.Get("/status"));
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST(AckServer, StopRightAfterStartAndRestart) {
+  AckServer server(AckServerConfig{});
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(server.start().ok());
+    EXPECT_TRUE(server.running());
+    EXPECT_FALSE(server.start().ok());  // already listening
+    server.stop();
+    server.stop();  // idempotent
+    EXPECT_FALSE(server.running());
+  }
+  ASSERT_TRUE(server.start().ok());
+  auto h = client(server).Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST(AckServer, CallbackExceptionsBecome500) {
+  AckServerConfig config;
+  config.on_ack = [](const AckRequest&) -> AckOutcome {
+    throw std::runtime_error("store is gone");
+  };
+  config.status = []() -> std::string { throw 42; };
+  AckServer server(config);
+  ASSERT_TRUE(server.start().ok());
+  auto c = client(server);
+  auto res = c.Post("/ack", "", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 500);
+  EXPECT_NE(json::parse(res->body)["error"].get<std::string>().find("store is gone"),
+            std::string::npos);
+  auto st = c.Get("/status");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->status, 500);
+  auto h = c.Get("/healthz");  // still serving
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST(AckServer, ConcurrentAcksAllReachTheCallback) {
+  std::atomic<int> acks{0};
+  AckServerConfig config;
+  config.on_ack = [&](const AckRequest&) {
+    ++acks;
+    AckOutcome out;
+    out.acked = true;
+    out.incident_id = "inc-1";
+    return out;
+  };
+  AckServer server(config);
+  ASSERT_TRUE(server.start().ok());
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      auto c = client(server);
+      for (int i = 0; i < 10; ++i) {
+        auto res = c.Post("/ack", R"({"by":"x"})", "application/json");
+        if (res && res->status == 200) ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 60);
+  EXPECT_EQ(acks.load(), 60);
+}
+
+}  // namespace
+}  // namespace stepwatch::runbook
