@@ -1,37 +1,66 @@
 #!/usr/bin/env bash
-# make demo: a real 2-rank PyTorch training (gloo, CPU) instrumented with the stepwatch Python
-# package, watched through its step contract; then the detector on recorded stall scenarios.
+# make demo: the whole story on a real 2-rank PyTorch training (gloo, CPU), instrumented with the
+# stepwatch Python package and supervised by `stepwatch run`: a rank stalls in its data loader,
+# the owner is paged, an artifact is collected, the job is preempted, resumed from its last
+# committed checkpoint, and finishes. Then the detector on recorded stall scenarios.
 set -euo pipefail
 build=${1:-build/release}
 here=$(cd "$(dirname "$0")/.." && pwd)
 sw="$here/$build/src/cli/stepwatch"
 work=$(mktemp -d /tmp/stepwatch-demo.XXXXXX)
-export STEPWATCH_DIR="$work/beacons" STEPWATCH_JOB=demo
 export PYTHONPATH="$here/$build/python${PYTHONPATH:+:$PYTHONPATH}"
-trap 'kill $train 2>/dev/null || true' EXIT
-
+unset STEPWATCH_JOB RANK WORLD_SIZE MASTER_PORT
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-say "1. The job spec this demo runs under"
-"$sw" check-spec "$here/examples/specs/debug-small.toml"
+/usr/bin/python3 "$here/examples/page_receiver.py" "$work/pager.port" "$work/pages.jsonl" &
+receiver=$!
+trap 'kill $receiver 2>/dev/null || true' EXIT
+for _ in $(seq 50); do [ -s "$work/pager.port" ] && break; sleep 0.1; done
+sed -e "s|@CKPT@|$work/ckpt|" -e "s|@PAGER@|http://127.0.0.1:$(cat "$work/pager.port")/page|" \
+  "$here/examples/specs/demo.toml" >"$work/demo.toml"
 
-say "2. Training 2 ranks (torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), gloo, CPU); every rank writes its beacon"
-/usr/bin/python3 "$here/examples/launch.py" --nproc 2 "$here/examples/train_ddp.py" \
-  --steps 80 --step-time 0.05 --ckpt-dir "$work/ckpt" --ckpt-every 20 --eval-every 30 >"$work/train.log" 2>&1 &
-train=$!
-for i in 1 2 3; do
-  sleep 3
-  say "stepwatch status (after ${i}x3 s): step, step age, phase, beat, checkpoint, loss per rank"
-  "$sw" status --dir "$STEPWATCH_DIR" demo || true
-done
-wait $train
-say "training finished: final status"
-"$sw" status --dir "$STEPWATCH_DIR" demo
-echo "committed checkpoints: $(ls "$work/ckpt" | tr '\n' ' ')"
+say "1. The job spec: expected step interval, grace, phase budgets, the runbook"
+"$sw" check-spec "$work/demo.toml"
 
-say "3. The detector on recorded stalls (stepwatch replay over the labeled scenario corpus)"
+say "2. stepwatch run: 2 ranks train; rank 1 hangs in its data loader before step 25 (first incarnation only)"
+echo "(the trainer's own output is in $work/train.log; stepwatch's lines below)"
+set +e
+"$sw" run --spec "$work/demo.toml" --dir "$work/beacons" --state-dir "$work/state" -- \
+  /usr/bin/python3 "$here/examples/launch.py" --nproc 2 "$here/examples/train_ddp.py" \
+  --steps 60 --step-time 0.05 --ckpt-dir "$work/ckpt" --ckpt-every 10 --eval-every 30 \
+  --label-data --hang-rank 1 --hang-at-step 25 --hang-incarnation 0 2>&1 >"$work/train.log" | grep '^stepwatch' \
+  | grep -v 'ack server listening'
+rc=${PIPESTATUS[0]}
+set -e
+echo "stepwatch run exited with $rc"
+
+say "3. The page the owner received"
+/usr/bin/python3 - "$work/pages.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    p = json.loads(line)
+    print(f"  {p['job']}: {p['state']}/{p['cause']}, last step {p['last_step']} "
+          f"{p['last_step_age_seconds']:.1f}s ago, expected interval {p['expected_interval_seconds']}s")
+    for c in p["culprits"]:
+        print(f"  culprit rank {c['rank']}: {c['reason']}")
+    print(f"  ack with: {p['ack_command']}")
+PY
+
+say "4. The incident, with every action the runbook took"
+"$sw" incidents demo --state-dir "$work/state"
+
+art=$(ls -d "$work"/state/incidents/demo-* | head -1)
+say "5. The artifact ($art): the culprit's Python stack"
+ls "$art"
+grep -B2 -A3 hang_forever "$art/rank-1.python-stacks.txt" | head -12
+
+say "6. The resumed incarnation finished: final status of every rank"
+"$sw" status --dir "$work/beacons" demo
+
+say "7. The detector on recorded stalls: stepwatch replay over the labeled scenario corpus"
 "$here/$build/bench/detection/detection_bench" --traces "$work/traces" >/dev/null
-for s in collective-hang-data checkpoint-rank0 rank-dies; do
+for s in checkpoint-rank0 rank-dies; do
   "$sw" replay "$work/traces/$s.jsonl" | grep -v "^             rank [0-9]*: starting"
 done
-say "done; files are in $work"
+say "done; everything is in $work"
+exit "$rc"

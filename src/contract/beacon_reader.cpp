@@ -236,8 +236,15 @@ Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
     ReadOutcome r = seq_read_once(map_, &copy);
     if (r == ReadOutcome::kOk) return copy;
     if (r == ReadOutcome::kOdd) ++odd;
-    // A writer holds the record for tens of nanoseconds; after a few spins, give it the CPU.
-    if (attempt >= 8) sched_yield();
+    // A writer holds the record for tens of nanoseconds, unless the scheduler took its CPU in
+    // the middle: spin a little, then yield, then sleep with a growing pause (~25 ms in all
+    // over 200 retries) so a preempted writer can finish.
+    if (attempt >= 64) {
+      timespec pause{0, std::min<long>(200'000, 2'000L * (attempt - 63))};
+      nanosleep(&pause, nullptr);
+    } else if (attempt >= 8) {
+      sched_yield();
+    }
   }
   if (odd > max_retries / 2) {
     return Error{Errc::kTorn, fmt::format("{}: writer inside an update for {} reads (stuck or died mid-update)",

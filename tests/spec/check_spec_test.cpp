@@ -67,7 +67,7 @@ url = "http://127.0.0.1:9/p"
       << out_;
   EXPECT_NE(out_.find("  recovery  preempt after 1 stalled verdict (SIGTERM, kill after 30.0s); "
                       "checkpoints as the "
-                      "beacons report them; resume off; restart budget 3\n"),
+                      "beacons report them; resume the original command (STEPWATCH_RESUME_CHECKPOINT); restart budget 3\n"),
             std::string::npos)
       << out_;
 }
