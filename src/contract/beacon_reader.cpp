@@ -231,16 +231,20 @@ BeaconMapping::~BeaconMapping() {
 
 Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
   stepwatch_beacon_v1 copy;
-  int odd = 0;
+  int odd = 0, stuck = 0;
+  uint64_t last = 0;
   for (int attempt = 0; attempt <= max_retries; ++attempt) {
-    ReadOutcome r = seq_read_once(map_, &copy);
+    uint64_t seen = 0;
+    ReadOutcome r = seq_read_once(map_, &copy, &seen);
     if (r == ReadOutcome::kOk) return copy;
     if (r == ReadOutcome::kOdd) ++odd;
-    // A writer holds the record for tens of nanoseconds, unless the scheduler took its CPU in
-    // the middle: spin a little, then yield, then sleep with a growing pause (~25 ms in all
-    // over 200 retries) so a preempted writer can finish.
-    if (attempt >= 64) {
-      timespec pause{0, std::min<long>(200'000, 2'000L * (attempt - 63))};
+    // The same odd sequence again and again: the writer is not progressing (the scheduler took
+    // its CPU in the middle of an update). Pause with a growing sleep (~20 ms at most) so it can
+    // finish. A busy writer that keeps moving only needs another try.
+    stuck = (r == ReadOutcome::kOdd && seen == last) ? stuck + 1 : 0;
+    last = seen;
+    if (stuck >= 32) {
+      timespec pause{0, std::min<long>(200'000, 10'000L * (stuck - 31))};
       nanosleep(&pause, nullptr);
     } else if (attempt >= 8) {
       sched_yield();

@@ -58,8 +58,10 @@ inline void seq_abort(stepwatch_beacon_v1* b, uint64_t seq) { __atomic_store_n(&
 enum class ReadOutcome { kOk, kOdd, kChanged };
 
 // One read attempt of `src` (a mapping shared with a writer) into `dst`.
-inline ReadOutcome seq_read_once(const stepwatch_beacon_v1* src, stepwatch_beacon_v1* dst) {
+// `seen` (optional) receives the sequence number the attempt started from.
+inline ReadOutcome seq_read_once(const stepwatch_beacon_v1* src, stepwatch_beacon_v1* dst, uint64_t* seen = nullptr) {
   uint64_t s1 = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+  if (seen != nullptr) *seen = s1;
   if (s1 & 1) return ReadOutcome::kOdd;
   const uint64_t* from = reinterpret_cast<const uint64_t*>(src);
   uint64_t* to = reinterpret_cast<uint64_t*>(dst);
