@@ -49,6 +49,11 @@ void Supervisor::start_paging(const detect::Verdict& v) {
   m.expected_interval_ns = v.expected_interval_ns;
   for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason});
   for (const auto& e : v.evidence) m.evidence.push_back(runbook::page_evidence_line(e.name, e.value, e.rank, e.age_ns));
+  // A restart stuck at init is usually what the last incarnation left behind: say what was found.
+  if (v.cause == detect::Cause::kInit) {
+    for (const auto& l : leftovers_) m.evidence.push_back("leftover: " + l);
+    if (leftovers_.empty()) m.evidence.push_back("leftover: none found before this launch");
+  }
   m.incident_id = std::to_string(incident_->id);
   m.incarnation = static_cast<int>(state_.incarnation);
   char host[256] = {};
@@ -110,6 +115,9 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
     // A dead rank cannot come back: nothing to wait for (not even gloo's 30-minute timeout).
     incident_->ack_deadline_mono_ns = v.state == detect::State::kDead ? now : now + spec_.runbook.ack_timeout_ns;
     say(fmt::format("incident {}: {}", incident_->id, v.summary));
+    if (v.cause == detect::Cause::kInit) {
+      for (const auto& l : leftovers_) say("  found before this launch: " + l);
+    }
     auto claim = store_->claim_page(incident_->id, obs.now.wall_ns);
     if (claim && *claim) {
       start_paging(v);

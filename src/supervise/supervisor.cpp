@@ -173,11 +173,13 @@ void Supervisor::hygiene() {
     if (auto snap = gpu_->poll()) in.gpus = *snap;
   }
   auto found = runbook::find_leftovers(in);
+  leftovers_.clear();
   if (found.empty()) return;
   for (const auto& l : found) {
-    say(fmt::format("leftover before incarnation {}: {} {}: {}{}", state_.incarnation,
-                    runbook::leftover_kind_name(l.kind), l.what, l.evidence,
-                    l.provable ? "" : " (not provably this job's: left alone)"));
+    std::string line = fmt::format("{} {}: {}{}", runbook::leftover_kind_name(l.kind), l.what, l.evidence,
+                                   l.provable ? "" : " (not provably this job's: left alone)");
+    leftovers_.push_back(line);
+    say(fmt::format("leftover before incarnation {}: {}", state_.incarnation, line));
   }
   runbook::CleanupOptions co;
   co.grace_ns = spec_.runbook.preempt_grace_ns;
@@ -186,7 +188,10 @@ void Supervisor::hygiene() {
   for (const auto& f : report.failed) action(store::action_kind::kCleanup, false, f);
   for (const auto& d : report.done) say("cleanup: " + d);
   for (const auto& f : report.failed) say("cleanup failed: " + f);
-  for (const auto& r : report.remaining) say(fmt::format("still there: {} {}", r.what, r.evidence));
+  for (const auto& r : report.remaining) {
+    say(fmt::format("still there: {} {}", r.what, r.evidence));
+    leftovers_.push_back(fmt::format("still there after cleanup: {} {}", r.what, r.evidence));
+  }
 }
 
 Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint,

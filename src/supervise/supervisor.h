@@ -103,6 +103,7 @@ class Supervisor {
   std::string last_verdict_json_;
   std::optional<detect::Learned> saved_learned_;
   std::optional<int> exit_status_;  // of the current incarnation, once it exited
+  std::vector<std::string> leftovers_;  // what hygiene found before this incarnation's launch
 };
 
 }  // namespace stepwatch::supervise

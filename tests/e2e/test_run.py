@@ -315,6 +315,57 @@ class RankCrash(RunTest):
         self.assertLess(took, 120)  # gloo's own timeout is 30 minutes
 
 
+class ExitStatuses(RunTest):
+    """The distinct exit codes, with the plain trainer (no torch needed)."""
+
+    def plain(self, *args):
+        return ["/usr/bin/python3", PLAIN, "--steps", "40", "--step-time", "0.05", "--ckpt-dir", self.ckpt,
+                "--ckpt-every", "10", *args]
+
+    def test_restart_budget_exhausted_without_progress_is_76(self):
+        # Hangs at step 8 in every incarnation (after the warmup steps): no checkpoint is ever
+        # committed.
+        spec = self.spec("budget", extra='[log]\npreset = "plain"\n', pagers=False)
+        with open(spec) as f:
+            text = f.read().replace("restart_budget = 2", "restart_budget = 2\nack_timeout = \"1s\"", 1)
+        text = text.replace('ack_timeout = "2s"\n', "", 1)
+        with open(spec, "w") as f:
+            f.write(text)
+        rc, out, _ = self.run_job(spec, self.plain("--hang-at-step", "8"))
+        self.assertEqual(rc, 76, out)
+        self.assertIn("gave up: 2 incarnation(s) in a row without checkpoint progress (budget 2)", out)
+        self.assertIn("launched incarnation 1", out)
+        self.assertNotIn("launched incarnation 2", out)
+
+    def test_resume_off_stops_with_75(self):
+        spec = self.spec("noresume", extra='[log]\npreset = "plain"\n', pagers=False)
+        with open(spec) as f:
+            text = f.read().replace("restart_budget = 2", "restart_budget = 2\nresume = false", 1)
+        with open(spec, "w") as f:
+            f.write(text)
+        rc, out, _ = self.run_job(spec, self.plain("--hang-at-step", "15"))
+        self.assertEqual(rc, 75, out)
+        self.assertIn("preempt:", out)
+        self.assertNotIn("launched incarnation 1", out)
+
+    def test_sigterm_is_passed_to_the_job(self):
+        spec = self.spec("term", extra='[log]\npreset = "plain"\n', pagers=False)
+        env = python_env()
+        env.pop("STEPWATCH_JOB", None)
+        marker = os.path.join(self.tmp, "got-term")
+        script = f"trap 'touch {marker}; exit 7' TERM; echo step 1; while true; do sleep 0.1; done"
+        p = subprocess.Popen([self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, "--",
+                              "/bin/sh", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+        self.strays.append(p)
+        time.sleep(2)
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 7, out)  # the job's own status
+        self.assertTrue(os.path.exists(marker), out)
+        self.assertIn("received Terminated: passing it to the job", out)
+
+
 class BadInput(RunTest):
     def test_spec_with_errors_refuses_to_start(self):
         path = os.path.join(self.tmp, "bad.toml")
