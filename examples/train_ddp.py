@@ -33,7 +33,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
-import stepwatch
+import stepwatch as _stepwatch
 
 FEATURES = 16
 EVAL_OFFSET = 1_000_000  # batch indices of the evaluation set
@@ -59,6 +59,7 @@ def parse_args(argv=None):
     p.add_argument("--crash-rank", type=int, default=-1, help="this rank exits with status 1 ...")
     p.add_argument("--crash-at-step", type=int, default=-1, help="... before this step")
     p.add_argument("--label-data", action="store_true", help="label each batch fetch as phase \"data\"")
+    p.add_argument("--uninstrumented", action="store_true", help="no stepwatch calls at all; print a step line instead")
     args = p.parse_args(argv)
     if args.ckpt_every and not args.ckpt_dir:
         p.error("--ckpt-every needs --ckpt-dir")
@@ -128,12 +129,29 @@ def crash(rank, step):
     os._exit(1)
 
 
+class _Uninstrumented:
+    """--uninstrumented: a trainer that cannot be changed. Every stepwatch call does nothing; the
+    watchdog sees the processes and the printed step lines only."""
+
+    def __getattr__(self, name):
+        if name == "phase":
+            return lambda *a, **k: contextlib.nullcontext()
+        if name == "is_initialized":
+            return lambda: False
+        if name == "path":
+            return lambda: "(none)"
+        return lambda *a, **k: True
+
+
+stepwatch = _stepwatch
+
+
 def this_incarnation(wanted):
     return wanted < 0 or int(os.environ.get("STEPWATCH_INCARNATION", "0")) == wanted
 
 
 def hang_forever(rank, step):
-    log(rank, f"hanging before step {step} (--hang-rank)")
+    log(rank, f"hanging before batch {step} (--hang-rank)")
     while True:
         time.sleep(3600)
 
@@ -197,6 +215,8 @@ def train(args):
                 time.sleep(args.step_time)
         loss = out.item()
         stepwatch.step(n, loss=loss)
+        if args.uninstrumented and rank == 0:
+            log(rank, f"step {n} loss {loss:.4f}")
 
         if args.eval_every and n % args.eval_every == 0:
             eval_loss = evaluate(args, model, rank)
@@ -213,7 +233,10 @@ def train(args):
 
 
 def main(argv=None):
+    global stepwatch
     args = parse_args(argv)
+    if args.uninstrumented:
+        stepwatch = _Uninstrumented()
     # SIGTERM (the launcher stopping the job) unwinds through the finally below.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     ok = False

@@ -283,6 +283,26 @@ class RestartHygiene(RunTest):
             f.write(data)
 
 
+@unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")
+class ProbesAlone(RunTest):
+    def test_uninstrumented_ddp_hang_is_diagnosed_from_processes_and_log(self):
+        # No beacons at all: progress from rank 0's printed step lines (log contract), ranks from
+        # the RANK each process was started with, and where each one sleeps in the kernel.
+        spec = self.spec("probes", extra='[log]\npreset = "plain"\n')
+        rc, out, _ = self.run_job(spec, self.ddp("--uninstrumented", "--steps", "60", "--step-time", "0.05",
+                                                 "--ckpt-every", "10", "--hang-rank", "1", "--hang-at-step", "25",
+                                                 "--hang-incarnation", "0"))
+        self.assertEqual(rc, 0, out)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "probes", "rank-0.beacon")))
+        self.assertRegex(out, r"stalled/collective: last step 24 .*culprit rank 1 \(asleep in \S+ while 1 rank\(s\) "
+                              r"wait in a collective\)")
+        page = self.receiver.pages[0][1]
+        self.assertEqual(page["cause"], "collective")
+        self.assertEqual([c["rank"] for c in page["culprits"]], [1])
+        self.assertIn("resumed from step_20 (step 20) as incarnation 1", out)
+        self.assertIn("job probes finished", out)
+
+
 class Uninstrumented(RunTest):
     def test_log_only_trainer_hang_is_detected_and_resumed(self):
         spec = self.spec("plain", extra='[log]\npreset = "plain"\n', pagers=True)
