@@ -123,9 +123,18 @@ Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& o
   // Pass 1: stat of every process (one read each), to find the tree by parent links.
   std::map<int, ProcInfo> all;
   ProcessTree tree;
+  auto must_read = [&](int pid) {
+    return !options.reuse_known || !known_.count(pid) || options.thread_scan_pids.count(pid) ||
+           (options.detail_pids && options.detail_pids->count(pid));
+  };
   while (dirent* e = ::readdir(d)) {
     if (!numeric(e->d_name)) continue;
-    auto st = read_proc_stat(root_, std::atoi(e->d_name));
+    int pid = std::atoi(e->d_name);
+    if (!must_read(pid)) {
+      all.emplace(pid, known_.at(pid));
+      continue;
+    }
+    auto st = read_proc_stat(root_, pid);
     if (!st) {
       ++tree.unreadable;  // gone since readdir: normal
       continue;
@@ -134,6 +143,7 @@ Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& o
     all.emplace(p.pid, std::move(p));
   }
   ::closedir(d);
+  if (options.reuse_known) known_ = all;
 
   std::set<int> chosen;
   if (sel.root_pid && all.count(*sel.root_pid)) {
@@ -154,7 +164,8 @@ Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& o
   // Pass 2: the details of the chosen processes only.
   for (int pid : chosen) {
     ProcInfo& p = all[pid];
-    add_details(root_, p, options.io, options.wchan, options.thread_scan_pids.count(pid) > 0);
+    bool detail = !options.detail_pids || options.detail_pids->count(pid) > 0;
+    add_details(root_, p, options.io && detail, options.wchan && detail, options.thread_scan_pids.count(pid) > 0);
     tree.procs.emplace(pid, std::move(p));
   }
   return tree;

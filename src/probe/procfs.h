@@ -43,6 +43,14 @@ struct ScanOptions {
   std::set<int> thread_scan_pids;
   bool io = true;
   bool wchan = true;
+  // io and wchan cost two more reads per process: when set, only for these pids (the ranks);
+  // every process of the tree still gets its stat (state, CPU time, identity).
+  std::optional<std::set<int>> detail_pids;
+  // A live process keeps its parent, group, session and start time: with this set, a pid already
+  // seen by the previous scan is not read again (unless it is a detail or thread pid), so a poll
+  // costs one directory listing plus the new processes and the ranks. Identity is still checked
+  // from /proc (start time) before anything is signalled.
+  bool reuse_known = false;
 };
 
 struct ProcessTree {
@@ -78,6 +86,7 @@ class ProcessProbe {
  private:
   std::string root_;
   std::map<int, ProcInfo> previous_;
+  std::map<int, ProcInfo> known_;  // every process of the last listing, at stat level
 };
 
 // Reads one process (stat, and optionally io, wchan and its threads' states).

@@ -62,6 +62,8 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
   bool have_selector = config_.selector.root_pid || config_.selector.pgid || config_.selector.sid;
   probe::ScanOptions opts;
   for (const auto& [rank, pid] : rep.rank_pids) opts.thread_scan_pids.insert(pid);
+  opts.detail_pids = opts.thread_scan_pids;  // io and wchan for the ranks only
+  opts.reuse_known = true;
   if (have_selector) {
     auto tree = procs_.scan(config_.selector, opts);
     if (tree) {

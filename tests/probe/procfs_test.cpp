@@ -155,3 +155,39 @@ TEST(ProcessProbe, RealProcessesComeAndGo) {
 
 }  // namespace
 }  // namespace stepwatch::probe
+
+namespace stepwatch::probe {
+namespace {
+
+TEST(ProcessProbe, ReuseKnownReadsOnlyNewProcessesAndTheRanks) {
+  fs::path root = copy_fake("reuse");
+  ProcessProbe probe(root.string());
+  Selector sel;
+  sel.root_pid = 100;
+  ScanOptions opts;
+  opts.reuse_known = true;
+  opts.detail_pids = std::set<int>{101};
+  ASSERT_TRUE(probe.scan(sel, opts).ok());
+  // Change what stat says for a known non-rank process and for the rank: only the rank is re-read.
+  set_stat_field(root, 102, "pt_main_thread) 1) D", "pt_main_thread) 1) R");
+  set_stat_field(root, 101, "pt_main_thread) 0) S", "pt_main_thread) 0) R");
+  // A new process of the tree appears: it is read.
+  fs::create_directories(root / "500");
+  std::ifstream in(root / "103" / "stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(0, 3, "500");
+  std::ofstream(root / "500" / "stat") << text;
+  auto tree = probe.scan(sel, opts);
+  ASSERT_TRUE(tree.ok());
+  EXPECT_EQ(tree->procs.at(101).state, 'R');  // the rank: fresh
+  EXPECT_EQ(tree->procs.at(102).state, 'D');  // known: reused
+  EXPECT_TRUE(tree->procs.count(500));        // new: read
+  EXPECT_EQ(tree->procs.at(500).ppid, 101);
+  // Without reuse, everything is fresh.
+  ProcessProbe fresh(root.string());
+  EXPECT_EQ(fresh.scan(sel)->procs.at(102).state, 'R');
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace stepwatch::probe
