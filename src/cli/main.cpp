@@ -10,10 +10,8 @@
 #include "src/cli/doctor.h"
 #include "src/cli/incidents.h"
 #include "src/cli/run_cmd.h"
+#include "src/cli/status_cmd.h"
 #include "src/cli/replay.h"
-#include "src/cli/status_view.h"
-#include "src/common/clock.h"
-#include "src/contract/job_scan.h"
 #include "src/contract/names.h"
 
 namespace {
@@ -23,41 +21,6 @@ std::string default_dir() {
   return d != nullptr && *d != '\0' ? d : stepwatch::contract::kDefaultDir;
 }
 
-std::string local_host() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "";
-  std::string h(buf);
-  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
-  return h;
-}
-
-int run_status(const std::string& dir, const std::string& job) {
-  using namespace stepwatch;
-  std::vector<contract::JobView> views;
-  if (!job.empty()) {
-    if (auto st = contract::validate_job_id(job); !st) {
-      fmt::print(stderr, "stepwatch status: {}\n", st.error().message);
-      return 2;
-    }
-    views.push_back(contract::scan_job(dir, job));
-    if (views.back().ranks.empty() && !views.back().problems.empty()) {
-      fmt::print(stderr, "stepwatch status: {}\n", views.back().problems.front().message);
-      return 1;
-    }
-  } else {
-    std::vector<Error> skipped;
-    auto jobs = contract::list_jobs(dir, &skipped);
-    if (!jobs) {
-      fmt::print(stderr, "stepwatch status: {}\n", jobs.error().message);
-      return 1;
-    }
-    for (const auto& j : *jobs) views.push_back(contract::scan_job(dir, j));
-    for (const auto& s : skipped) fmt::print(stderr, "stepwatch status: {}\n", s.message);
-  }
-  fmt::print("{}", cli::render_status(views, SystemClock::instance().now(), local_host()));
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,11 +28,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "stepwatch 0.1.0");
 
-  std::string dir = default_dir();
-  std::string job;
-  auto* status = app.add_subcommand("status", "Show every rank's step, step age, phase, beat, checkpoint and loss");
-  status->add_option("--dir", dir, "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
-  status->add_option("job", job, "Only this job");
+  stepwatch::cli::StatusArgs st;
+  st.dir = default_dir();
+  auto* status = app.add_subcommand("status", "Every rank's step and phase beside its process, CPU, I/O and GPU");
+  status->add_option("--dir", st.dir, "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
+  status->add_option("job", st.job, "Only this job");
+  status->add_option("--spec", st.spec_path, "Judge with this spec (expected interval, phase budgets)");
+  status->add_option("--sample", st.sample, "Window for CPU and I/O rates (default 500ms; 0: no probes)");
+  status->add_option("--nvml-lib", st.nvml_lib, "libnvidia-ml to load (default: the system's)");
 
   std::vector<std::string> spec_files;
   bool spec_json = false;
@@ -131,7 +97,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    if (status->parsed()) return run_status(dir, job);
+    if (status->parsed()) return stepwatch::cli::run_status(st);
     if (check->parsed()) return stepwatch::cli::run_check_spec(spec_files, spec_json);
     if (replay->parsed()) return stepwatch::cli::run_replay(replay_opts);
     if (run->parsed()) return stepwatch::cli::run_supervisor(run_args);

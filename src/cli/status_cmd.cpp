@@ -1,0 +1,101 @@
+#include "src/cli/status_cmd.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "src/cli/status_view.h"
+#include "src/common/duration.h"
+#include "src/contract/job_scan.h"
+#include "src/contract/names.h"
+#include "src/detect/detector.h"
+#include "src/detect/spec_adapter.h"
+#include "src/probe/nvml.h"
+#include "src/supervise/observer.h"
+
+namespace stepwatch::cli {
+
+namespace {
+std::string local_host() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  std::string h(buf);
+  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
+  return h;
+}
+}  // namespace
+
+int run_status(const StatusArgs& a) {
+  std::vector<contract::JobView> views;
+  if (!a.job.empty()) {
+    if (auto st = contract::validate_job_id(a.job); !st) {
+      fmt::print(stderr, "stepwatch status: {}\n", st.error().message);
+      return 2;
+    }
+    views.push_back(contract::scan_job(a.dir, a.job));
+    if (views.back().ranks.empty() && !views.back().problems.empty()) {
+      fmt::print(stderr, "stepwatch status: {}\n", views.back().problems.front().message);
+      return 1;
+    }
+  } else {
+    std::vector<Error> skipped;
+    auto jobs = contract::list_jobs(a.dir, &skipped);
+    if (!jobs) {
+      fmt::print(stderr, "stepwatch status: {}\n", jobs.error().message);
+      return 1;
+    }
+    for (const auto& j : *jobs) views.push_back(contract::scan_job(a.dir, j));
+    for (const auto& s : skipped) fmt::print(stderr, "stepwatch status: {}\n", s.message);
+  }
+  auto sample = parse_duration(a.sample);
+  if (!sample) {
+    fmt::print(stderr, "stepwatch status: --sample: {}\n", sample.error().message);
+    return 2;
+  }
+  spec::JobSpec spec = spec::default_spec();
+  if (!a.spec_path.empty()) {
+    auto s = spec::load_spec_file(a.spec_path);
+    if (!s) {
+      fmt::print(stderr, "stepwatch status: {}\n", s.error().message);
+      return 2;
+    }
+    spec = std::move(*s);
+  }
+  std::string host = local_host();
+  std::map<std::string, JobEvidence> evidence;
+  if (*sample > 0 && !views.empty()) {
+    std::shared_ptr<probe::GpuProbe> gpu;
+    if (auto nvml = probe::Nvml::open(a.nvml_lib)) {
+      gpu = std::make_shared<probe::GpuProbe>(std::shared_ptr<probe::Nvml>(std::move(*nvml)), [](const std::string&) {});
+    }
+    // Two polls a sample apart: rates need two readings. Every job is sampled in the same window.
+    std::vector<std::unique_ptr<supervise::Observer>> observers;
+    std::vector<std::unique_ptr<detect::Detector>> detectors;
+    for (const auto& v : views) {
+      supervise::ObserverConfig oc;
+      oc.beacon_root = a.dir;
+      oc.job = v.job;
+      oc.local_host = host;
+      oc.gpu = gpu;
+      observers.push_back(std::make_unique<supervise::Observer>(oc));
+      detectors.push_back(std::make_unique<detect::Detector>(detect::config_from_spec(spec)));
+      detectors.back()->observe(observers.back()->poll(SystemClock::instance().now()));
+    }
+    std::this_thread::sleep_for(std::chrono::nanoseconds(*sample));
+    for (size_t i = 0; i < views.size(); ++i) {
+      detect::Observation o = observers[i]->poll(SystemClock::instance().now());
+      JobEvidence ev;
+      ev.verdict = detectors[i]->observe(o);
+      ev.procs = o.procs;
+      ev.gpus = o.gpus;
+      ev.sample_ns = *sample;
+      evidence[views[i].job] = std::move(ev);
+      views[i] = contract::scan_job(a.dir, views[i].job);  // the records as of the second poll
+    }
+  }
+  fmt::print("{}", render_status(views, SystemClock::instance().now(), host, evidence.empty() ? nullptr : &evidence));
+  return 0;
+}
+
+}  // namespace stepwatch::cli
