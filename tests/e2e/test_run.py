@@ -386,6 +386,71 @@ class ExitStatuses(RunTest):
         self.assertIn("received Terminated: passing it to the job", out)
 
 
+class AckAndDoctor(RunTest):
+    """The owner acks: the runbook holds (up to ack_hold_limit) instead of acting at ack_timeout."""
+
+    def test_ack_holds_the_runbook_and_is_recorded(self):
+        spec = self.spec("acked", extra='[log]\npreset = "plain"\n', pagers=False)
+        with open(spec) as f:
+            text = f.read().replace('ack_timeout = "2s"', 'ack_timeout = "2s"\nack_hold_limit = "8s"', 1)
+        with open(spec, "w") as f:
+            f.write(text)
+        env = python_env()
+        env.pop("STEPWATCH_JOB", None)
+        p = subprocess.Popen([self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, "--",
+                              "/usr/bin/python3", PLAIN, "--steps", "30", "--step-time", "0.05", "--ckpt-dir",
+                              self.ckpt, "--ckpt-every", "10", "--hang-at-step", "15", "--hang-incarnation", "0"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.strays.append(p)
+        acked_at = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and acked_at is None:
+            time.sleep(0.2)
+            r = subprocess.run([self.bin, "ack", "acked", "--state-dir", self.state, "--by", "alice", "--note",
+                                "looking"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if r.returncode == 0:
+                acked_at = time.monotonic()
+                self.assertIn("acked incident 1 of job acked", r.stdout)
+            else:
+                self.assertEqual(r.returncode, 1, r.stdout)  # no open incident yet
+        self.assertIsNotNone(acked_at, "no incident opened")
+        out, _ = p.communicate(timeout=90)
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("acked by alice: holding for up to 8.0s", out)
+        [inc] = self.incidents("acked")
+        self.assertEqual(inc["acked_by"], "alice")
+        self.assertEqual(inc["ack_note"], "looking")
+        preempt = [a for a in inc["actions"] if a["kind"] == "preempt"][0]
+        opened = inc["opened_at_ns"]
+        # Held past the 2 s ack timeout, until the 8 s hold ran out.
+        self.assertGreater((preempt["at_ns"] - opened) / 1e9, 6.0)
+        # Another ack now finds no open incident.
+        r = subprocess.run([self.bin, "ack", "acked", "--state-dir", self.state], stdout=subprocess.PIPE, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no open incident", r.stdout)
+
+    def test_doctor_reports_a_clean_job_and_a_leftover(self):
+        spec = self.spec("doc", extra='[log]\npreset = "plain"\n', pagers=False)
+        env = python_env()
+        env.pop("STEPWATCH_JOB", None)
+        # A supervisor killed mid-run leaves its job behind: doctor finds it, --fix ends it.
+        p = subprocess.Popen([self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, "--",
+                              "/usr/bin/python3", PLAIN, "--steps", "100000", "--step-time", "0.05"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.strays.append(p)
+        time.sleep(3)
+        p.kill()
+        p.wait()
+        args = [self.bin, "doctor", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, "--incarnation", "1"]
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("would", r.stdout)
+        r = subprocess.run(args + ["--fix"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout)
+
+
 class BadInput(RunTest):
     def test_spec_with_errors_refuses_to_start(self):
         path = os.path.join(self.tmp, "bad.toml")
