@@ -30,25 +30,11 @@ std::string intervals_text(const bench::Score& s, const bench::Scenario& sc) {
 int write_traces(const std::vector<bench::Scenario>& scenarios, const std::string& dir) {
   std::filesystem::create_directories(dir);
   for (const auto& s : scenarios) {
-    detect::TraceHeader h;
-    h.job = "scenario";
-    h.local_host = "node1";
-    h.poll_ns = s.poll_ns;
-    h.scenario = s.name;
-    h.spec_toml = s.spec_toml;
-    h.truth = s.truth;
     std::string path = fmt::format("{}/{}.jsonl", dir, s.name);
     std::filesystem::remove(path);
-    auto w = detect::TraceWriter::open(path, h);
-    if (!w) {
-      fmt::print(stderr, "{}\n", w.error().message);
+    if (auto st = bench::write_trace(s, path); !st) {
+      fmt::print(stderr, "{}\n", st.error().message);
       return 1;
-    }
-    for (const auto& o : s.observations) {
-      if (auto st = w->write_observation(o); !st) {
-        fmt::print(stderr, "{}\n", st.error().message);
-        return 1;
-      }
     }
   }
   fmt::print("wrote {} traces to {}\n", scenarios.size(), dir);

@@ -289,4 +289,20 @@ init = "30m"
   return out;
 }
 
+Status write_trace(const Scenario& s, const std::string& path) {
+  detect::TraceHeader h;
+  h.job = "scenario";
+  h.local_host = "node1";
+  h.poll_ns = s.poll_ns;
+  h.scenario = s.name;
+  h.spec_toml = s.spec_toml;
+  h.truth = s.truth;
+  auto w = detect::TraceWriter::open(path, h);
+  if (!w) return w.error();
+  for (const auto& o : s.observations) {
+    if (auto st = w->write_observation(o); !st) return st;
+  }
+  return {};
+}
+
 }  // namespace stepwatch::bench

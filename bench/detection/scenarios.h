@@ -21,4 +21,7 @@ struct Scenario {
 
 std::vector<Scenario> make_scenarios(unsigned seed = 42);
 
+// Writes a scenario as a replayable trace, its spec and truth in the header (docs/replay.md).
+Status write_trace(const Scenario& s, const std::string& path);
+
 }  // namespace stepwatch::bench

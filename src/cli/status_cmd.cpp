@@ -7,6 +7,7 @@
 
 #include "src/cli/status_view.h"
 #include "src/common/duration.h"
+#include "src/common/host.h"
 #include "src/contract/job_scan.h"
 #include "src/contract/names.h"
 #include "src/detect/detector.h"
@@ -15,16 +16,6 @@
 #include "src/supervise/observer.h"
 
 namespace stepwatch::cli {
-
-namespace {
-std::string local_host() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "";
-  std::string h(buf);
-  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
-  return h;
-}
-}  // namespace
 
 int run_status(const StatusArgs& a) {
   std::vector<contract::JobView> views;
@@ -62,7 +53,7 @@ int run_status(const StatusArgs& a) {
     }
     spec = std::move(*s);
   }
-  std::string host = local_host();
+  std::string host = short_hostname();
   std::map<std::string, JobEvidence> evidence;
   if (*sample > 0 && !views.empty()) {
     std::shared_ptr<probe::GpuProbe> gpu;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/common/host.h"
 #include "src/contract/names.h"
 
 namespace stepwatch::contract {
@@ -40,14 +41,6 @@ Result<std::optional<int64_t>> first_var(const GetEnv& getenv, std::initializer_
   return std::optional<int64_t>{};
 }
 
-std::string short_host() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "";
-  std::string h(buf);
-  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
-  if (h.size() > 63) h.resize(63);
-  return h;
-}
 
 }  // namespace
 
@@ -132,7 +125,7 @@ Result<Identity> resolve_identity(const IdentityOverrides& o, const GetEnv& gete
       id.incarnation = static_cast<uint32_t>(**r);
     }
   }
-  id.host = short_host();
+  id.host = short_hostname();
   return id;
 }
 

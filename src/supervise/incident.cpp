@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "src/common/duration.h"
+#include "src/common/host.h"
 #include "src/probe/checkpoint_catalog.h"
 #include "src/runbook/artifact.h"
 #include "src/runbook/preempt.h"
@@ -56,9 +57,7 @@ void Supervisor::start_paging(const detect::Verdict& v) {
   }
   m.incident_id = std::to_string(incident_->id);
   m.incarnation = static_cast<int>(state_.incarnation);
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  m.host = host;
+  m.host = short_hostname();
   m.started_wall_ns = wall_now_ns();
   m.ack_command = fmt::format("stepwatch ack {} --state-dir {}", opt_.job, opt_.state_dir);
   m.verdict_json = last_verdict_json_;

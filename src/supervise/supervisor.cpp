@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "src/common/duration.h"
+#include "src/common/host.h"
 #include "src/contract/names.h"
 #include "src/detect/spec_adapter.h"
 #include "src/probe/nvml.h"
@@ -40,13 +41,6 @@ int wait_signal(int64_t ns) {
   return sig < 0 ? 0 : sig;
 }
 
-std::string short_host() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  std::string h(buf);
-  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
-  return h;
-}
 
 }  // namespace
 
@@ -105,7 +99,7 @@ Status Supervisor::setup() {
   }
   detect::TraceHeader h;
   h.job = opt_.job;
-  h.local_host = short_host();
+  h.local_host = short_hostname();
   h.poll_ns = poll_interval();
   if (!opt_.spec_text.empty()) h.spec_toml = opt_.spec_text;
   auto w = detect::TraceWriter::open(trace, h);
@@ -226,7 +220,7 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
   oc.beacon_root = opt_.beacon_root;
   oc.job = opt_.job;
   oc.proc_root = opt_.proc_root;
-  oc.local_host = short_host();
+  oc.local_host = short_hostname();
   oc.world_size = spec_.world_size;
   oc.selector.sid = child_->pid();
   oc.selector.root_pid = child_->pid();

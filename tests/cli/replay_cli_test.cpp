@@ -20,17 +20,8 @@ using stepwatch::test::TempDir;
 std::string write_scenario(const std::string& dir, const std::string& name) {
   for (const auto& s : stepwatch::bench::make_scenarios()) {
     if (s.name != name) continue;
-    stepwatch::detect::TraceHeader h;
-    h.job = "scenario";
-    h.local_host = "node1";
-    h.poll_ns = s.poll_ns;
-    h.scenario = s.name;
-    h.spec_toml = s.spec_toml;
-    h.truth = s.truth;
     std::string path = dir + "/" + name + ".jsonl";
-    auto w = stepwatch::detect::TraceWriter::open(path, h);
-    EXPECT_TRUE(w.ok());
-    for (const auto& o : s.observations) EXPECT_TRUE(w->write_observation(o).ok());
+    EXPECT_TRUE(stepwatch::bench::write_trace(s, path).ok());
     return path;
   }
   ADD_FAILURE() << "no scenario " << name;
