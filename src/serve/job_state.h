@@ -1,0 +1,42 @@
+// What the agent knows about one job after a poll: the plain data that /metrics, the JSON API
+// and the dashboard render. Producers (the agent) fill it; renderers never poll anything.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/detect/observation.h"
+#include "src/detect/verdict.h"
+#include "src/probe/gpu_probe.h"
+
+namespace stepwatch::serve {
+
+struct JobState {
+  std::string job;
+  std::string owner;      // from the job's spec; "" when none
+  std::string job_class;  // from the job's spec; "" when none
+  std::string host;       // this node
+  bool retired = false;   // finished or vanished; kept for history
+  int64_t first_seen_wall_ns = 0;
+  int64_t last_poll_wall_ns = 0;
+  detect::Verdict verdict;
+  detect::Observation observation;           // the last poll: ranks, process and GPU facts
+  std::vector<int64_t> recent_intervals_ns;  // recent step intervals (oldest first), for charts
+  std::optional<probe::GpuSnapshot> gpus;    // devices the job holds, as NVML last saw them
+  uint64_t incidents_total = 0;              // opened for this job since the agent started
+  std::map<std::string, uint64_t> actions_total;  // by kind: page, page-failed, ack, preempt ...
+};
+
+// The agent's own health, for /metrics.
+struct AgentHealth {
+  int64_t last_poll_duration_ns = 0;
+  uint64_t polls_total = 0;
+  uint64_t beacons_read_total = 0;
+  uint64_t read_errors_total = 0;
+  int64_t started_wall_ns = 0;
+};
+
+}  // namespace stepwatch::serve

@@ -1,0 +1,330 @@
+#include "src/serve/metrics.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace stepwatch::serve {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kWall = 1'700'000'100 * kNsPerSec;
+constexpr int64_t kMono = 2'000 * kNsPerSec;
+
+Stamp mono_ago(int64_t sec) {
+  return {kWall - sec * kNsPerSec, kMono - sec * kNsPerSec};
+}
+
+// Two ranks on node-a: rank 0 has a step, a beat and a checkpoint; rank 1 is still in init.
+// One GPU whose power NVML did not give.
+JobState sample_job() {
+  JobState j;
+  j.job = "train-1";
+  j.owner = "ml-team";
+  j.job_class = "llm";
+  j.host = "node-a";
+  j.observation.now = {kWall, kMono};
+  j.observation.local_host = "node-a";
+
+  contract::RankSnapshot r1;  // pushed first: the output is sorted by rank anyway
+  r1.rank = 1;
+  r1.host = "";  // unknown host: the job's host, ages by the monotonic clock
+  r1.phase = "init";
+  r1.phase_since = mono_ago(30);
+  j.observation.ranks.push_back(r1);
+
+  contract::RankSnapshot r0;
+  r0.rank = 0;
+  r0.host = "node-a";
+  r0.step = 42;
+  r0.step_at = mono_ago(10);
+  r0.phase = "train";
+  r0.phase_since = mono_ago(5);
+  r0.beat_at = mono_ago(2);
+  r0.checkpoint = contract::CheckpointMark{"gen-40", 40, mono_ago(100)};
+  j.observation.ranks.push_back(r0);
+
+  j.verdict.state = detect::State::kSlow;
+  j.verdict.last_step = 42;
+  j.verdict.last_step_age_ns = 10 * kNsPerSec;
+  j.verdict.expected_interval_ns = 2'500 * kNsPerMs;
+
+  probe::GpuSnapshot g;
+  probe::GpuDevice d;
+  d.index = 0;
+  d.sm_util_pct = 87;
+  d.mem_used_bytes = 1024;
+  g.devices.push_back(d);
+  j.gpus = g;
+
+  j.incidents_total = 1;
+  j.actions_total = {{"page", 1}, {"ack", 2}};
+  return j;
+}
+
+AgentHealth sample_health() {
+  AgentHealth h;
+  h.last_poll_duration_ns = 1'500 * kNsPerUs;
+  h.polls_total = 10;
+  h.beacons_read_total = 20;
+  h.read_errors_total = 0;
+  h.started_wall_ns = 1'700'000'000 * kNsPerSec;
+  return h;
+}
+
+TEST(Metrics, ExactExposition) {
+  const std::string expected =
+      R"(# HELP stepwatch_job_info The job's owner and class from its spec; always 1.
+# TYPE stepwatch_job_info gauge
+stepwatch_job_info{job_id="train-1",host="node-a",owner="ml-team",job_class="llm"} 1
+# HELP stepwatch_job_state 1 for the job's current verdict state, 0 for the others.
+# TYPE stepwatch_job_state gauge
+stepwatch_job_state{job_id="train-1",state="starting"} 0
+stepwatch_job_state{job_id="train-1",state="healthy"} 0
+stepwatch_job_state{job_id="train-1",state="slow"} 1
+stepwatch_job_state{job_id="train-1",state="suspect"} 0
+stepwatch_job_state{job_id="train-1",state="stalled"} 0
+stepwatch_job_state{job_id="train-1",state="dead"} 0
+stepwatch_job_state{job_id="train-1",state="finished"} 0
+# HELP stepwatch_job_cause 1 for the cause of the job's verdict (none unless stalled), 0 for the others.
+# TYPE stepwatch_job_cause gauge
+stepwatch_job_cause{job_id="train-1",cause="none"} 1
+stepwatch_job_cause{job_id="train-1",cause="collective"} 0
+stepwatch_job_cause{job_id="train-1",cause="io"} 0
+stepwatch_job_cause{job_id="train-1",cause="host"} 0
+stepwatch_job_cause{job_id="train-1",cause="init"} 0
+stepwatch_job_cause{job_id="train-1",cause="phase-overrun"} 0
+stepwatch_job_cause{job_id="train-1",cause="rank-silent"} 0
+stepwatch_job_cause{job_id="train-1",cause="unknown"} 0
+# HELP stepwatch_job_step Highest step any rank of the job committed.
+# TYPE stepwatch_job_step gauge
+stepwatch_job_step{job_id="train-1"} 42
+# HELP stepwatch_job_step_age_seconds Age of the newest step of the job's slowest rank.
+# TYPE stepwatch_job_step_age_seconds gauge
+stepwatch_job_step_age_seconds{job_id="train-1"} 10
+# HELP stepwatch_job_expected_interval_seconds How long a step normally takes, from the spec or learned from the run.
+# TYPE stepwatch_job_expected_interval_seconds gauge
+stepwatch_job_expected_interval_seconds{job_id="train-1"} 2.5
+# HELP stepwatch_rank_step Last step the rank committed.
+# TYPE stepwatch_rank_step gauge
+stepwatch_rank_step{job_id="train-1",rank="0",host="node-a"} 42
+# HELP stepwatch_rank_step_age_seconds Time since the rank committed its last step.
+# TYPE stepwatch_rank_step_age_seconds gauge
+stepwatch_rank_step_age_seconds{job_id="train-1",rank="0",host="node-a"} 10
+# HELP stepwatch_rank_phase_info The rank's current phase; always 1.
+# TYPE stepwatch_rank_phase_info gauge
+stepwatch_rank_phase_info{job_id="train-1",rank="0",host="node-a",phase="train"} 1
+stepwatch_rank_phase_info{job_id="train-1",rank="1",host="node-a",phase="init"} 1
+# HELP stepwatch_rank_phase_age_seconds Time since the rank entered its current phase.
+# TYPE stepwatch_rank_phase_age_seconds gauge
+stepwatch_rank_phase_age_seconds{job_id="train-1",rank="0",host="node-a"} 5
+stepwatch_rank_phase_age_seconds{job_id="train-1",rank="1",host="node-a"} 30
+# HELP stepwatch_rank_beat_age_seconds Time since the rank's last beat inside a long phase.
+# TYPE stepwatch_rank_beat_age_seconds gauge
+stepwatch_rank_beat_age_seconds{job_id="train-1",rank="0",host="node-a"} 2
+# HELP stepwatch_rank_checkpoint_step Step of the rank's last committed checkpoint.
+# TYPE stepwatch_rank_checkpoint_step gauge
+stepwatch_rank_checkpoint_step{job_id="train-1",rank="0",host="node-a"} 40
+# HELP stepwatch_rank_checkpoint_age_seconds Time since the rank's last checkpoint commit.
+# TYPE stepwatch_rank_checkpoint_age_seconds gauge
+stepwatch_rank_checkpoint_age_seconds{job_id="train-1",rank="0",host="node-a"} 100
+# HELP stepwatch_gpu_sm_utilization_ratio Share of time a kernel ran on a GPU the job holds (0..1).
+# TYPE stepwatch_gpu_sm_utilization_ratio gauge
+stepwatch_gpu_sm_utilization_ratio{job_id="train-1",host="node-a",gpu="0"} 0.87
+# HELP stepwatch_gpu_memory_used_bytes Device memory in use on a GPU the job holds.
+# TYPE stepwatch_gpu_memory_used_bytes gauge
+stepwatch_gpu_memory_used_bytes{job_id="train-1",host="node-a",gpu="0"} 1024
+# HELP stepwatch_job_incidents_total Incidents opened for the job since the agent started.
+# TYPE stepwatch_job_incidents_total counter
+stepwatch_job_incidents_total{job_id="train-1"} 1
+# HELP stepwatch_job_actions_total Runbook actions taken for the job since the agent started, by action.
+# TYPE stepwatch_job_actions_total counter
+stepwatch_job_actions_total{job_id="train-1",action="ack"} 2
+stepwatch_job_actions_total{job_id="train-1",action="page"} 1
+# HELP stepwatch_agent_poll_duration_seconds How long the agent's last poll of all jobs took.
+# TYPE stepwatch_agent_poll_duration_seconds gauge
+stepwatch_agent_poll_duration_seconds 0.0015
+# HELP stepwatch_agent_polls_total Polls the agent has completed.
+# TYPE stepwatch_agent_polls_total counter
+stepwatch_agent_polls_total 10
+# HELP stepwatch_agent_beacons_read_total Beacon records the agent has read.
+# TYPE stepwatch_agent_beacons_read_total counter
+stepwatch_agent_beacons_read_total 20
+# HELP stepwatch_agent_read_errors_total Beacon or probe reads that failed.
+# TYPE stepwatch_agent_read_errors_total counter
+stepwatch_agent_read_errors_total 0
+# HELP stepwatch_agent_start_time_seconds When the agent started, in seconds since the Unix epoch.
+# TYPE stepwatch_agent_start_time_seconds gauge
+stepwatch_agent_start_time_seconds 1700000000
+)";
+  EXPECT_EQ(render_metrics({sample_job()}, sample_health()), expected);
+}
+
+TEST(Metrics, EscapesLabelValues) {
+  EXPECT_EQ(escape_label_value(R"(a\b"c)"
+                               "\nd"),
+            R"(a\\b\"c\nd)");
+  JobState j = sample_job();
+  // ranks[1] is rank 0 (sample_job pushes rank 1 first).
+  j.observation.ranks[1].phase = "eval \"val\"\nshard\\2";
+  j.observation.ranks[1].host = "node\"b";
+  std::string text = render_metrics({j}, {});
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(stepwatch_rank_phase_info{job_id="train-1",rank="0",host="node\"b",phase="eval \"val\"\nshard\\2"} 1)"
+          "\n"));
+}
+
+TEST(Metrics, StateAndCauseAreOneHot) {
+  JobState j = sample_job();
+  j.verdict.state = detect::State::kStalled;
+  j.verdict.cause = detect::Cause::kPhaseOverrun;
+  std::string text = render_metrics({j}, {});
+  EXPECT_THAT(text, HasSubstr("stepwatch_job_state{job_id=\"train-1\",state=\"stalled\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("stepwatch_job_state{job_id=\"train-1\",state=\"slow\"} 0\n"));
+  EXPECT_THAT(text,
+              HasSubstr("stepwatch_job_cause{job_id=\"train-1\",cause=\"phase-overrun\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("stepwatch_job_cause{job_id=\"train-1\",cause=\"none\"} 0\n"));
+  std::istringstream in(text);
+  int states = 0, causes = 0, state_ones = 0, cause_ones = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("stepwatch_job_state{", 0) == 0) {
+      ++states;
+      state_ones += line.back() == '1';
+    } else if (line.rfind("stepwatch_job_cause{", 0) == 0) {
+      ++causes;
+      cause_ones += line.back() == '1';
+    }
+  }
+  EXPECT_EQ(states, 7);
+  EXPECT_EQ(causes, 8);
+  EXPECT_EQ(state_ones, 1);
+  EXPECT_EQ(cause_ones, 1);
+}
+
+TEST(Metrics, AbsentValuesAreOmitted) {
+  JobState j = sample_job();
+  j.verdict.last_step.reset();
+  j.verdict.expected_interval_ns = 0;
+  j.gpus.reset();
+  for (auto& r : j.observation.ranks) {
+    r.step.reset();
+    r.beat_at.reset();
+    r.checkpoint.reset();
+  }
+  std::string text = render_metrics({j}, AgentHealth{});
+  for (const char* family :
+       {"stepwatch_job_step", "stepwatch_job_expected_interval_seconds", "stepwatch_rank_step",
+        "stepwatch_rank_beat_age_seconds", "stepwatch_rank_checkpoint", "stepwatch_gpu_",
+        "stepwatch_agent_poll_duration_seconds", "stepwatch_agent_start_time_seconds"}) {
+    EXPECT_THAT(text, Not(HasSubstr(family))) << family;
+  }
+  // Counters are real counts: zero is a value, not an absence.
+  EXPECT_THAT(text, HasSubstr("\nstepwatch_agent_polls_total 0\n"));
+  EXPECT_THAT(text, HasSubstr("stepwatch_rank_phase_age_seconds{job_id=\"train-1\",rank=\"1\""));
+}
+
+TEST(Metrics, AgesFromAnotherHostUseTheWallClock) {
+  JobState j = sample_job();
+  auto& r0 = j.observation.ranks[1];
+  ASSERT_EQ(r0.rank, 0);
+  r0.host = "node-b";
+  r0.step_at = {kWall - 7 * kNsPerSec, 1};  // its monotonic clock means nothing here
+  std::string text = render_metrics({j}, {});
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "stepwatch_rank_step_age_seconds{job_id=\"train-1\",rank=\"0\",host=\"node-b\"} 7\n"));
+}
+
+TEST(Metrics, CountersAndOrdering) {
+  JobState a = sample_job();
+  JobState b = sample_job();
+  b.job = "a-first";
+  b.incidents_total = 3;
+  b.actions_total = {{"preempt", 4}};
+  JobState gone = sample_job();
+  gone.job = "gone";
+  gone.retired = true;
+  std::string text = render_metrics({a, b, gone}, sample_health());
+  EXPECT_THAT(text, HasSubstr("stepwatch_job_incidents_total{job_id=\"a-first\"} 3\n"
+                              "stepwatch_job_incidents_total{job_id=\"train-1\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("stepwatch_job_actions_total{job_id=\"a-first\",action=\"preempt\"} 4\n"
+                        "stepwatch_job_actions_total{job_id=\"train-1\",action=\"ack\"} 2\n"));
+  EXPECT_THAT(text, Not(HasSubstr("\"gone\"")));
+  EXPECT_EQ(text, render_metrics({b, gone, a}, sample_health()));  // input order does not matter
+}
+
+// Every sample line is `name{labels} value` with valid names, and every family has exactly one
+// HELP and one TYPE line, both before its first sample, with its samples contiguous.
+TEST(Metrics, ParsesBack) {
+  JobState odd = sample_job();
+  odd.job = "odd";
+  odd.observation.ranks[0].phase = "a\"b\\c\nd";
+  std::string text = render_metrics({sample_job(), odd}, sample_health());
+  ASSERT_FALSE(text.empty());
+  ASSERT_EQ(text.back(), '\n');
+
+  const std::regex name_re("[a-zA-Z_:][a-zA-Z0-9_:]*");
+  const std::regex sample_re(
+      R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")*\})? (NaN|[+-]Inf|-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?))");
+  const std::regex help_re("# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .+");
+  const std::regex type_re("# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge)");
+  std::map<std::string, int> helps, types;
+  std::set<std::string> finished;  // families whose samples are over
+  std::string current;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, help_re)) {
+      ++helps[m[1]];
+      if (!current.empty()) finished.insert(current);
+      current = m[1];
+    } else if (std::regex_match(line, m, type_re)) {
+      ++types[m[1]];
+      EXPECT_EQ(m[1], current) << line;
+      if (m[2] == "counter") {
+        EXPECT_TRUE(m[1].str().ends_with("_total")) << line;
+      }
+    } else {
+      ASSERT_TRUE(std::regex_match(line, m, sample_re)) << line;
+      EXPECT_TRUE(std::regex_match(m[1].str(), name_re));
+      EXPECT_EQ(m[1], current) << "sample outside its family: " << line;
+      EXPECT_EQ(helps[m[1]], 1) << line;
+      EXPECT_EQ(types[m[1]], 1) << line;
+      EXPECT_FALSE(finished.count(m[1])) << line;
+      EXPECT_TRUE(m[1].str().starts_with("stepwatch_")) << line;
+    }
+  }
+  for (const auto& [name, n] : helps) EXPECT_EQ(n, 1) << name;
+  for (const auto& [name, n] : types) EXPECT_EQ(n, 1) << name;
+}
+
+#ifdef STEPWATCH_PROMTOOL
+// The real parser and linter: promtool check metrics reads the exposition from stdin.
+TEST(Metrics, PromtoolAcceptsTheExposition) {
+  JobState odd = sample_job();
+  odd.job = "odd";
+  odd.observation.ranks[0].phase = "a\"b\\c\nd";
+  std::string text = render_metrics({sample_job(), odd}, sample_health());
+  std::string cmd = std::string(STEPWATCH_PROMTOOL) + " check metrics 2>&1";
+  FILE* p = popen(cmd.c_str(), "w");
+  ASSERT_NE(p, nullptr);
+  fwrite(text.data(), 1, text.size(), p);
+  int rc = pclose(p);
+  EXPECT_EQ(rc, 0) << "promtool check metrics rejected the exposition (its output is above)";
+}
+#endif
+
+}  // namespace
+}  // namespace stepwatch::serve
