@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "src/cli/agent_cmd.h"
 #include "src/cli/check_spec.h"
 #include "src/cli/doctor.h"
 #include "src/cli/incidents.h"
@@ -91,6 +92,10 @@ int main(int argc, char** argv) {
   doctor->add_option("--incarnation", doc_incarnation, "The current incarnation: its processes are never touched");
   doctor->add_flag("--fix", doc_fix, "Clean up what is proven to be this job's leftovers");
 
+  std::string agent_config = "/etc/stepwatch/agent.toml";
+  auto* agent = app.add_subcommand("agent", "Watch every job on this node: detect, page, serve the JSON API and /metrics");
+  agent->add_option("--config", agent_config, "Agent configuration (TOML; default /etc/stepwatch/agent.toml)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -101,6 +106,7 @@ int main(int argc, char** argv) {
     if (check->parsed()) return stepwatch::cli::run_check_spec(spec_files, spec_json);
     if (replay->parsed()) return stepwatch::cli::run_replay(replay_opts);
     if (run->parsed()) return stepwatch::cli::run_supervisor(run_args);
+    if (agent->parsed()) return stepwatch::cli::run_agent(agent_config);
     if (doctor->parsed()) {
       doc.fix = doc_fix;
       doc.incarnation = doc_incarnation;

@@ -1,0 +1,458 @@
+#include "src/agent/agent.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <thread>
+
+#include "src/common/duration.h"
+#include "src/common/host.h"
+#include "src/common/log.h"
+#include "src/contract/job_scan.h"
+#include "src/detect/spec_adapter.h"
+#include "src/detect/trace.h"
+
+namespace stepwatch::agent {
+
+namespace {
+
+bool firing(detect::State s) {
+  return s == detect::State::kStalled || s == detect::State::kDead;
+}
+bool recovered(detect::State s) {
+  return s == detect::State::kHealthy || s == detect::State::kSlow;
+}
+
+// Per-step intervals from the ring of the lowest rank that has one (oldest first).
+std::vector<int64_t> recent_intervals(const detect::Observation& obs) {
+  std::vector<int64_t> out;
+  for (const auto& r : obs.ranks) {
+    if (r.recent.size() < 2) continue;
+    for (size_t i = 1; i < r.recent.size(); ++i) {
+      int64_t steps = r.recent[i].step - r.recent[i - 1].step;
+      int64_t ns = r.recent[i].mono_ns - r.recent[i - 1].mono_ns;
+      if (steps > 0 && ns > 0) out.push_back(ns / steps);
+    }
+    break;
+  }
+  return out;
+}
+
+// The devices holding memory of one of the job's ranks.
+std::optional<probe::GpuSnapshot> job_gpus(const supervise::PollReport& rep) {
+  if (!rep.gpus) return std::nullopt;
+  probe::GpuSnapshot out = *rep.gpus;
+  out.devices.clear();
+  for (const auto& d : rep.gpus->devices) {
+    bool holds = false;
+    if (d.processes) {
+      for (const auto& p : *d.processes) {
+        for (const auto& [rank, pid] : rep.rank_pids)
+          holds = holds || static_cast<int>(p.pid) == pid;
+      }
+    }
+    if (holds) out.devices.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Agent::Tracked {
+  std::string job;
+  std::string root;
+  spec::JobSpec spec = spec::default_spec();
+  std::unique_ptr<supervise::Observer> observer;
+  std::unique_ptr<detect::Detector> detector;
+  serve::JobState state;
+  std::string verdict_json;
+  detect::State last_state = detect::State::kStarting;
+  detect::Cause last_cause = detect::Cause::kNone;
+  int64_t incarnation = 0;
+  // The open incident, if any (adopted from the store after a restart).
+  std::optional<int64_t> incident_id;
+  std::string incident_state, incident_cause;
+  bool claim_tried = false;  // claim_page was asked for this incident (true at most once ever)
+  std::optional<std::future<std::vector<runbook::PageResult>>> paging;
+  std::optional<int64_t> retired_at_wall_ns;
+  bool vanished = false;  // retired because its directory is gone
+  bool hidden = false;    // retired longer than retire_after, but its (finished) directory remains
+};
+
+Result<std::unique_ptr<Agent>> Agent::open(AgentConfig config, AgentDeps deps) {
+  auto a = store::Store::open(config.state_dir);
+  if (!a) return a.error();
+  auto b = store::Store::open(config.state_dir);
+  if (!b) return b.error();
+  if (deps.host.empty()) deps.host = short_hostname();
+  return std::unique_ptr<Agent>(
+      new Agent(std::move(config), std::move(deps), std::move(*a), std::move(*b)));
+}
+
+Agent::Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store::Store api_store)
+    : config_(std::move(config)),
+      deps_(std::move(deps)),
+      store_(std::move(poll_store)),
+      api_store_(std::move(api_store)) {
+  health_.started_wall_ns = wall_now_ns();
+}
+
+Agent::~Agent() {
+  for (auto& [job, t] : tracked_) {
+    try {
+      finish_paging(*t, true);
+    } catch (const std::exception& e) {
+      log_error("agent: job {}: finishing its page failed: {}", job, e.what());
+    }
+  }
+}
+
+void Agent::note_problem(const std::string& message) {
+  // Each distinct problem is logged once; a junk file would otherwise be logged every poll.
+  if (logged_problems_.size() > 4096) logged_problems_.clear();
+  if (logged_problems_.insert(message).second) log_warn("agent: {}", message);
+}
+
+std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
+                                                      const std::string& job, Stamp now) {
+  auto t = std::make_unique<Tracked>();
+  t->job = job;
+  t->root = root;
+  std::string spec_path = fmt::format("{}/{}.toml", config_.specs_dir, job);
+  struct stat st {};
+  if (::stat(spec_path.c_str(), &st) == 0) {
+    if (auto s = spec::load_spec_file(spec_path)) {
+      t->spec = std::move(*s);
+    } else {
+      note_problem(fmt::format("job {}: spec {} has errors, judging with defaults:\n{}", job,
+                               spec_path, s.error().message));
+    }
+  }
+  supervise::ObserverConfig oc;
+  oc.beacon_root = root;
+  oc.job = job;
+  oc.proc_root = config_.proc_root;
+  oc.local_host = deps_.host;
+  oc.world_size = t->spec.world_size;
+  oc.gpu = deps_.gpu;  // selector left empty: only the pids the beacons name
+  t->observer = std::make_unique<supervise::Observer>(std::move(oc));
+  t->detector = std::make_unique<detect::Detector>(detect::config_from_spec(t->spec));
+  t->state.job = job;
+  t->state.owner = t->spec.owner;
+  t->state.job_class = t->spec.job_class;
+  t->state.host = deps_.host;
+  t->state.first_seen_wall_ns = now.wall_ns;
+  // A restarted agent joins the job's open incident instead of opening (and paging) another.
+  if (auto open = store_.open_incident_for(job); open && *open) {
+    t->incident_id = (*open)->id;
+    t->incident_state = (*open)->state;
+    t->incident_cause = (*open)->cause;
+  }
+  log_info("agent: watching job {} under {}{}", job, root,
+           t->spec.source.empty() ? " (no spec: defaults, interval learned)"
+                                  : " with spec " + t->spec.source);
+  return t;
+}
+
+Status Agent::poll_once(Stamp now) {
+  int64_t started = mono_now_ns();
+  uint64_t beacons = 0, errors = 0;
+  bool any_root = false;
+  Error last_error;
+  std::set<std::string> seen;
+  for (const auto& root : config_.beacon_roots) {
+    std::vector<Error> skipped;
+    auto jobs = contract::list_jobs(root, &skipped);
+    errors += skipped.size();
+    for (const auto& e : skipped) note_problem(e.message);
+    if (!jobs) {
+      if (jobs.error().code == Errc::kNotFound) {
+        any_root = true;  // no job has started here yet
+      } else {
+        ++errors;
+        note_problem(jobs.error().message);
+        last_error = jobs.error();
+      }
+      continue;
+    }
+    any_root = true;
+    for (const auto& job : *jobs) {
+      if (!seen.insert(job).second) {
+        note_problem(fmt::format(
+            "job {} exists under more than one beacon root; watching the first, skipping {}", job,
+            root));
+        continue;
+      }
+      auto it = tracked_.find(job);
+      if (it != tracked_.end() && it->second->vanished) {
+        finish_paging(*it->second, true);
+        tracked_.erase(it);  // it came back: a new run, judged afresh
+        it = tracked_.end();
+      }
+      if (it == tracked_.end()) it = tracked_.emplace(job, start_tracking(root, job, now)).first;
+      observe(*it->second, now, &beacons, &errors);
+    }
+  }
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    Tracked& t = *it->second;
+    if (!seen.count(it->first) && !t.vanished) {
+      t.vanished = true;
+      retire(t, now, "beacons vanished");
+    }
+    bool expired =
+        t.retired_at_wall_ns && now.wall_ns - *t.retired_at_wall_ns >= config_.retire_after_ns;
+    if (expired && t.vanished) {
+      finish_paging(t, true);
+      it = tracked_.erase(it);
+      continue;
+    }
+    t.hidden = expired;
+    ++it;
+  }
+  std::lock_guard lock(mu_);
+  published_.clear();
+  for (const auto& [job, t] : tracked_) {
+    if (t->hidden) continue;
+    serve::JobState s = t->state;
+    s.retired = t->retired_at_wall_ns.has_value();
+    if (auto a = acks_total_.find(job); a != acks_total_.end()) s.actions_total["ack"] = a->second;
+    published_.emplace(job, std::move(s));
+  }
+  health_.polls_total++;
+  health_.beacons_read_total += beacons;
+  health_.read_errors_total += errors;
+  health_.last_poll_duration_ns = mono_now_ns() - started;
+  last_poll_wall_ns_ = now.wall_ns;
+  if (!any_root)
+    return Error{last_error.code,
+                 fmt::format("no beacon root could be read: {}", last_error.message)};
+  return {};
+}
+
+void Agent::observe(Tracked& t, Stamp now, uint64_t* beacons, uint64_t* errors) {
+  supervise::PollReport rep;
+  detect::Observation obs = t.observer->poll(now, {}, {}, &rep);
+  *errors += rep.problems.size();
+  for (const auto& p : rep.problems) note_problem(fmt::format("job {}: {}", t.job, p.message));
+  for (const auto& r : obs.ranks) {
+    if (r.source == contract::Source::kBeacon) ++*beacons;
+    t.incarnation = std::max<int64_t>(t.incarnation, r.incarnation);
+  }
+  detect::Verdict v = t.detector->observe(obs);
+  t.verdict_json = detect::verdict_to_json(v, t.job);
+  t.state.last_poll_wall_ns = now.wall_ns;
+  t.state.recent_intervals_ns = recent_intervals(obs);
+  t.state.gpus = job_gpus(rep);
+  t.state.verdict = v;
+  t.state.observation = std::move(obs);
+  transition(t, v, now);
+  if (v.state == detect::State::kFinished) {
+    if (!t.retired_at_wall_ns) retire(t, now, "job finished");
+  } else if (t.retired_at_wall_ns && !t.vanished) {
+    log_info("agent: job {} runs again ({})", t.job, v.summary);  // a restart after finishing
+    t.retired_at_wall_ns.reset();
+    t.hidden = false;
+  }
+  runbook_step(t, v, now);
+}
+
+void Agent::transition(Tracked& t, const detect::Verdict& v, Stamp now) {
+  if (v.state == t.last_state && v.cause == t.last_cause) return;
+  store::Transition tr;
+  tr.job = t.job;
+  tr.incarnation = t.incarnation;
+  tr.at_ns = now.wall_ns;
+  tr.from_state = detect::state_name(t.last_state);
+  tr.to_state = detect::state_name(v.state);
+  tr.cause = detect::cause_name(v.cause);
+  tr.summary = v.summary;
+  if (auto r = store_.record_transition(tr); !r) note_problem(r.error().message);
+  log_info("agent: job {}: {} -> {}", t.job, tr.from_state, v.summary);
+  t.last_state = v.state;
+  t.last_cause = v.cause;
+}
+
+void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
+  finish_paging(t, false);
+  if (!t.incident_id) {
+    if (!firing(v.state)) return;
+    store::NewIncident ni;
+    ni.job = t.job;
+    ni.incarnation = t.incarnation;
+    ni.at_ns = now.wall_ns;
+    ni.state = detect::state_name(v.state);
+    ni.cause = detect::cause_name(v.cause);
+    ni.summary = v.summary;
+    ni.verdict_json = t.verdict_json;
+    auto ref = store_.open_incident(ni);
+    if (!ref) {
+      note_problem(
+          fmt::format("job {}: cannot record the incident: {}", t.job, ref.error().message));
+      return;
+    }
+    t.incident_id = ref->id;
+    t.incident_state = ni.state;
+    t.incident_cause = ni.cause;
+    t.claim_tried = false;
+    if (ref->created) t.state.incidents_total++;
+    log_info("agent: job {}: incident {}: {}", t.job, ref->id, v.summary);
+  }
+  if (firing(v.state)) {
+    std::string state = detect::state_name(v.state), cause = detect::cause_name(v.cause);
+    if (state != t.incident_state || cause != t.incident_cause) {
+      (void)store_.update_incident(*t.incident_id, state, cause, v.summary, t.verdict_json);
+      t.incident_state = state;
+      t.incident_cause = cause;
+    }
+    if (!t.claim_tried) {
+      auto claim = store_.claim_page(*t.incident_id, now.wall_ns);
+      if (!claim) {
+        note_problem(
+            fmt::format("job {}: cannot claim the page: {}", t.job, claim.error().message));
+        return;  // tried again next poll
+      }
+      t.claim_tried = true;
+      if (!*claim) {
+        log_info("agent: job {}: incident {} was already paged: not paging again", t.job,
+                 *t.incident_id);
+        return;
+      }
+      runbook::PageMessage m;
+      m.job = t.job;
+      m.owner = t.spec.owner;
+      m.state = state;
+      m.cause = cause;
+      m.summary = v.summary;
+      m.last_step = v.last_step;
+      m.last_step_age_ns = v.last_step_age_ns;
+      m.expected_interval_ns = v.expected_interval_ns;
+      for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason});
+      for (const auto& e : v.evidence) {
+        m.evidence.push_back(runbook::page_evidence_line(e.name, e.value, e.rank, e.age_ns));
+      }
+      m.incident_id = std::to_string(*t.incident_id);
+      m.incarnation = static_cast<int>(t.incarnation);
+      m.host = deps_.host;
+      m.started_wall_ns = now.wall_ns;
+      m.ack_command = fmt::format("stepwatch ack {} --state-dir {}", t.job, config_.state_dir);
+      m.verdict_json = t.verdict_json;
+      // Delivery retries with backoff; the poll loop keeps watching every job meanwhile.
+      t.paging =
+          std::async(std::launch::async, [targets = t.spec.runbook.pagers, m, opts = deps_.pager] {
+            return runbook::page_all(targets, m, opts);
+          });
+    }
+    return;
+  }
+  if (recovered(v.state)) {
+    finish_paging(t, true);
+    log_info("agent: job {}: incident {} closed: recovered ({})", t.job, *t.incident_id, v.summary);
+    (void)store_.close_incident(*t.incident_id, now.wall_ns, "recovered");
+    t.incident_id.reset();
+  }
+}
+
+void Agent::finish_paging(Tracked& t, bool wait) {
+  if (!t.paging) return;
+  auto& f = *t.paging;
+  if (!wait && f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  std::vector<runbook::PageResult> results = f.get();
+  t.paging.reset();
+  std::string summary;
+  for (const auto& r : results) {
+    std::string line = fmt::format("{}: {} after {} attempt(s): {}", r.target,
+                                   r.ok ? "sent" : "FAILED", r.attempts, r.detail);
+    store::Action a;
+    a.job = t.job;
+    a.at_ns = wall_now_ns();
+    a.kind = std::string(r.ok ? store::action_kind::kPage : store::action_kind::kPageFailed);
+    a.ok = r.ok;
+    a.detail = line;
+    if (t.incident_id) a.incident_id = *t.incident_id;
+    (void)store_.record_action(a);
+    t.state.actions_total[a.kind]++;
+    log_info("agent: job {}: page {}", t.job, line);
+    summary += (summary.empty() ? "" : "; ") + line;
+  }
+  if (results.empty()) summary = "no pager configured: incident only recorded";
+  if (t.incident_id) (void)store_.mark_paged(*t.incident_id, wall_now_ns(), summary);
+}
+
+void Agent::retire(Tracked& t, Stamp now, const char* why) {
+  t.retired_at_wall_ns = now.wall_ns;
+  log_info("agent: job {} retired: {}; listed for {} more", t.job, why,
+           format_duration(config_.retire_after_ns));
+  if (t.incident_id) {
+    finish_paging(t, true);
+    (void)store_.close_incident(*t.incident_id, now.wall_ns, why);
+    t.incident_id.reset();
+  }
+}
+
+void Agent::run(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    int64_t next = mono_now_ns() + config_.poll_interval_ns;
+    try {
+      if (auto st = poll_once(SystemClock::instance().now()); !st) note_problem(st.error().message);
+    } catch (const std::exception& e) {  // the thread's boundary (STYLE rule 4)
+      log_error("agent: poll failed: {}", e.what());
+    } catch (...) {
+      log_error("agent: poll failed with a non-standard exception");
+    }
+    for (int64_t left = next - mono_now_ns(); left > 0 && !stop.load();
+         left = next - mono_now_ns()) {
+      std::this_thread::sleep_for(
+          std::chrono::nanoseconds(std::min<int64_t>(left, 100 * kNsPerMs)));
+    }
+  }
+}
+
+std::vector<serve::JobState> Agent::jobs() const {
+  std::lock_guard lock(mu_);
+  std::vector<serve::JobState> out;
+  out.reserve(published_.size());
+  for (const auto& [job, s] : published_) out.push_back(s);
+  return out;
+}
+
+std::optional<serve::JobState> Agent::job(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = published_.find(id);
+  if (it == published_.end()) return std::nullopt;
+  return it->second;
+}
+
+serve::AgentHealth Agent::health() const {
+  std::lock_guard lock(mu_);
+  return health_;
+}
+
+int64_t Agent::last_poll_wall_ns() const {
+  std::lock_guard lock(mu_);
+  return last_poll_wall_ns_;
+}
+
+Result<std::optional<store::Incident>> Agent::ack(const std::string& job, const std::string& by,
+                                                  const std::string& note) {
+  Result<std::optional<store::Incident>> r = std::optional<store::Incident>{};
+  {
+    std::lock_guard lock(api_store_mu_);
+    r = api_store_.ack(job, wall_now_ns(), by, note);
+  }
+  if (r && *r) {
+    std::lock_guard lock(mu_);
+    uint64_t n = ++acks_total_[job];
+    if (auto it = published_.find(job); it != published_.end()) it->second.actions_total["ack"] = n;
+  }
+  return r;
+}
+
+Result<std::vector<store::Incident>> Agent::incidents(const std::string& job, int limit) {
+  std::lock_guard lock(api_store_mu_);
+  return api_store_.incidents(job, limit);
+}
+
+}  // namespace stepwatch::agent

@@ -1,0 +1,97 @@
+// The node agent: one daemon per node watching every job whose beacons appear under its beacon
+// roots. Each poll discovers jobs, observes each one (beacons + /proc + GPU), runs its detector,
+// records verdict changes in the store, and pages once when a job turns stalled or dead.
+// It observes and pages only: it never preempts or restarts a job (that is `stepwatch run`'s).
+//
+// Threads: poll_once()/run() on one thread; jobs(), job(), health(), ack() and incidents() from
+// any thread (the HTTP API's).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/agent/config.h"
+#include "src/common/result.h"
+#include "src/detect/detector.h"
+#include "src/runbook/pager.h"
+#include "src/serve/job_state.h"
+#include "src/spec/spec.h"
+#include "src/store/store.h"
+#include "src/supervise/observer.h"
+
+namespace stepwatch::agent {
+
+// What the agent is given besides its configuration (test seams and shared probes).
+struct AgentDeps {
+  std::shared_ptr<probe::GpuProbe> gpu;  // null: no GPU evidence
+  runbook::PagerOptions pager;           // delivery seams and backoff
+  std::string host;                      // this node's name; empty: short_hostname()
+};
+
+class Agent {
+ public:
+  // Opens the store under config.state_dir. Errors name the directory.
+  static Result<std::unique_ptr<Agent>> open(AgentConfig config, AgentDeps deps = {});
+  ~Agent();  // waits for pages in flight
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // One look at every job, as of `now` (injected: tests move time by hand). Fails only when no
+  // beacon root could be listed at all; per-job problems are counted in health().
+  Status poll_once(Stamp now);
+  // Polls every poll_interval until `stop` becomes true. Never throws.
+  void run(const std::atomic<bool>& stop);
+
+  // Snapshots for the API, sorted by job id. Jobs retired longer than retire_after are gone.
+  std::vector<serve::JobState> jobs() const;
+  std::optional<serve::JobState> job(const std::string& id) const;
+  serve::AgentHealth health() const;
+  int64_t last_poll_wall_ns() const;
+
+  // Acks the job's open incident. nullopt: no open incident.
+  Result<std::optional<store::Incident>> ack(const std::string& job, const std::string& by,
+                                             const std::string& note);
+  // Newest first; job "" for every job.
+  Result<std::vector<store::Incident>> incidents(const std::string& job, int limit);
+
+  const AgentConfig& config() const { return config_; }
+
+ private:
+  struct Tracked;  // one job's observer, detector and incident
+
+  Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store::Store api_store);
+  std::unique_ptr<Tracked> start_tracking(const std::string& root, const std::string& job,
+                                          Stamp now);
+  void observe(Tracked& t, Stamp now, uint64_t* beacons, uint64_t* errors);
+  void transition(Tracked& t, const detect::Verdict& v, Stamp now);
+  void runbook_step(Tracked& t, const detect::Verdict& v, Stamp now);
+  void finish_paging(Tracked& t, bool wait);
+  void retire(Tracked& t, Stamp now, const char* why);
+  void note_problem(const std::string& message);
+
+  AgentConfig config_;
+  AgentDeps deps_;
+  store::Store store_;  // the poll thread's connection
+
+  std::map<std::string, std::unique_ptr<Tracked>> tracked_;  // poll thread only
+  std::set<std::string> logged_problems_;                    // poll thread only
+
+  mutable std::mutex mu_;  // guards what follows
+  std::map<std::string, serve::JobState> published_;
+  std::map<std::string, uint64_t> acks_total_;  // by job, since the agent started
+  serve::AgentHealth health_;
+  int64_t last_poll_wall_ns_ = 0;
+
+  std::mutex api_store_mu_;
+  store::Store api_store_;  // the API threads' connection
+};
+
+}  // namespace stepwatch::agent

@@ -1,0 +1,398 @@
+// The agent's HTTP API, and the only agent file that includes cpp-httplib and nlohmann-json
+// (STYLE rule 11). Handlers read the agent's snapshots; nothing here polls anything.
+#include "src/agent/api.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "src/agent/agent.h"
+#include "src/common/log.h"
+#include "src/contract/names.h"
+#include "src/detect/trace.h"
+#include "src/runbook/pager.h"
+
+namespace stepwatch::agent {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxBody = 16 * 1024;
+constexpr size_t kMaxField = 1024;
+constexpr const char* kJobPattern = R"(/api/v1/jobs/([A-Za-z0-9._-]{1,63}))";
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void reply(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body) + "\n", "application/json");
+}
+
+void error_reply(httplib::Response& res, int status, const std::string& message) {
+  reply(res, status, {{"error", message}});
+}
+
+json seconds_or_null(int64_t ns) {
+  return ns >= 0 ? json(static_cast<double>(ns) / 1e9) : json(nullptr);
+}
+json time_or_null(const std::optional<int64_t>& ns) {
+  return ns ? json(runbook::rfc3339_utc(*ns)) : json(nullptr);
+}
+
+// Equal-time comparison, so the token cannot be guessed byte by byte from response times.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+std::string format_address(const std::string& host, int port) {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                             : fmt::format("{}:{}", host, port);
+}
+
+json job_summary(const serve::JobState& s) {
+  const detect::Verdict& v = s.verdict;
+  return {{"job_id", s.job},
+          {"state", detect::state_name(v.state)},
+          {"cause", detect::cause_name(v.cause)},
+          {"owner", s.owner},
+          {"class", s.job_class},
+          {"host", s.host},
+          {"last_step", v.last_step ? json(*v.last_step) : json(nullptr)},
+          {"last_step_age_seconds", seconds_or_null(v.last_step_age_ns)},
+          {"expected_interval_seconds",
+           v.expected_interval_ns > 0 ? seconds_or_null(v.expected_interval_ns) : json(nullptr)},
+          {"phase", v.phase},
+          {"ranks", s.observation.ranks.size()},
+          {"retired", s.retired},
+          {"summary", v.summary}};
+}
+
+json job_detail(const serve::JobState& s) {
+  json j = json::parse(detect::verdict_to_json(s.verdict, s.job));
+  j["job_id"] = s.job;
+  j["owner"] = s.owner;
+  j["class"] = s.job_class;
+  j["host"] = s.host;
+  j["retired"] = s.retired;
+  j["first_seen"] = runbook::rfc3339_utc(s.first_seen_wall_ns);
+  j["last_poll"] =
+      s.last_poll_wall_ns ? json(runbook::rfc3339_utc(s.last_poll_wall_ns)) : json(nullptr);
+  j["incidents_total"] = s.incidents_total;
+  j["actions_total"] = s.actions_total;
+  json intervals = json::array();
+  for (int64_t ns : s.recent_intervals_ns) intervals.push_back(static_cast<double>(ns) / 1e9);
+  j["recent_intervals_seconds"] = intervals;
+  // Each rank's verdict, beside what its beacon, its process and its GPU said.
+  for (auto& rj : j["ranks"]) {
+    int rank = rj.value("rank", -1);
+    rj["beacon"] = nullptr;
+    rj["process"] = nullptr;
+    rj["gpu"] = nullptr;
+    for (const auto& r : s.observation.ranks) {
+      if (r.rank != rank) continue;
+      rj["beacon"] = {
+          {"source", contract::source_name(r.source)},
+          {"status", contract::rank_status_name(r.status)},
+          {"host", r.host},
+          {"pid", r.pid},
+          {"incarnation", r.incarnation},
+          {"world_size", r.world_size},
+          {"loss", r.loss && std::isfinite(*r.loss) ? json(*r.loss) : json(nullptr)},
+          {"checkpoint", r.checkpoint ? json{{"id", r.checkpoint->id}, {"step", r.checkpoint->step}}
+                                      : json(nullptr)}};
+    }
+    for (const auto& p : s.observation.procs) {
+      if (p.rank != rank) continue;
+      rj["process"] = {
+          {"alive", p.alive},
+          {"same_process", p.same_process},
+          {"state", std::string(1, p.state)},
+          {"threads_in_d", p.threads_in_d},
+          {"cpu_seconds_delta", p.cpu_delta_ns ? json(*p.cpu_delta_ns / 1e9) : json(nullptr)},
+          {"io_bytes_delta", p.io_delta_bytes ? json(*p.io_delta_bytes) : json(nullptr)},
+          {"wchan", p.wchan}};
+    }
+    for (const auto& g : s.observation.gpus) {
+      if (g.rank != rank) continue;
+      rj["gpu"] = {{"sm_util_pct", g.sm_util_pct ? json(*g.sm_util_pct) : json(nullptr)},
+                   {"power_w", g.power_w ? json(*g.power_w) : json(nullptr)},
+                   {"mem_used_bytes", g.mem_used_bytes ? json(*g.mem_used_bytes) : json(nullptr)}};
+    }
+  }
+  return j;
+}
+
+json incident_json(const store::Incident& i) {
+  json verdict = nullptr;
+  if (!i.verdict_json.empty()) {
+    verdict = json::parse(i.verdict_json, nullptr, /*allow_exceptions=*/false);
+    if (verdict.is_discarded()) verdict = nullptr;
+  }
+  return {{"id", i.id},
+          {"job_id", i.job},
+          {"incarnation", i.incarnation},
+          {"status", std::string(i.status())},
+          {"state", i.state},
+          {"cause", i.cause},
+          {"summary", i.summary},
+          {"opened_at", runbook::rfc3339_utc(i.opened_at_ns)},
+          {"paged_at", time_or_null(i.paged_at_ns)},
+          {"page_result", i.page_result},
+          {"acked_at", time_or_null(i.acked_at_ns)},
+          {"acked_by", i.acked_by},
+          {"ack_note", i.ack_note},
+          {"closed_at", time_or_null(i.closed_at_ns)},
+          {"resolution", i.resolution},
+          {"verdict", verdict}};
+}
+
+}  // namespace
+
+struct ApiServer::Impl {
+  Agent* agent = nullptr;
+  ApiConfig config;
+  mutable std::mutex mu;  // start/stop
+  std::unique_ptr<httplib::Server> server;
+  std::thread thread;
+  std::atomic<int> port{0};
+
+  // Every handler goes through here: no exception leaves it (STYLE rule 4).
+  httplib::Server::Handler guarded(
+      std::function<void(const httplib::Request&, httplib::Response&)> h) {
+    return [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+      try {
+        h(req, res);
+      } catch (const std::exception& e) {
+        log_error("agent api: {} {} failed: {}", req.method, req.path, e.what());
+        error_reply(res, 500, fmt::format("internal error: {}", e.what()));
+      } catch (...) {
+        log_error("agent api: {} {} failed with a non-standard exception", req.method, req.path);
+        error_reply(res, 500, "internal error");
+      }
+    };
+  }
+
+  bool authorized(const httplib::Request& req, httplib::Response& res) {
+    if (config.bearer_token.empty()) return true;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string kPrefix = "Bearer ";
+    if (auth.compare(0, kPrefix.size(), kPrefix) == 0 &&
+        same_secret(auth.substr(kPrefix.size()), config.bearer_token)) {
+      return true;
+    }
+    res.set_header("WWW-Authenticate", "Bearer realm=\"stepwatch\"");
+    log_warn("agent api: {} {} from {} without a valid bearer token", req.method, req.path,
+             req.remote_addr);
+    error_reply(res, 401,
+                fmt::format("{} {} needs \"Authorization: Bearer <token>\"", req.method, req.path));
+    return false;
+  }
+
+  void jobs(const httplib::Request&, httplib::Response& res) {
+    json list = json::array();
+    for (const auto& s : agent->jobs()) list.push_back(job_summary(s));
+    reply(res, 200, {{"jobs", list}});
+  }
+
+  void job(const httplib::Request& req, httplib::Response& res) {
+    std::string id = req.matches[1];
+    auto s = agent->job(id);
+    if (!s) return error_reply(res, 404, fmt::format("no job {} on this agent", id));
+    reply(res, 200, job_detail(*s));
+  }
+
+  void incidents(const httplib::Request& req, httplib::Response& res) {
+    std::string job = req.has_param("job") ? req.get_param_value("job") : "";
+    if (!job.empty()) {
+      if (auto v = contract::validate_job_id(job); !v)
+        return error_reply(res, 400, v.error().message);
+    }
+    int limit = 100;
+    if (req.has_param("limit")) {
+      std::string l = req.get_param_value("limit");
+      auto [p, ec] = std::from_chars(l.data(), l.data() + l.size(), limit);
+      if (ec != std::errc() || p != l.data() + l.size() || limit < 1) {
+        return error_reply(res, 400,
+                           fmt::format("limit must be a positive integer, got \"{}\"", l));
+      }
+    }
+    auto list = agent->incidents(job, limit);
+    if (!list) return error_reply(res, 500, list.error().message);
+    json out = json::array();
+    for (const auto& i : *list) out.push_back(incident_json(i));
+    reply(res, 200, {{"incidents", out}});
+  }
+
+  void ack(const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    std::string id = req.matches[1];
+    std::string by, note;
+    if (req.body.find_first_not_of(" \t\r\n") != std::string::npos) {
+      json j = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object()) {
+        return error_reply(
+            res, 400,
+            "the body must be empty or a JSON object {\"by\": \"name\", \"note\": \"text\"}");
+      }
+      for (const char* key : {"by", "note"}) {
+        if (!j.contains(key) || j[key].is_null()) continue;
+        if (!j[key].is_string())
+          return error_reply(res, 400, fmt::format("\"{}\" must be a string", key));
+        std::string v = j[key].get<std::string>();
+        if (v.size() > kMaxField)
+          return error_reply(res, 400,
+                             fmt::format("\"{}\" is longer than {} bytes", key, kMaxField));
+        (std::string_view(key) == "by" ? by : note) = std::move(v);
+      }
+    }
+    if (!agent->job(id)) return error_reply(res, 404, fmt::format("no job {} on this agent", id));
+    if (by.empty()) by = fmt::format("api {}", req.remote_addr);
+    auto r = agent->ack(id, by, note);
+    if (!r) return error_reply(res, 500, r.error().message);
+    if (!*r)
+      return reply(res, 404,
+                   {{"acked", false}, {"error", fmt::format("job {} has no open incident", id)}});
+    log_info("agent api: incident {} of job {} acked by {}", (*r)->id, id, by);
+    reply(res, 200, {{"acked", true}, {"incident", incident_json(**r)}});
+  }
+
+  void healthz(const httplib::Request&, httplib::Response& res) {
+    serve::AgentHealth h = agent->health();
+    int64_t last = agent->last_poll_wall_ns();
+    reply(res, 200,
+          {{"status", "ok"},
+           {"polls_total", h.polls_total},
+           {"jobs", agent->jobs().size()},
+           {"last_poll", last ? json(runbook::rfc3339_utc(last)) : json(nullptr)},
+           {"last_poll_duration_seconds", static_cast<double>(h.last_poll_duration_ns) / 1e9},
+           {"beacons_read_total", h.beacons_read_total},
+           {"read_errors_total", h.read_errors_total},
+           {"started_at", runbook::rfc3339_utc(h.started_wall_ns)}});
+  }
+
+  void routes(httplib::Server& s) {
+    s.Get("/api/v1/jobs", guarded([this](const auto& req, auto& res) { jobs(req, res); }));
+    s.Get(kJobPattern, guarded([this](const auto& req, auto& res) { job(req, res); }));
+    s.Post(std::string(kJobPattern) + "/ack",
+           guarded([this](const auto& req, auto& res) { ack(req, res); }));
+    s.Get("/api/v1/incidents",
+          guarded([this](const auto& req, auto& res) { incidents(req, res); }));
+    s.Get("/healthz", guarded([this](const auto& req, auto& res) { healthz(req, res); }));
+    if (config.metrics) {
+      s.Get("/metrics", guarded([this](const auto&, auto& res) {
+              res.set_content(config.metrics(), "text/plain; version=0.0.4");
+            }));
+    }
+    s.set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request& req, httplib::Response& res) {
+          if (res.body.empty()) {
+            error_reply(res, res.status,
+                        res.status == 404 ? fmt::format("no such path {} {}", req.method, req.path)
+                                          : fmt::format("HTTP {}", res.status));
+          }
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    s.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+          log_error("agent api: {} {} failed inside the HTTP library", req.method, req.path);
+          error_reply(res, 500, "internal error");
+        });
+    // SO_REUSEADDR only: SO_REUSEPORT (httplib's default) would let a second agent share the port.
+    s.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    s.set_payload_max_length(kMaxBody);
+    s.set_keep_alive_max_count(1);
+    s.set_keep_alive_timeout(1);
+    s.set_read_timeout(5, 0);
+    s.set_write_timeout(5, 0);
+    int threads = config.threads > 0 ? config.threads : 1;
+    s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  }
+};
+
+ApiServer::ApiServer(Agent& agent, ApiConfig config) : impl_(std::make_unique<Impl>()) {
+  impl_->agent = &agent;
+  impl_->config = std::move(config);
+}
+
+ApiServer::~ApiServer() {
+  stop();
+}
+
+Status ApiServer::start() {
+  Impl& d = *impl_;
+  std::lock_guard lock(d.mu);
+  if (d.server)
+    return Error{Errc::kInvalidArgument,
+                 fmt::format("agent api already listening on {}", address())};
+  auto server = std::make_unique<httplib::Server>();
+  d.routes(*server);
+  const std::string& host = d.config.host;
+  errno = 0;
+  int port = d.config.port;
+  bool bound =
+      port == 0 ? (port = server->bind_to_any_port(host)) > 0 : server->bind_to_port(host, port);
+  if (!bound) {
+    int e = errno;
+    bool known = e == EADDRINUSE || e == EACCES || e == EADDRNOTAVAIL;
+    return Error{
+        Errc::kIo,
+        fmt::format("agent api: cannot listen on {}: {}", format_address(host, d.config.port),
+                    known ? std::strerror(e) : "bind failed (address in use or not available)")};
+  }
+  d.port = port;
+  httplib::Server* s = server.get();
+  auto exited = std::make_shared<std::atomic<bool>>(false);
+  d.thread = std::thread([s, exited, address = format_address(host, port)] {
+    try {
+      if (!s->listen_after_bind()) log_warn("agent api on {} stopped with an error", address);
+    } catch (const std::exception& e) {
+      log_error("agent api on {}: {}", address, e.what());
+    }
+    exited->store(true);
+  });
+  // httplib's stop() is a no-op until the accept loop has begun: wait for it.
+  while (!s->is_running() && !exited->load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  d.server = std::move(server);
+  log_info("agent api listening on {}", format_address(host, port));
+  return {};
+}
+
+void ApiServer::stop() {
+  Impl& d = *impl_;
+  std::lock_guard lock(d.mu);
+  if (!d.server) return;
+  d.server->stop();
+  if (d.thread.joinable()) d.thread.join();
+  d.server.reset();
+  d.port = 0;
+}
+
+int ApiServer::port() const {
+  return impl_->port.load();
+}
+
+std::string ApiServer::address() const {
+  return format_address(impl_->config.host, port());
+}
+
+}  // namespace stepwatch::agent

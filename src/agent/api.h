@@ -1,0 +1,54 @@
+// The agent's JSON API under /api/v1 (docs/api.md lists every field; names are stable):
+//   GET  /api/v1/jobs               every job the agent watches (retired ones too, until they
+//   expire) GET  /api/v1/jobs/{id}          the verdict, ranks with process and GPU facts, recent
+//   intervals GET  /api/v1/incidents[?job=ID][&limit=N]   from the incident store, newest first
+//   POST /api/v1/jobs/{id}/ack      body {"by", "note"}; Bearer token when one is configured
+//   GET  /healthz                   the agent's own health
+//   GET  /metrics                   only when ApiConfig::metrics is set (Prometheus text 0.0.4)
+// Errors are JSON objects {"error": "..."}: 404 unknown job or path, 401 missing/wrong token,
+// 400 malformed body, 500 anything thrown inside a handler.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "src/common/result.h"
+
+namespace stepwatch::agent {
+
+class Agent;
+
+struct ApiConfig {
+  std::string host = "127.0.0.1";  // from AgentConfig::listen_host
+  int port = 9465;                 // 0: an ephemeral port; see ApiServer::port()
+  std::string bearer_token;        // set: POST endpoints need "Authorization: Bearer <token>"
+  int threads = 4;                 // request handler threads
+  // Set: GET /metrics serves its text as "text/plain; version=0.0.4". Called from handler
+  // threads, so it must be thread-safe.
+  std::function<std::string()> metrics;
+};
+
+class ApiServer {
+ public:
+  // `agent` must outlive the server.
+  ApiServer(Agent& agent, ApiConfig config);
+  ~ApiServer();  // stop()
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Binds and serves on a thread of its own; the port accepts connections on return.
+  // Fails (kIo) naming the address when it cannot bind.
+  Status start();
+  // Stops accepting, waits for requests in flight, joins every thread. Idempotent.
+  void stop();
+
+  int port() const;             // the bound port; 0 before start()
+  std::string address() const;  // "127.0.0.1:PORT" ("[::1]:PORT" for IPv6)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stepwatch::agent

@@ -1,0 +1,57 @@
+// The node agent's configuration (agent.toml), loaded and validated in one place. Every field
+// has a default, so an empty file is a valid configuration for a loopback-only agent.
+// Errors name the file, line and key: "agent.toml:4: poll_interval: must be above zero".
+// deploy/agent.toml shows every key; docs/api.md the API it serves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/common/clock.h"
+#include "src/common/result.h"
+
+namespace stepwatch::agent {
+
+inline constexpr int kDefaultPort = 9465;
+
+struct AgentConfig {
+  std::string source;  // the file it came from; empty for defaults
+  // Beacon roots to watch; each holds <job>/rank-<n>.beacon (and progress.jsonl).
+  std::vector<std::string> beacon_roots = {"/dev/shm/stepwatch"};
+  int64_t poll_interval_ns = kNsPerSec;          // one look at every job per interval
+  std::string state_dir = "/var/lib/stepwatch";  // incident store (SQLite)
+  // Where the JSON API listens: "HOST:PORT" or "[V6]:PORT"; port 0 picks a free one.
+  std::string listen = "127.0.0.1:9465";
+  std::string listen_host = "127.0.0.1";  // parsed from `listen`
+  int listen_port = kDefaultPort;         // parsed from `listen`
+  // A job's spec is <specs_dir>/<job>.toml; a job without one gets defaults and learns.
+  std::string specs_dir = "/etc/stepwatch/jobs";
+  // Bearer token for mutating endpoints (POST .../ack). Required beyond loopback; the file
+  // must not be readable or writable by group or others (0600 or stricter).
+  std::string token_file;
+  std::string token;  // read from token_file by load_agent_config; never from the TOML itself
+  // A finished or vanished job stays listed (retired) this long; its history stays in the store.
+  int64_t retire_after_ns = 10 * 60 * kNsPerSec;
+  std::string proc_root = "/proc";  // where process facts are read (tests use a fake tree)
+  bool gpu = true;                  // read GPU evidence through NVML when it loads
+  std::string nvml_lib;             // libnvidia-ml to load; empty: the system's
+};
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(std::string_view host);
+
+// Parses and validates the text; every error is reported (one per line of the message).
+// Does not read the token file (see load_agent_config).
+Result<AgentConfig> parse_agent_config(std::string_view text, const std::string& source_name);
+
+// Reads a token file: refused unless it is a regular file of mode 0600 or stricter; surrounding
+// whitespace is dropped and an empty token is refused. Errors name the file and the cause.
+Result<std::string> read_token_file(const std::string& path);
+
+// parse_agent_config on the file, then the token file, then the rule that an agent listening
+// beyond loopback needs a token. Errors name file:line: key.
+Result<AgentConfig> load_agent_config(const std::string& path);
+
+}  // namespace stepwatch::agent

@@ -1,0 +1,17 @@
+// `stepwatch agent --config FILE`: the per-node daemon. Loads agent.toml, opens the store and
+// NVML (when present), serves the JSON API and polls every job until SIGINT or SIGTERM.
+#pragma once
+
+#include <string>
+
+namespace stepwatch::cli {
+
+// Exit codes: stopped by a signal; bad configuration (or a refused token/listen combination);
+// the store, NVML-independent setup or the API port failed.
+inline constexpr int kAgentOk = 0;
+inline constexpr int kAgentConfigError = 2;
+inline constexpr int kAgentStartError = 1;
+
+int run_agent(const std::string& config_path);
+
+}  // namespace stepwatch::cli

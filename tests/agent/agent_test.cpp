@@ -1,0 +1,399 @@
+// The agent over real beacons (BeaconWriter into a temp root), a real store, its API over real
+// HTTP on 127.0.0.1 (port 0) and a real page receiver. Time is injected into poll_once.
+#include "src/agent/agent.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "src/agent/api.h"
+#include "src/common/host.h"
+#include "src/contract/beacon_writer.h"
+
+namespace stepwatch::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// A webhook receiver: counts the pages it gets.
+class Receiver {
+ public:
+  Receiver() {
+    server_.Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard lock(mu_);
+      bodies_.push_back(req.body);
+      res.set_content("{}", "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
+  }
+  ~Receiver() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return fmt::format("http://127.0.0.1:{}/hook", port_); }
+  size_t count() {
+    std::lock_guard lock(mu_);
+    return bodies_.size();
+  }
+  std::string body(size_t i) {
+    std::lock_guard lock(mu_);
+    return bodies_.at(i);
+  }
+  bool wait_for(size_t n) {
+    for (int i = 0; i < 500 && count() < n; ++i) std::this_thread::sleep_for(10ms);
+    return count() >= n;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> bodies_;
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = fs::temp_directory_path() / fmt::format("sw-agent-{}-{}", ::getpid(), counter_++);
+    fs::remove_all(base_);
+    fs::create_directories(root());
+    fs::create_directories(specs());
+    t0_ = SystemClock::instance().now();
+  }
+  void TearDown() override { fs::remove_all(base_); }
+
+  std::string root() const { return (base_ / "beacons").string(); }
+  std::string specs() const { return (base_ / "specs").string(); }
+  std::string state() const { return (base_ / "state").string(); }
+
+  AgentConfig config() const {
+    AgentConfig c;
+    c.beacon_roots = {root()};
+    c.state_dir = state();
+    c.specs_dir = specs();
+    c.gpu = false;
+    c.retire_after_ns = 60 * kNsPerSec;
+    return c;
+  }
+  std::unique_ptr<Agent> open_agent() {
+    auto a = Agent::open(config());
+    EXPECT_TRUE(a.ok()) << a.error().message;
+    return a.ok() ? std::move(*a) : nullptr;
+  }
+  // A job whose spec expects a step every second and pages `url`.
+  void write_spec(const std::string& job, const std::string& url,
+                  const std::string& interval = "1s") {
+    std::ofstream(specs() + "/" + job + ".toml") << fmt::format(
+        "owner = \"team-llm\"\nexpected_interval = \"{}\"\ngrace_intervals = 2\n"
+        "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\ntimeout = \"2s\"\n",
+        interval, url);
+  }
+  std::unique_ptr<contract::BeaconWriter> beacon(const std::string& job, int rank = 0,
+                                                 int world = 1) {
+    contract::Identity id;
+    id.dir = root();
+    id.job = job;
+    id.host = short_hostname();
+    id.rank = rank;
+    id.world_size = world;
+    auto w = contract::BeaconWriter::create(id);
+    EXPECT_TRUE(w.ok()) << w.error().message;
+    return w.ok() ? std::move(*w) : nullptr;
+  }
+  // Real time moved forward by `s` seconds.
+  Stamp at(double s) const {
+    auto ns = static_cast<int64_t>(s * 1e9);
+    return {t0_.wall_ns + ns, t0_.mono_ns + ns};
+  }
+  static std::optional<serve::JobState> find(const std::vector<serve::JobState>& jobs,
+                                             const std::string& id) {
+    for (const auto& j : jobs) {
+      if (j.job == id) return j;
+    }
+    return std::nullopt;
+  }
+
+  static inline int counter_ = 0;
+  fs::path base_;
+  Stamp t0_;
+};
+
+httplib::Client client(const ApiServer& api) {
+  httplib::Client c("127.0.0.1", api.port());
+  c.set_connection_timeout(2s);
+  c.set_read_timeout(5s);
+  return c;
+}
+
+TEST_F(AgentTest, JobAppearsWhenItsBeaconsDo) {
+  auto a = open_agent();
+  ASSERT_TRUE(a->poll_once(at(0)).ok());
+  EXPECT_TRUE(a->jobs().empty());
+  auto w = beacon("train-a");
+  w->step(1);
+  ASSERT_TRUE(a->poll_once(at(0.1)).ok());
+  auto jobs = a->jobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].job, "train-a");
+  EXPECT_EQ(jobs[0].owner, "");  // no spec: defaults
+  EXPECT_EQ(a->health().beacons_read_total, 1u);
+  EXPECT_EQ(a->health().polls_total, 2u);
+}
+
+TEST_F(AgentTest, MissingBeaconRootIsNoJobsYet) {
+  auto c = config();
+  c.beacon_roots = {(base_ / "not-yet").string()};
+  auto a = Agent::open(c);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE((*a)->poll_once(at(0)).ok());
+  EXPECT_EQ((*a)->health().read_errors_total, 0u);
+}
+
+TEST_F(AgentTest, StallPagesOnceAcrossPollsAndRestartsAndAcksOverHttp) {
+  Receiver rx;
+  write_spec("train-a", rx.url());
+  auto w = beacon("train-a");
+  for (int i = 1; i <= 8; ++i) {
+    w->step(i);
+    std::this_thread::sleep_for(2ms);
+  }
+  auto a = open_agent();
+  ApiConfig ac;
+  ac.port = 0;
+  ac.bearer_token = "s3cret";
+  ac.metrics = [] { return std::string("stepwatch_up 1\n"); };
+  ApiServer api(*a, ac);
+  ASSERT_TRUE(api.start().ok());
+  auto http = client(api);
+
+  ASSERT_TRUE(a->poll_once(at(0.5)).ok());
+  auto healthy = a->job("train-a");
+  ASSERT_TRUE(healthy);
+  EXPECT_EQ(healthy->verdict.state, detect::State::kHealthy) << healthy->verdict.summary;
+  EXPECT_EQ(healthy->owner, "team-llm");
+
+  // No step for 10 s against 1 s x grace 2: stalled.
+  ASSERT_TRUE(a->poll_once(at(10)).ok());
+  ASSERT_TRUE(rx.wait_for(1));
+  ASSERT_TRUE(a->poll_once(at(11)).ok());
+  ASSERT_TRUE(a->poll_once(at(12)).ok());
+  auto res = http.Get("/api/v1/jobs");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  json list = json::parse(res->body)["jobs"];
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["job_id"], "train-a");
+  EXPECT_EQ(list[0]["state"], "stalled");
+  EXPECT_EQ(list[0]["owner"], "team-llm");
+  EXPECT_EQ(list[0]["last_step"], 8);
+  EXPECT_EQ(list[0]["ranks"], 1);
+  EXPECT_EQ(list[0]["retired"], false);
+  EXPECT_DOUBLE_EQ(list[0]["expected_interval_seconds"].get<double>(), 1.0);
+  EXPECT_GT(list[0]["last_step_age_seconds"].get<double>(), 9.0);
+
+  res = http.Get("/api/v1/jobs/train-a");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  json detail = json::parse(res->body);
+  EXPECT_EQ(detail["state"], "stalled");
+  EXPECT_EQ(detail["job_id"], "train-a");
+  EXPECT_EQ(detail["recent_intervals_seconds"].size(), 7u);
+  ASSERT_EQ(detail["ranks"].size(), 1u);
+  EXPECT_EQ(detail["ranks"][0]["process"]["alive"], true);
+  EXPECT_EQ(detail["ranks"][0]["beacon"]["pid"], ::getpid());
+  EXPECT_TRUE(detail["ranks"][0]["gpu"].is_null());  // no GPU evidence: absent, not zero
+
+  res = http.Get("/api/v1/jobs/nope");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_TRUE(json::parse(res->body).contains("error"));
+
+  // Ack: without the token 401, a wrong one 401, unknown job 404, then acked.
+  std::string body = R"({"by":"alice","note":"looking"})";
+  res = http.Post("/api/v1/jobs/train-a/ack", body, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  httplib::Headers bad = {{"Authorization", "Bearer nope"}};
+  res = http.Post("/api/v1/jobs/train-a/ack", bad, body, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  httplib::Headers good = {{"Authorization", "Bearer s3cret"}};
+  res = http.Post("/api/v1/jobs/nope/ack", good, body, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  res = http.Post("/api/v1/jobs/train-a/ack", good, "{not json", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  res = http.Post("/api/v1/jobs/train-a/ack", good, body, "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  json acked = json::parse(res->body);
+  EXPECT_EQ(acked["incident"]["acked_by"], "alice");
+  EXPECT_EQ(acked["incident"]["status"], "acked");
+
+  res = http.Get("/api/v1/incidents?job=train-a");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  json incs = json::parse(res->body)["incidents"];
+  ASSERT_EQ(incs.size(), 1u);
+  EXPECT_EQ(incs[0]["state"], "stalled");
+  EXPECT_EQ(incs[0]["ack_note"], "looking");
+  EXPECT_TRUE(incs[0]["paged_at"].is_string());
+
+  res = http.Get("/healthz");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(json::parse(res->body)["polls_total"], 4);
+  res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+
+  // A restarted agent on the same state dir joins the open incident: no second page.
+  api.stop();
+  a.reset();
+  auto b = open_agent();
+  ASSERT_TRUE(b->poll_once(at(13)).ok());
+  ASSERT_TRUE(b->poll_once(at(14)).ok());
+  EXPECT_EQ(b->job("train-a")->verdict.state, detect::State::kStalled);
+  b.reset();  // waits for any page in flight
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rx.count(), 1u);
+  json page = json::parse(rx.body(0));
+  EXPECT_EQ(page["job"], "train-a");
+  EXPECT_EQ(page["state"], "stalled");
+  EXPECT_EQ(page["owner"], "team-llm");
+  EXPECT_EQ(page["last_step"], 8);
+}
+
+TEST_F(AgentTest, AckWithoutTokenConfiguredNeedsNoHeaderAndNoIncidentIs404) {
+  auto w = beacon("train-b");
+  w->step(1);
+  auto a = open_agent();
+  ApiConfig ac;
+  ac.port = 0;
+  ApiServer api(*a, ac);
+  ASSERT_TRUE(api.start().ok());
+  ASSERT_TRUE(a->poll_once(at(0.1)).ok());
+  auto http = client(api);
+  auto res = http.Post("/api/v1/jobs/train-b/ack", "", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);  // known job, nothing open
+  EXPECT_EQ(json::parse(res->body)["acked"], false);
+  res = http.Get("/metrics");  // no hook set: not served
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+}
+
+TEST_F(AgentTest, RecoveryClosesTheIncident) {
+  Receiver rx;
+  write_spec("train-c", rx.url(), "100ms");
+  auto w = beacon("train-c");
+  for (int i = 1; i <= 8; ++i) w->step(i);
+  auto a = open_agent();
+  std::this_thread::sleep_for(600ms);  // 6 intervals without a step (real time: the beacon's clock)
+  ASSERT_TRUE(a->poll_once(SystemClock::instance().now()).ok());
+  EXPECT_EQ(a->job("train-c")->verdict.state, detect::State::kStalled);
+  for (int i = 9; i <= 12; ++i) {
+    w->step(i);
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(a->poll_once(SystemClock::instance().now()).ok());
+  EXPECT_NE(a->job("train-c")->verdict.state, detect::State::kStalled);
+  auto incs = a->incidents("train-c", 10);
+  ASSERT_TRUE(incs.ok());
+  ASSERT_EQ(incs->size(), 1u);
+  EXPECT_EQ((*incs)[0].resolution, "recovered");
+  EXPECT_EQ(a->job("train-c")->incidents_total, 1u);
+  a.reset();
+  EXPECT_EQ(rx.count(), 1u);
+}
+
+TEST_F(AgentTest, SymlinksAndJunkAreSkippedAndCounted) {
+  auto w = beacon("train-a");
+  w->step(1);
+  std::ofstream(root() + "/junk.txt") << "not a job";
+  fs::create_directory_symlink(root() + "/train-a", root() + "/linked-job");
+  fs::create_directories(root() + "/train-d");
+  fs::create_symlink(w->path(), root() + "/train-d/rank-0.beacon");
+  auto a = open_agent();
+  ASSERT_TRUE(a->poll_once(at(0.1)).ok());
+  auto h = a->health();
+  EXPECT_EQ(h.read_errors_total, 3u);  // the junk file, the linked job, the linked beacon
+  EXPECT_EQ(h.beacons_read_total, 1u);
+  auto jobs = a->jobs();
+  EXPECT_TRUE(find(jobs, "train-a"));
+  EXPECT_FALSE(find(jobs, "linked-job"));
+  auto d = find(jobs, "train-d");
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->observation.ranks.empty());
+}
+
+TEST_F(AgentTest, RetiredJobsStayListedThenVanish) {
+  auto done = beacon("done");
+  done->step(1);
+  done->finish(true);
+  auto gone = beacon("gone");
+  gone->step(1);
+  auto a = open_agent();
+  ASSERT_TRUE(a->poll_once(at(0.1)).ok());
+  EXPECT_EQ(a->job("done")->verdict.state, detect::State::kFinished);
+  EXPECT_TRUE(a->job("done")->retired);
+  EXPECT_FALSE(a->job("gone")->retired);
+
+  gone.reset();
+  fs::remove_all(root() + "/gone");
+  ASSERT_TRUE(a->poll_once(at(1)).ok());
+  ASSERT_TRUE(a->job("gone"));
+  EXPECT_TRUE(a->job("gone")->retired);
+  ASSERT_TRUE(a->poll_once(at(59)).ok());  // retire_after is 60 s
+  EXPECT_EQ(a->jobs().size(), 2u);
+  ASSERT_TRUE(a->poll_once(at(62)).ok());
+  EXPECT_TRUE(a->jobs().empty());
+  // History stays in the store.
+  auto incs = a->incidents("", 0);
+  ASSERT_TRUE(incs.ok());
+}
+
+TEST_F(AgentTest, RunPollsUntilStopped) {
+  auto c = config();
+  c.poll_interval_ns = 20 * kNsPerMs;
+  auto a = Agent::open(c);
+  ASSERT_TRUE(a.ok());
+  std::atomic<bool> stop{false};
+  std::thread t([&] { (*a)->run(stop); });
+  for (int i = 0; i < 500 && (*a)->health().polls_total < 3; ++i) std::this_thread::sleep_for(5ms);
+  stop = true;
+  t.join();
+  EXPECT_GE((*a)->health().polls_total, 3u);
+}
+
+TEST_F(AgentTest, ApiRefusesABusyPort) {
+  auto a = open_agent();
+  ApiConfig ac;
+  ac.port = 0;
+  ApiServer first(*a, ac);
+  ASSERT_TRUE(first.start().ok());
+  ac.port = first.port();
+  ApiServer second(*a, ac);
+  auto st = second.start();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find(fmt::format("127.0.0.1:{}", first.port())), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stepwatch::agent

@@ -1,0 +1,153 @@
+// agent.toml: defaults, values, and errors that name file:line: key.
+#include "src/agent/config.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace stepwatch::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(AgentConfig, EmptyFileIsEveryDefault) {
+  auto c = parse_agent_config("", "agent.toml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->beacon_roots, std::vector<std::string>{"/dev/shm/stepwatch"});
+  EXPECT_EQ(c->poll_interval_ns, kNsPerSec);
+  EXPECT_EQ(c->listen_host, "127.0.0.1");
+  EXPECT_EQ(c->listen_port, 9465);
+  EXPECT_EQ(c->retire_after_ns, 600 * kNsPerSec);
+  EXPECT_TRUE(c->token_file.empty());
+}
+
+TEST(AgentConfig, ReadsEveryKey) {
+  auto c = parse_agent_config(R"(
+beacon_roots = ["/dev/shm/stepwatch", "/run/stepwatch"]
+poll_interval = "500ms"
+state_dir = "/var/lib/sw"
+listen = "[::1]:0"
+specs_dir = "/etc/sw/jobs"
+retire_after = "2m"
+gpu = false
+nvml_lib = "/opt/libnvidia-ml.so.1"
+proc_root = "/fake/proc"
+)",
+                              "agent.toml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->beacon_roots.size(), 2u);
+  EXPECT_EQ(c->poll_interval_ns, 500 * kNsPerMs);
+  EXPECT_EQ(c->listen_host, "::1");
+  EXPECT_EQ(c->listen_port, 0);
+  EXPECT_EQ(c->retire_after_ns, 120 * kNsPerSec);
+  EXPECT_FALSE(c->gpu);
+  EXPECT_EQ(c->specs_dir, "/etc/sw/jobs");
+  EXPECT_EQ(c->proc_root, "/fake/proc");
+}
+
+struct BadCase {
+  const char* text;
+  const char* expected;  // a substring of the error
+};
+
+TEST(AgentConfig, ErrorsNameFileLineAndKey) {
+  const BadCase cases[] = {
+      {"\npoll_interval = \"soon\"\n", "agent.toml:2: poll_interval:"},
+      {"poll_interval = \"1ms\"\n", "agent.toml:1: poll_interval: must be at least 10ms"},
+      {"\n\nlisten = \"localhost\"\n", "agent.toml:3: listen:"},
+      {"listen = \"127.0.0.1:70000\"\n", "agent.toml:1: listen:"},
+      {"beacon_roots = \"/dev/shm\"\n", "agent.toml:1: beacon_roots: must be an array"},
+      {"beacon_roots = [\"relative\"]\n",
+       "agent.toml:1: beacon_roots[0]: must be an absolute path"},
+      {"# comment\npolling = \"1s\"\n", "agent.toml:2: polling: unknown key"},
+      {"gpu = \"yes\"\n", "agent.toml:1: gpu: must be true or false"},
+      {"state_dir = 7\n", "agent.toml:1: state_dir: must be a string"},
+      {"listen = \"0.0.0.0:9465\"\n",
+       "agent.toml:1: listen: listening on 0.0.0.0 (beyond loopback) needs token_file"},
+      {"listen = [\n", "agent.toml:1"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_agent_config(c.text, "agent.toml");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.error().message.find(c.expected), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(AgentConfig, ReportsEveryError) {
+  auto r = parse_agent_config("poll_interval = \"x\"\nretire_after = \"y\"\n", "a.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("a.toml:1: poll_interval"), std::string::npos);
+  EXPECT_NE(r.error().message.find("a.toml:2: retire_after"), std::string::npos);
+}
+
+// deploy/agent.toml, the example shipped with the unit, is itself a valid configuration.
+TEST(AgentConfig, ShippedExampleIsValid) {
+  const char* src = std::getenv("STEPWATCH_SOURCE_DIR");
+  if (src == nullptr) GTEST_SKIP() << "STEPWATCH_SOURCE_DIR is set by ctest";
+  auto c = load_agent_config(std::string(src) + "/deploy/agent.toml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->listen_port, kDefaultPort);
+  EXPECT_EQ(c->beacon_roots, std::vector<std::string>{"/dev/shm/stepwatch"});
+}
+
+class TokenFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("sw-agent-config-{}", ::getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text, mode_t mode) {
+    std::string p = (dir_ / name).string();
+    std::ofstream(p) << text;
+    ::chmod(p.c_str(), mode);
+    return p;
+  }
+  fs::path dir_;
+};
+
+TEST_F(TokenFile, BeyondLoopbackWithA0600TokenStarts) {
+  std::string token = write("token", "s3cret\n", 0600);
+  std::string cfg = write(
+      "agent.toml", fmt::format("listen = \"0.0.0.0:9465\"\ntoken_file = \"{}\"\n", token), 0644);
+  auto c = load_agent_config(cfg);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->token, "s3cret");
+  EXPECT_EQ(c->listen_host, "0.0.0.0");
+}
+
+TEST_F(TokenFile, ReadableByOthersIsRefused) {
+  std::string token = write("token", "s3cret\n", 0644);
+  std::string cfg = write(
+      "agent.toml", fmt::format("\nlisten = \"0.0.0.0:9465\"\ntoken_file = \"{}\"\n", token), 0644);
+  auto c = load_agent_config(cfg);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find(cfg + ":3: token_file:"), std::string::npos)
+      << c.error().message;
+  EXPECT_NE(c.error().message.find("mode 0644"), std::string::npos) << c.error().message;
+}
+
+TEST_F(TokenFile, MissingEmptyOrSymlinkedIsRefused) {
+  EXPECT_FALSE(read_token_file((dir_ / "nope").string()).ok());
+  EXPECT_FALSE(read_token_file(write("empty", " \n", 0600)).ok());
+  std::string real = write("real", "t", 0600);
+  fs::create_symlink(real, dir_ / "link");
+  auto r = read_token_file((dir_ / "link").string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("symlink"), std::string::npos);
+}
+
+TEST_F(TokenFile, MissingConfigFileIsNamed) {
+  auto c = load_agent_config((dir_ / "agent.toml").string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("agent.toml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stepwatch::agent
