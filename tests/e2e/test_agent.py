@@ -1,0 +1,139 @@
+"""`stepwatch agent` end to end: the real binary watches a job that real ranks (the Python
+package) write beacons for, serves it on /api/v1 and /metrics, and a real Prometheus scrapes it
+and answers queries about it, until the job stalls and the agent says so.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+import swtest  # noqa: E402
+
+from swtest import python_env  # noqa: E402
+
+PROMETHEUS = shutil.which("prometheus")
+
+# Two ranks that step every 0.1 s, then stop committing steps (a hang) after `hang_after` steps.
+RANKS = r"""
+import os, sys, time, stepwatch
+rank = int(sys.argv[1]); hang_after = int(sys.argv[2])
+stepwatch.init(rank=rank, world_size=2)
+for n in range(100000):
+    if n == hang_after:
+        time.sleep(3600)
+    time.sleep(0.1)
+    stepwatch.step(n)
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+class AgentTest(unittest.TestCase):
+    def setUp(self):
+        self.bin = swtest.stepwatch_bin()
+        self.tmp = tempfile.mkdtemp(prefix="stepwatch-agent-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.procs = []
+        self.addCleanup(self._stop_all)
+
+    def _stop_all(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+    def start(self, args, **kw):
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+        self.procs.append(p)
+        return p
+
+    def wait_for(self, what, check, timeout=60):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = check()
+                if last:
+                    return last
+            except (OSError, ValueError, KeyError, IndexError) as e:
+                last = e
+            time.sleep(0.5)
+        self.fail(f"timed out waiting for {what}: {last}")
+
+    def test_real_prometheus_scrapes_the_agent_and_sees_the_stall(self):
+        self.assertTrue(PROMETHEUS, "prometheus is not installed: scripts/setup-deps.sh installs it")
+        beacons = os.path.join(self.tmp, "beacons")
+        port = free_port()
+        cfg = os.path.join(self.tmp, "agent.toml")
+        specs = os.path.join(self.tmp, "specs")
+        os.makedirs(specs)
+        with open(os.path.join(specs, "scraped.toml"), "w") as f:
+            f.write('job = "scraped"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n')
+        with open(cfg, "w") as f:
+            f.write(f'beacon_roots = ["{beacons}"]\npoll_interval = "250ms"\nstate_dir = "{self.tmp}/state"\n'
+                    f'listen = "127.0.0.1:{port}"\nspecs_dir = "{specs}"\n')
+        env = python_env()
+        env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="scraped")
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+            env.pop(k, None)
+        for rank in (0, 1):
+            self.start(["/usr/bin/python3", "-c", RANKS, str(rank), "80"], env=env)
+        self.start([self.bin, "agent", "--config", cfg])
+        api = f"http://127.0.0.1:{port}"
+        jobs = self.wait_for("the job in the API", lambda: json.loads(get(api + "/api/v1/jobs"))["jobs"])
+        self.assertEqual(jobs[0]["job_id"], "scraped")
+        self.assertEqual(jobs[0]["ranks"], 2)
+
+        prom_port = free_port()
+        prom_cfg = os.path.join(self.tmp, "prometheus.yml")
+        with open(prom_cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+                    f"  - job_name: stepwatch-agent\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
+        self.start([PROMETHEUS, f"--config.file={prom_cfg}", f"--storage.tsdb.path={self.tmp}/tsdb",
+                    f"--web.listen-address=127.0.0.1:{prom_port}"])
+
+        def query(q):
+            url = f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+            return json.loads(get(url))["data"]["result"]
+
+        healthy = self.wait_for("healthy in Prometheus",
+                                lambda: query('stepwatch_job_state{job_id="scraped",state="healthy"} == 1'))
+        self.assertEqual(healthy[0]["metric"]["job"], "stepwatch-agent")  # the scrape job label stays Prometheus's
+        steps = query('stepwatch_rank_step{job_id="scraped"}')
+        self.assertEqual(sorted(s["metric"]["rank"] for s in steps), ["0", "1"])
+        self.assertTrue(query("stepwatch_agent_polls_total > 0"))
+        # The ranks stop at step 80 (~8 s): Prometheus sees the job stalled.
+        self.wait_for("stalled in Prometheus",
+                      lambda: query('stepwatch_job_state{job_id="scraped",state="stalled"} == 1'), timeout=90)
+        detail = json.loads(get(api + "/api/v1/jobs/scraped"))
+        self.assertEqual(detail["state"], "stalled")
+        self.assertEqual(detail["last_step"], 79)
+
+
+if __name__ == "__main__":
+    unittest.main()
