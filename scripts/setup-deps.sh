@@ -11,7 +11,7 @@ packages=(
   clang-14 libclang-rt-14-dev clang-format-14
   python3-dev python3-numpy python3-torch
   procps iproute2 gdb
-  prometheus
+  prometheus prometheus-alertmanager
 )
 
 missing=()

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
@@ -449,6 +450,51 @@ class AckAndDoctor(RunTest):
         self.assertEqual(r.returncode, 0, r.stdout)
         r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.assertEqual(r.returncode, 0, r.stdout)
+
+
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+
+
+class RealAlertmanager(RunTest):
+    """A page sent to a real Alertmanager through its v2 API, read back from it."""
+
+    def test_stall_is_paged_to_alertmanager_and_readable_there(self):
+        self.assertTrue(ALERTMANAGER, "prometheus-alertmanager is not installed: scripts/setup-deps.sh installs it")
+        port = closed_port()
+        cluster = closed_port()
+        cfg = os.path.join(self.tmp, "alertmanager.yml")
+        with open(cfg, "w") as f:
+            f.write("route:\n  receiver: devnull\nreceivers:\n  - name: devnull\n")
+        am = subprocess.Popen([ALERTMANAGER, f"--config.file={cfg}", f"--storage.path={self.tmp}/am",
+                               f"--web.listen-address=127.0.0.1:{port}",
+                               f"--cluster.listen-address=127.0.0.1:{cluster}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.strays.append(am)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(base + "/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.3)
+        spec = self.spec("am", extra='[log]\npreset = "plain"\n', pagers=False)
+        with open(spec, "a") as f:
+            f.write(f'\n[[runbook.pager]]\nkind = "alertmanager"\nurl = "{base}"\ntimeout = "3s"\nretries = 1\n')
+        rc, out, _ = self.run_job(spec, ["/usr/bin/python3", PLAIN, "--steps", "30", "--step-time", "0.05",
+                                         "--ckpt-dir", self.ckpt, "--ckpt-every", "10", "--hang-at-step", "15",
+                                         "--hang-incarnation", "0"])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("page alertmanager", out)
+        with urllib.request.urlopen(base + "/api/v2/alerts", timeout=5) as r:
+            alerts = json.loads(r.read())
+        self.assertEqual(len(alerts), 1, alerts)
+        labels = alerts[0]["labels"]
+        self.assertEqual(labels["alertname"], "StepwatchJobStalled")
+        self.assertEqual(labels["job_id"], "am")
+        self.assertEqual(labels["state"], "stalled")
+        self.assertIn("last step 14", alerts[0]["annotations"]["summary"])
 
 
 class BadInput(RunTest):
