@@ -12,6 +12,7 @@ packages=(
   python3-dev python3-numpy python3-torch
   procps iproute2 gdb
   prometheus prometheus-alertmanager
+  chromium
 )
 
 missing=()

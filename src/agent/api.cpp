@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -25,6 +26,10 @@
 namespace stepwatch::agent {
 
 using json = nlohmann::json;
+
+// src/agent/dashboard.html, compiled in by src/agent/CMakeLists.txt (dashboard_html.cpp).
+extern const unsigned char kDashboardHtml[];
+extern const std::size_t kDashboardHtmlSize;
 
 namespace {
 
@@ -294,6 +299,11 @@ struct ApiServer::Impl {
     s.Get("/api/v1/incidents",
           guarded([this](const auto& req, auto& res) { incidents(req, res); }));
     s.Get("/healthz", guarded([this](const auto& req, auto& res) { healthz(req, res); }));
+    s.Get("/", guarded([](const auto&, auto& res) {
+            res.set_header("Cache-Control", "no-cache");
+            res.set_content(reinterpret_cast<const char*>(kDashboardHtml), kDashboardHtmlSize,
+                            "text/html; charset=utf-8");
+          }));
     if (config.metrics) {
       s.Get("/metrics", guarded([this](const auto&, auto& res) {
               res.set_content(config.metrics(), "text/plain; version=0.0.4");

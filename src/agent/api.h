@@ -1,7 +1,8 @@
-// The agent's JSON API under /api/v1 (docs/api.md lists every field; names are stable):
-//   GET  /api/v1/jobs               every job the agent watches (retired ones too, until they
-//   expire) GET  /api/v1/jobs/{id}          the verdict, ranks with process and GPU facts, recent
-//   intervals GET  /api/v1/incidents[?job=ID][&limit=N]   from the incident store, newest first
+// The agent's HTTP endpoints (docs/api.md lists every field; names are stable):
+//   GET  /                          the dashboard (src/agent/dashboard.html, embedded at build)
+//   GET  /api/v1/jobs               every job the agent watches (retired ones until they expire)
+//   GET  /api/v1/jobs/{id}          the verdict, ranks with process and GPU facts, intervals
+//   GET  /api/v1/incidents[?job=ID][&limit=N]   from the incident store, newest first
 //   POST /api/v1/jobs/{id}/ack      body {"by", "note"}; Bearer token when one is configured
 //   GET  /healthz                   the agent's own health
 //   GET  /metrics                   only when ApiConfig::metrics is set (Prometheus text 0.0.4)

@@ -1,0 +1,171 @@
+"""The agent's dashboard (GET /) in a real headless Chromium (Debian's chromium package): real
+ranks (the Python package) write beacons for two jobs, the real `stepwatch agent` watches them,
+and the page Chromium renders shows one job healthy and the other stalled; a screenshot of the
+stalled job's view is left in the build directory for a person to look at.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+import swtest  # noqa: E402
+
+from swtest import python_env  # noqa: E402
+
+CHROMIUM = shutil.which("chromium")
+
+# A rank that steps every 0.1 s and stops committing steps (a hang) after `hang_after` steps.
+RANKS = r"""
+import os, sys, time, stepwatch
+rank = int(sys.argv[1]); hang_after = int(sys.argv[2])
+stepwatch.init(rank=rank, world_size=2)
+for n in range(1000000):
+    if n == hang_after:
+        time.sleep(3600)
+    time.sleep(0.1)
+    stepwatch.step(n)
+"""
+
+SPEC = 'job = "{job}"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.headers.get("Content-Type", ""), r.read().decode()
+
+
+class DashboardTest(unittest.TestCase):
+    def setUp(self):
+        self.bin = swtest.stepwatch_bin()
+        self.tmp = tempfile.mkdtemp(prefix="stepwatch-dashboard-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.procs = []
+        self.addCleanup(self._stop_all)
+
+    def _stop_all(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+    def start(self, args, **kw):
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+        self.procs.append(p)
+        return p
+
+    def wait_for(self, what, check, timeout=60):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = check()
+                if last:
+                    return last
+            except (OSError, ValueError, KeyError, IndexError) as e:
+                last = e
+            time.sleep(0.5)
+        self.fail(f"timed out waiting for {what}: {last}")
+
+    def chromium(self, *args):
+        # Root needs --no-sandbox; a fresh profile keeps runs apart. Chromium 112+ takes
+        # --headless=new (the only headless mode in recent versions).
+        cmd = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+               f"--user-data-dir={self.tmp}/chromium-profile", *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+        self.assertEqual(r.returncode, 0, f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr[-3000:]}")
+        return r.stdout
+
+    def test_chromium_renders_a_healthy_and_a_stalled_job(self):
+        self.assertTrue(CHROMIUM, "chromium is not installed: scripts/setup-deps.sh installs it")
+        beacons = os.path.join(self.tmp, "beacons")
+        specs = os.path.join(self.tmp, "specs")
+        os.makedirs(specs)
+        for job in ("steady", "stuck"):
+            with open(os.path.join(specs, f"{job}.toml"), "w") as f:
+                f.write(SPEC.format(job=job))
+        port = free_port()
+        cfg = os.path.join(self.tmp, "agent.toml")
+        with open(cfg, "w") as f:
+            f.write(f'beacon_roots = ["{beacons}"]\npoll_interval = "250ms"\nstate_dir = "{self.tmp}/state"\n'
+                    f'listen = "127.0.0.1:{port}"\nspecs_dir = "{specs}"\n')
+        for job, hang_after in (("steady", 1000000), ("stuck", 30)):
+            env = python_env()
+            env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB=job)
+            for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+                env.pop(k, None)
+            for rank in (0, 1):
+                self.start(["/usr/bin/python3", "-c", RANKS, str(rank), str(hang_after)], env=env)
+        self.start([self.bin, "agent", "--config", cfg])
+        api = f"http://127.0.0.1:{port}"
+
+        def states():
+            jobs = json.loads(get(api + "/api/v1/jobs")[1])["jobs"]
+            s = {j["job_id"]: j["state"] for j in jobs}
+            return s if s.get("steady") == "healthy" and s.get("stuck") == "stalled" else None
+
+        self.wait_for("steady healthy and stuck stalled in the API", states, timeout=90)
+
+        ctype, page = get(api + "/")
+        self.assertTrue(ctype.startswith("text/html"), ctype)
+        self.assertIn("<title>stepwatch agent</title>", page)
+
+        dom = self.chromium("--virtual-time-budget=5000", "--dump-dom", api + "/")
+
+        def row(job):
+            m = re.search(r'<tr[^>]*id="job-row-' + job + r'"[^>]*>(.*?)</tr>', dom, re.S)
+            self.assertTrue(m, f"no row for job {job} in the rendered page:\n{dom[-4000:]}")
+            return m.group(0)
+
+        self.assertIn("stalled", row("stuck"))
+        self.assertNotIn("healthy", row("stuck"))
+        self.assertIn("healthy", row("steady"))
+        self.assertNotIn("stalled", row("steady"))
+        self.assertIn("<polyline", row("steady"))  # the recent-intervals chart was drawn
+
+        # The stalled job's view, opened through the URL: culprits, evidence and per-rank lines.
+        shot = os.path.join(self.tmp, "dashboard.png")
+        self.chromium("--virtual-time-budget=5000", "--hide-scrollbars", "--window-size=1280,800",
+                      f"--screenshot={shot}", f"{api}/#job=stuck")
+        self.assertTrue(os.path.exists(shot), "chromium wrote no screenshot")
+        self.assertGreater(os.path.getsize(shot), 10 * 1024, "the screenshot is (nearly) blank")
+        with open(shot, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        out = os.environ.get("STEPWATCH_DASHBOARD_PNG")
+        if out:
+            shutil.copyfile(shot, out)
+            print(f"dashboard screenshot: {out}")
+
+        detail_dom = self.chromium("--virtual-time-budget=5000", "--dump-dom", f"{api}/#job=stuck")
+        m = re.search(r'<section class="card" id="detail"(.*?)</section>', detail_dom, re.S)
+        self.assertTrue(m, "no job view in the rendered page")
+        view = m.group(1)
+        self.assertIn("Job stuck", view)
+        self.assertIn("Culprits", view)
+        self.assertIn("Evidence", view)
+        self.assertEqual(len(re.findall(r"<tr><td>[01]</td>", view)), 2, "expected one line per rank")
+
+
+if __name__ == "__main__":
+    unittest.main()
