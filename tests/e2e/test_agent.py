@@ -49,7 +49,7 @@ def get(url, timeout=5):
         return r.read().decode()
 
 
-class AgentTest(unittest.TestCase):
+class AgentBase(unittest.TestCase):
     def setUp(self):
         self.bin = swtest.stepwatch_bin()
         self.tmp = tempfile.mkdtemp(prefix="stepwatch-agent-")
@@ -85,6 +85,8 @@ class AgentTest(unittest.TestCase):
             time.sleep(0.5)
         self.fail(f"timed out waiting for {what}: {last}")
 
+
+class PrometheusScrape(AgentBase):
     def test_real_prometheus_scrapes_the_agent_and_sees_the_stall(self):
         self.assertTrue(PROMETHEUS, "prometheus is not installed: scripts/setup-deps.sh installs it")
         beacons = os.path.join(self.tmp, "beacons")
@@ -133,6 +135,72 @@ class AgentTest(unittest.TestCase):
         detail = json.loads(get(api + "/api/v1/jobs/scraped"))
         self.assertEqual(detail["state"], "stalled")
         self.assertEqual(detail["last_step"], 79)
+
+
+class Receiver:
+    """A real local webhook receiver that records every page."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.pages = []
+        pages = self.pages
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                pages.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0)))))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/page"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class AgentKilled(AgentBase):
+    def test_sigkill_mid_incident_loses_nothing_and_pages_once(self):
+        receiver = Receiver()
+        self.addCleanup(receiver.close)
+        beacons = os.path.join(self.tmp, "beacons")
+        specs = os.path.join(self.tmp, "specs")
+        os.makedirs(specs)
+        with open(os.path.join(specs, "killed.toml"), "w") as f:
+            f.write('job = "killed"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
+                    f'[[runbook.pager]]\nurl = "{receiver.url}"\ntimeout = "2s"\nretries = 1\n')
+        port = free_port()
+        cfg = os.path.join(self.tmp, "agent.toml")
+        with open(cfg, "w") as f:
+            f.write(f'beacon_roots = ["{beacons}"]\npoll_interval = "250ms"\nstate_dir = "{self.tmp}/state"\n'
+                    f'listen = "127.0.0.1:{port}"\nspecs_dir = "{specs}"\n')
+        env = python_env()
+        env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="killed")
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+            env.pop(k, None)
+        for rank in (0, 1):
+            self.start(["/usr/bin/python3", "-c", RANKS, str(rank), "20"], env=env)
+        agent = self.start([self.bin, "agent", "--config", cfg])
+        self.wait_for("the page", lambda: receiver.pages, timeout=60)
+        agent.kill()  # SIGKILL, mid-incident: the job is still stalled
+        agent.wait()
+        api = f"http://127.0.0.1:{port}"
+        self.start([self.bin, "agent", "--config", cfg])
+        jobs = self.wait_for("the restarted agent", lambda: json.loads(get(api + "/api/v1/jobs"))["jobs"])
+        self.wait_for("stalled again", lambda: json.loads(get(api + "/api/v1/jobs/killed"))["state"] == "stalled")
+        time.sleep(2)  # several polls of the restarted agent on the stalled job
+        self.assertEqual(len(receiver.pages), 1, receiver.pages)  # nobody paged twice
+        incidents = json.loads(get(api + "/api/v1/incidents?job=killed"))["incidents"]
+        self.assertEqual(len(incidents), 1, incidents)  # the same incident, still open: nothing lost
+        self.assertEqual(incidents[0]["state"], "stalled")
+        self.assertIsNone(incidents[0].get("closed_at"))
+        self.assertEqual(jobs[0]["job_id"], "killed")
 
 
 if __name__ == "__main__":
