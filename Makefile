@@ -43,6 +43,7 @@ bench: deps
 	/usr/bin/python3 bench/report.py --build-dir build/release
 	./build/release/bench/detection/detection_bench
 	./build/release/bench/probe_bench --fake-nvml build/release/tests/probe/fake_nvml/libnvidia-ml.so
+	./build/release/bench/agent_bench
 
 format:
 	clang-format-14 -i $$(git ls-files '*.cpp' '*.h' '*.hpp' '*.c')

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   stepwatch::cli::StatusArgs st;
   st.dir = default_dir();
   auto* status = app.add_subcommand("status", "Every rank's step and phase beside its process, CPU, I/O and GPU");
-  status->add_option("--dir", st.dir, "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
+  auto* status_dir = status->add_option("--dir", st.dir, "Beacon root: read the beacons directly (default: the agent if one runs, else $STEPWATCH_DIR or /dev/shm/stepwatch)");
+  status->add_option("--agent", st.agent, "The node's agent (default $STEPWATCH_AGENT, else http://127.0.0.1:9465 if it answers)");
   status->add_option("job", st.job, "Only this job");
   status->add_option("--spec", st.spec_path, "Judge with this spec (expected interval, phase budgets)");
   status->add_option("--sample", st.sample, "Window for CPU and I/O rates (default 500ms; 0: no probes)");
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
   stepwatch::cli::AckArgs ack_args;
   auto* ack = app.add_subcommand("ack", "Acknowledge a job's open incident: hold the runbook while you look");
   ack->add_option("job", ack_args.job, "Job id")->required();
-  ack->add_option("--state-dir", ack_args.state_dir, "The supervisor's state directory");
+  ack->add_option("--state-dir", ack_args.state_dir, "The supervisor's state directory (default: the agent if one runs)");
+  ack->add_option("--agent", ack_args.agent, "The node's agent (default $STEPWATCH_AGENT, else http://127.0.0.1:9465 if it answers)");
   ack->add_option("--by", ack_args.by, "Who acks (default $USER)");
   ack->add_option("--note", ack_args.note, "A note for the incident");
 
@@ -102,7 +104,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    if (status->parsed()) return stepwatch::cli::run_status(st);
+    if (status->parsed()) {
+      st.dir_given = status_dir->count() > 0;
+      return stepwatch::cli::run_status(st);
+    }
     if (check->parsed()) return stepwatch::cli::run_check_spec(spec_files, spec_json);
     if (replay->parsed()) return stepwatch::cli::run_replay(replay_opts);
     if (run->parsed()) return stepwatch::cli::run_supervisor(run_args);

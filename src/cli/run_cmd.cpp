@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/cli/agent_client.h"
 #include "src/common/duration.h"
 #include "src/probe/nvml.h"
 #include "src/contract/names.h"
@@ -75,6 +76,21 @@ int run_ack(const AckArgs& a) {
     fmt::print(stderr, "stepwatch ack: {}\n", st.error().message);
     return 2;
   }
+  std::string by = a.by;
+  if (by.empty()) by = env("USER") ? env("USER") : fmt::format("uid {}", ::getuid());
+  if (a.state_dir.empty()) {
+    // The node's agent owns the incidents of the jobs it watches; a supervisor's are in its store.
+    auto agent = find_agent(a.agent);
+    if (!agent) {
+      fmt::print(stderr, "stepwatch ack: {}\n", agent.error().message);
+      return 2;
+    }
+    if (*agent) {
+      int rc = ack_through_agent(**agent, a.job, by, a.note);
+      if (rc != 1) return rc;  // acked, or refused: the answer stands
+      // The agent has no open incident for it: a `stepwatch run` supervisor may.
+    }
+  }
   std::string dir = a.state_dir.empty() ? default_state_dir() : a.state_dir;
   store::OpenOptions oo;
   oo.create = false;
@@ -83,8 +99,6 @@ int run_ack(const AckArgs& a) {
     fmt::print(stderr, "stepwatch ack: {}\n", st.error().message);
     return 2;
   }
-  std::string by = a.by;
-  if (by.empty()) by = env("USER") ? env("USER") : fmt::format("uid {}", ::getuid());
   auto inc = st->ack(a.job, wall_now_ns(), by, a.note);
   if (!inc) {
     fmt::print(stderr, "stepwatch ack: {}\n", inc.error().message);

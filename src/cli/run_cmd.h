@@ -35,6 +35,7 @@ struct AckArgs {
   std::string state_dir;
   std::string by;
   std::string note;
+  std::string agent;  // --agent URL; without --state-dir, a running agent takes the ack
 };
 // Acknowledges the job's open incident in the store; 0 acked, 1 none open, 2 store unusable.
 int run_ack(const AckArgs& args);

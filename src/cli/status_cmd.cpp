@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "src/cli/agent_client.h"
 #include "src/cli/status_view.h"
 #include "src/common/duration.h"
 #include "src/common/host.h"
@@ -18,6 +19,14 @@
 namespace stepwatch::cli {
 
 int run_status(const StatusArgs& a) {
+  if (!a.dir_given) {
+    auto agent = find_agent(a.agent);
+    if (!agent) {
+      fmt::print(stderr, "stepwatch status: {}\n", agent.error().message);
+      return 2;
+    }
+    if (*agent) return status_from_agent(**agent, a.job);
+  }
   std::vector<contract::JobView> views;
   if (!a.job.empty()) {
     if (auto st = contract::validate_job_id(a.job); !st) {

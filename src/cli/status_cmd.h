@@ -12,6 +12,8 @@ struct StatusArgs {
   std::string spec_path;   // judge with this spec (expected interval, budgets); empty: defaults, learned
   std::string sample = "500ms";  // window for CPU and I/O rates; "0": progress only, no probes
   std::string nvml_lib;
+  bool dir_given = false;  // --dir given: read the beacons directly, never the agent
+  std::string agent;       // --agent URL
 };
 
 int run_status(const StatusArgs& args);

@@ -92,6 +92,7 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
     obs.ranks.insert(obs.ranks.begin(), std::move(lr));
   }
 
+  probe::ProcessTree seen;  // without a tree: what this poll read, remembered for the next delta
   for (const auto& [rank, pid] : rep.rank_pids) {
     detect::ProcessFacts f;
     f.rank = rank;
@@ -102,6 +103,7 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
     } else if (auto p = probe::read_process(config_.proc_root, pid, true, true, true)) {
       read = std::move(*p);
       info = &*read;
+      seen.procs[pid] = *read;
     }
     // Whether the beacon's process is still the same one (pid and start time both match).
     uint64_t start = 0;
@@ -126,11 +128,7 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
   if (rep.tree) {
     procs_.remember(*rep.tree);
   } else {
-    probe::ProcessTree seen;
-    for (const auto& [rank, pid] : rep.rank_pids) {
-      if (auto p = probe::read_process(config_.proc_root, pid, true, false, false)) seen.procs[pid] = *p;
-    }
-    procs_.remember(seen);
+    procs_.remember(seen);  // not re-read: a second stat of every rank was a third of a poll's cost
   }
 
   if (config_.gpu) {

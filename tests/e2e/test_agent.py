@@ -201,6 +201,23 @@ class AgentKilled(AgentBase):
         self.assertEqual(incidents[0]["state"], "stalled")
         self.assertIsNone(incidents[0].get("closed_at"))
         self.assertEqual(jobs[0]["job_id"], "killed")
+        # `stepwatch status` and `stepwatch ack` talk to the running agent.
+        env = dict(os.environ, STEPWATCH_AGENT=api)
+        st = subprocess.run([self.bin, "status", "killed"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, timeout=30)
+        self.assertEqual(st.returncode, 0, st.stdout)
+        self.assertIn(f"from the agent at {api}", st.stdout)
+        self.assertIn("job killed  stalled", st.stdout)
+        ack = subprocess.run([self.bin, "ack", "killed", "--by", "bob"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=30)
+        self.assertEqual(ack.returncode, 0, ack.stdout)
+        self.assertIn("through the agent", ack.stdout)
+        incidents = json.loads(get(api + "/api/v1/incidents?job=killed"))["incidents"]
+        self.assertEqual(incidents[0]["acked_by"], "bob")
+        unknown = subprocess.run([self.bin, "status", "--agent", "http://127.0.0.1:9", "x"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, timeout=30)
+        self.assertEqual(unknown.returncode, 2)
+        self.assertIn("no stepwatch agent answers at http://127.0.0.1:9", unknown.stdout)
 
 
 if __name__ == "__main__":
