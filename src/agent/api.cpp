@@ -4,21 +4,17 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
-#include <sys/socket.h>
 
-#include <atomic>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <exception>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "src/agent/agent.h"
 #include "src/common/log.h"
+#include "src/serve/http_server.h"
 #include "src/contract/names.h"
 #include "src/detect/trace.h"
 #include "src/runbook/pager.h"
@@ -46,10 +42,6 @@ void reply(httplib::Response& res, int status, const json& body) {
   res.set_content(dump(body) + "\n", "application/json");
 }
 
-void error_reply(httplib::Response& res, int status, const std::string& message) {
-  reply(res, status, {{"error", message}});
-}
-
 json seconds_or_null(int64_t ns) {
   return ns >= 0 ? json(static_cast<double>(ns) / 1e9) : json(nullptr);
 }
@@ -57,18 +49,6 @@ json time_or_null(const std::optional<int64_t>& ns) {
   return ns ? json(runbook::rfc3339_utc(*ns)) : json(nullptr);
 }
 
-// Equal-time comparison, so the token cannot be guessed byte by byte from response times.
-bool same_secret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  return diff == 0;
-}
-
-std::string format_address(const std::string& host, int port) {
-  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
-                                             : fmt::format("{}:{}", host, port);
-}
 
 json job_summary(const serve::JobState& s) {
   const detect::Verdict& v = s.verdict;
@@ -172,39 +152,22 @@ json incident_json(const store::Incident& i) {
 struct ApiServer::Impl {
   Agent* agent = nullptr;
   ApiConfig config;
-  mutable std::mutex mu;  // start/stop
-  std::unique_ptr<httplib::Server> server;
-  std::thread thread;
-  std::atomic<int> port{0};
+  serve::HttpListener listener{"agent api"};
 
-  // Every handler goes through here: no exception leaves it (STYLE rule 4).
-  httplib::Server::Handler guarded(
-      std::function<void(const httplib::Request&, httplib::Response&)> h) {
-    return [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
-      try {
-        h(req, res);
-      } catch (const std::exception& e) {
-        log_error("agent api: {} {} failed: {}", req.method, req.path, e.what());
-        error_reply(res, 500, fmt::format("internal error: {}", e.what()));
-      } catch (...) {
-        log_error("agent api: {} {} failed with a non-standard exception", req.method, req.path);
-        error_reply(res, 500, "internal error");
-      }
-    };
-  }
+  httplib::Server::Handler guarded(serve::Handler h) { return serve::guarded("agent api", std::move(h)); }
 
   bool authorized(const httplib::Request& req, httplib::Response& res) {
     if (config.bearer_token.empty()) return true;
     const std::string auth = req.get_header_value("Authorization");
     const std::string kPrefix = "Bearer ";
     if (auth.compare(0, kPrefix.size(), kPrefix) == 0 &&
-        same_secret(auth.substr(kPrefix.size()), config.bearer_token)) {
+        serve::same_secret(auth.substr(kPrefix.size()), config.bearer_token)) {
       return true;
     }
     res.set_header("WWW-Authenticate", "Bearer realm=\"stepwatch\"");
     log_warn("agent api: {} {} from {} without a valid bearer token", req.method, req.path,
              req.remote_addr);
-    error_reply(res, 401,
+    serve::error_reply(res, 401,
                 fmt::format("{} {} needs \"Authorization: Bearer <token>\"", req.method, req.path));
     return false;
   }
@@ -218,7 +181,7 @@ struct ApiServer::Impl {
   void job(const httplib::Request& req, httplib::Response& res) {
     std::string id = req.matches[1];
     auto s = agent->job(id);
-    if (!s) return error_reply(res, 404, fmt::format("no job {} on this agent", id));
+    if (!s) return serve::error_reply(res, 404, fmt::format("no job {} on this agent", id));
     reply(res, 200, job_detail(*s));
   }
 
@@ -226,19 +189,19 @@ struct ApiServer::Impl {
     std::string job = req.has_param("job") ? req.get_param_value("job") : "";
     if (!job.empty()) {
       if (auto v = contract::validate_job_id(job); !v)
-        return error_reply(res, 400, v.error().message);
+        return serve::error_reply(res, 400, v.error().message);
     }
     int limit = 100;
     if (req.has_param("limit")) {
       std::string l = req.get_param_value("limit");
       auto [p, ec] = std::from_chars(l.data(), l.data() + l.size(), limit);
       if (ec != std::errc() || p != l.data() + l.size() || limit < 1) {
-        return error_reply(res, 400,
+        return serve::error_reply(res, 400,
                            fmt::format("limit must be a positive integer, got \"{}\"", l));
       }
     }
     auto list = agent->incidents(job, limit);
-    if (!list) return error_reply(res, 500, list.error().message);
+    if (!list) return serve::error_reply(res, 500, list.error().message);
     json out = json::array();
     for (const auto& i : *list) out.push_back(incident_json(i));
     reply(res, 200, {{"incidents", out}});
@@ -251,25 +214,25 @@ struct ApiServer::Impl {
     if (req.body.find_first_not_of(" \t\r\n") != std::string::npos) {
       json j = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded() || !j.is_object()) {
-        return error_reply(
+        return serve::error_reply(
             res, 400,
             "the body must be empty or a JSON object {\"by\": \"name\", \"note\": \"text\"}");
       }
       for (const char* key : {"by", "note"}) {
         if (!j.contains(key) || j[key].is_null()) continue;
         if (!j[key].is_string())
-          return error_reply(res, 400, fmt::format("\"{}\" must be a string", key));
+          return serve::error_reply(res, 400, fmt::format("\"{}\" must be a string", key));
         std::string v = j[key].get<std::string>();
         if (v.size() > kMaxField)
-          return error_reply(res, 400,
+          return serve::error_reply(res, 400,
                              fmt::format("\"{}\" is longer than {} bytes", key, kMaxField));
         (std::string_view(key) == "by" ? by : note) = std::move(v);
       }
     }
-    if (!agent->job(id)) return error_reply(res, 404, fmt::format("no job {} on this agent", id));
+    if (!agent->job(id)) return serve::error_reply(res, 404, fmt::format("no job {} on this agent", id));
     if (by.empty()) by = fmt::format("api {}", req.remote_addr);
     auto r = agent->ack(id, by, note);
-    if (!r) return error_reply(res, 500, r.error().message);
+    if (!r) return serve::error_reply(res, 500, r.error().message);
     if (!*r)
       return reply(res, 404,
                    {{"acked", false}, {"error", fmt::format("job {} has no open incident", id)}});
@@ -312,29 +275,12 @@ struct ApiServer::Impl {
     s.set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
           if (res.body.empty()) {
-            error_reply(res, res.status,
+            serve::error_reply(res, res.status,
                         res.status == 404 ? fmt::format("no such path {} {}", req.method, req.path)
                                           : fmt::format("HTTP {}", res.status));
           }
           return httplib::Server::HandlerResponse::Handled;
         }));
-    s.set_exception_handler(
-        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-          log_error("agent api: {} {} failed inside the HTTP library", req.method, req.path);
-          error_reply(res, 500, "internal error");
-        });
-    // SO_REUSEADDR only: SO_REUSEPORT (httplib's default) would let a second agent share the port.
-    s.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    s.set_payload_max_length(kMaxBody);
-    s.set_keep_alive_max_count(1);
-    s.set_keep_alive_timeout(1);
-    s.set_read_timeout(5, 0);
-    s.set_write_timeout(5, 0);
-    int threads = config.threads > 0 ? config.threads : 1;
-    s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   }
 };
 
@@ -348,61 +294,14 @@ ApiServer::~ApiServer() {
 }
 
 Status ApiServer::start() {
-  Impl& d = *impl_;
-  std::lock_guard lock(d.mu);
-  if (d.server)
-    return Error{Errc::kInvalidArgument,
-                 fmt::format("agent api already listening on {}", address())};
   auto server = std::make_unique<httplib::Server>();
-  d.routes(*server);
-  const std::string& host = d.config.host;
-  errno = 0;
-  int port = d.config.port;
-  bool bound =
-      port == 0 ? (port = server->bind_to_any_port(host)) > 0 : server->bind_to_port(host, port);
-  if (!bound) {
-    int e = errno;
-    bool known = e == EADDRINUSE || e == EACCES || e == EADDRNOTAVAIL;
-    return Error{
-        Errc::kIo,
-        fmt::format("agent api: cannot listen on {}: {}", format_address(host, d.config.port),
-                    known ? std::strerror(e) : "bind failed (address in use or not available)")};
-  }
-  d.port = port;
-  httplib::Server* s = server.get();
-  auto exited = std::make_shared<std::atomic<bool>>(false);
-  d.thread = std::thread([s, exited, address = format_address(host, port)] {
-    try {
-      if (!s->listen_after_bind()) log_warn("agent api on {} stopped with an error", address);
-    } catch (const std::exception& e) {
-      log_error("agent api on {}: {}", address, e.what());
-    }
-    exited->store(true);
-  });
-  // httplib's stop() is a no-op until the accept loop has begun: wait for it.
-  while (!s->is_running() && !exited->load())
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  d.server = std::move(server);
-  log_info("agent api listening on {}", format_address(host, port));
-  return {};
+  impl_->routes(*server);
+  return impl_->listener.start(std::move(server), impl_->config.host, impl_->config.port, impl_->config.threads,
+                               kMaxBody);
 }
 
-void ApiServer::stop() {
-  Impl& d = *impl_;
-  std::lock_guard lock(d.mu);
-  if (!d.server) return;
-  d.server->stop();
-  if (d.thread.joinable()) d.thread.join();
-  d.server.reset();
-  d.port = 0;
-}
-
-int ApiServer::port() const {
-  return impl_->port.load();
-}
-
-std::string ApiServer::address() const {
-  return format_address(impl_->config.host, port());
-}
+void ApiServer::stop() { impl_->listener.stop(); }
+int ApiServer::port() const { return impl_->listener.port(); }
+std::string ApiServer::address() const { return serve::format_address(impl_->config.host, port()); }
 
 }  // namespace stepwatch::agent

@@ -3,17 +3,13 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
-#include <sys/socket.h>
 
-#include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <exception>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "src/common/log.h"
+#include "src/serve/http_server.h"
 
 namespace stepwatch::runbook {
 
@@ -33,23 +29,6 @@ void reply(httplib::Response& res, int status, const json& body) {
   res.set_content(dump(body) + "\n", "application/json");
 }
 
-void error_reply(httplib::Response& res, int status, const std::string& message) {
-  reply(res, status, {{"error", message}});
-}
-
-// Equal-time comparison, so the token cannot be guessed byte by byte from response times.
-bool same_secret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  }
-  return diff == 0;
-}
-
-std::string format_address(const std::string& host, int port) {
-  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
-                                             : fmt::format("{}:{}", host, port);
-}
 
 // Reads {"by": ..., "note": ...}; the message says what is wrong.
 Result<AckRequest> parse_ack_body(const std::string& body) {
@@ -76,40 +55,23 @@ Result<AckRequest> parse_ack_body(const std::string& body) {
 
 struct AckServer::Impl {
   AckServerConfig config;
-  mutable std::mutex mu;  // start/stop
-  std::unique_ptr<httplib::Server> server;
-  std::thread thread;
-  std::atomic<int> port{0};
+  serve::HttpListener listener{"ack server"};
 
-  // Every handler goes through here: no exception leaves it (STYLE rule 4).
-  httplib::Server::Handler guarded(
-      std::function<void(const httplib::Request&, httplib::Response&)> h) {
-    return [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
-      try {
-        h(req, res);
-      } catch (const std::exception& e) {
-        log_error("ack server: {} {} failed: {}", req.method, req.path, e.what());
-        error_reply(res, 500, fmt::format("internal error: {}", e.what()));
-      } catch (...) {
-        log_error("ack server: {} {} failed with a non-standard exception", req.method, req.path);
-        error_reply(res, 500, "internal error");
-      }
-    };
-  }
+  httplib::Server::Handler guarded(serve::Handler h) { return serve::guarded("ack server", std::move(h)); }
 
   void handle_ack(const httplib::Request& req, httplib::Response& res) {
     if (!config.bearer_token.empty()) {
       const std::string auth = req.get_header_value("Authorization");
       const std::string kPrefix = "Bearer ";
       if (auth.compare(0, kPrefix.size(), kPrefix) != 0 ||
-          !same_secret(auth.substr(kPrefix.size()), config.bearer_token)) {
+          !serve::same_secret(auth.substr(kPrefix.size()), config.bearer_token)) {
         res.set_header("WWW-Authenticate", "Bearer realm=\"stepwatch\"");
         log_warn("ack server: POST /ack from {} without a valid bearer token", req.remote_addr);
-        return error_reply(res, 401, "POST /ack needs \"Authorization: Bearer <token>\"");
+        return serve::error_reply(res, 401, "POST /ack needs \"Authorization: Bearer <token>\"");
       }
     }
     auto parsed = parse_ack_body(req.body);
-    if (!parsed) return error_reply(res, 400, parsed.error().message);
+    if (!parsed) return serve::error_reply(res, 400, parsed.error().message);
     AckRequest ack = std::move(parsed.value());
     ack.remote_addr = req.remote_addr;
     AckOutcome out = config.on_ack ? config.on_ack(ack) : AckOutcome{};
@@ -148,7 +110,7 @@ struct AckServer::Impl {
     auto not_allowed = [this](const char* allow) {
       return guarded([allow](const httplib::Request& req, httplib::Response& res) {
         res.set_header("Allow", allow);
-        error_reply(res, 405,
+        serve::error_reply(res, 405,
                     fmt::format("{} is not allowed on {}; use {}", req.method, req.path, allow));
       });
     };
@@ -164,31 +126,12 @@ struct AckServer::Impl {
     s.set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
           if (res.body.empty()) {
-            error_reply(res, res.status,
+            serve::error_reply(res, res.status,
                         res.status == 404 ? fmt::format("no such path {}", req.path)
                                           : fmt::format("HTTP {}", res.status));
           }
           return httplib::Server::HandlerResponse::Handled;
         }));
-    s.set_exception_handler(
-        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-          log_error("ack server: {} {} failed inside the HTTP library", req.method, req.path);
-          error_reply(res, 500, "internal error");
-        });
-    // httplib's default also sets SO_REUSEPORT, which lets a second supervisor bind the same
-    // port and silently take half of the acks; SO_REUSEADDR alone only allows a quick restart.
-    s.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    s.set_payload_max_length(kMaxBody);
-    // One request per connection and a short idle wait: stop() never waits on an idle client.
-    s.set_keep_alive_max_count(1);
-    s.set_keep_alive_timeout(1);
-    s.set_read_timeout(5, 0);
-    s.set_write_timeout(5, 0);
-    int threads = config.threads > 0 ? config.threads : 1;
-    s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   }
 };
 
@@ -201,67 +144,15 @@ AckServer::~AckServer() {
 }
 
 Status AckServer::start() {
-  Impl& d = *impl_;
-  std::lock_guard lock(d.mu);
-  if (d.server)
-    return Error{Errc::kInvalidArgument,
-                 fmt::format("ack server already listening on {}", address())};
   auto server = std::make_unique<httplib::Server>();
-  d.routes(*server);
-  const std::string& host = d.config.host;
-  errno = 0;
-  int port = d.config.port;
-  bool bound =
-      port == 0 ? (port = server->bind_to_any_port(host)) > 0 : server->bind_to_port(host, port);
-  if (!bound) {
-    int e = errno;
-    bool known = e == EADDRINUSE || e == EACCES || e == EADDRNOTAVAIL;
-    return Error{
-        Errc::kIo,
-        fmt::format("ack server: cannot listen on {}: {}", format_address(host, d.config.port),
-                    known ? std::strerror(e) : "bind failed (address in use or not available)")};
-  }
-  d.port = port;
-  httplib::Server* s = server.get();
-  auto exited = std::make_shared<std::atomic<bool>>(false);
-  d.thread = std::thread([s, exited, address = format_address(host, port)] {
-    try {
-      if (!s->listen_after_bind()) log_warn("ack server on {} stopped with an error", address);
-    } catch (const std::exception& e) {
-      log_error("ack server on {}: {}", address, e.what());
-    }
-    exited->store(true);
-  });
-  // httplib's stop() is a no-op until the accept loop has begun, so a stop() right after start()
-  // would leave the thread listening forever: wait for the loop (connections queue meanwhile).
-  while (!s->is_running() && !exited->load())
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  d.server = std::move(server);
-  log_info("ack server listening on {}", format_address(host, port));
-  return {};
+  impl_->routes(*server);
+  return impl_->listener.start(std::move(server), impl_->config.host, impl_->config.port, impl_->config.threads,
+                               kMaxBody);
 }
 
-void AckServer::stop() {
-  Impl& d = *impl_;
-  std::lock_guard lock(d.mu);
-  if (!d.server) return;
-  d.server->stop();
-  if (d.thread.joinable()) d.thread.join();  // listen_after_bind drains its workers first
-  d.server.reset();
-  d.port = 0;
-}
-
-bool AckServer::running() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->server != nullptr;
-}
-
-int AckServer::port() const {
-  return impl_->port.load();
-}
-
-std::string AckServer::address() const {
-  return format_address(impl_->config.host, port());
-}
+void AckServer::stop() { impl_->listener.stop(); }
+bool AckServer::running() const { return impl_->listener.running(); }
+int AckServer::port() const { return impl_->listener.port(); }
+std::string AckServer::address() const { return serve::format_address(impl_->config.host, port()); }
 
 }  // namespace stepwatch::runbook

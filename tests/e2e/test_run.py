@@ -434,9 +434,10 @@ class AckAndDoctor(RunTest):
         spec = self.spec("doc", extra='[log]\npreset = "plain"\n', pagers=False)
         env = python_env()
         env.pop("STEPWATCH_JOB", None)
-        # A supervisor killed mid-run leaves its job behind: doctor finds it, --fix ends it.
+        # A supervisor killed mid-run leaves its job behind: doctor finds it, --fix ends it. (A
+        # job that prints would die of SIGPIPE with its supervisor: this one stays quiet.)
         p = subprocess.Popen([self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, "--",
-                              "/usr/bin/python3", PLAIN, "--steps", "100000", "--step-time", "0.05"],
+                              "/bin/sh", "-c", "sleep 300"],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.strays.append(p)
         time.sleep(3)

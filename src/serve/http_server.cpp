@@ -1,0 +1,105 @@
+#include "src/serve/http_server.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "src/common/log.h"
+
+namespace stepwatch::serve {
+
+std::string format_address(const std::string& host, int port) {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+}
+
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+void error_reply(httplib::Response& res, int status, const std::string& message) {
+  nlohmann::json body = {{"error", message}};
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "application/json");
+}
+
+httplib::Server::Handler guarded(const std::string& name, Handler h) {
+  return [name, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      h(req, res);
+    } catch (const std::exception& e) {
+      log_error("{}: {} {} failed: {}", name, req.method, req.path, e.what());
+      error_reply(res, 500, fmt::format("internal error: {}", e.what()));
+    } catch (...) {
+      log_error("{}: {} {} failed with a non-standard exception", name, req.method, req.path);
+      error_reply(res, 500, "internal error");
+    }
+  };
+}
+
+Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::string& host, int port, int threads,
+                           size_t max_body) {
+  std::lock_guard lock(mu_);
+  if (server_) return Error{Errc::kInvalidArgument, fmt::format("{} already listening on {}", name_, format_address(host, port_.load()))};
+  httplib::Server& s = *server;
+  s.set_exception_handler([name = name_](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+    log_error("{}: {} {} failed inside the HTTP library", name, req.method, req.path);
+    error_reply(res, 500, "internal error");
+  });
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  s.set_payload_max_length(max_body);
+  // One request per connection and a short idle wait: stop() never waits on an idle client.
+  s.set_keep_alive_max_count(1);
+  s.set_keep_alive_timeout(1);
+  s.set_read_timeout(5, 0);
+  s.set_write_timeout(5, 0);
+  size_t pool = static_cast<size_t>(threads > 0 ? threads : 1);
+  s.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
+
+  errno = 0;
+  bool bound = port == 0 ? (port = s.bind_to_any_port(host)) > 0 : s.bind_to_port(host, port);
+  if (!bound) {
+    int e = errno;
+    bool known = e == EADDRINUSE || e == EACCES || e == EADDRNOTAVAIL;
+    return Error{Errc::kIo, fmt::format("{}: cannot listen on {}: {}", name_, format_address(host, port),
+                                        known ? std::strerror(e) : "bind failed (address in use or not available)")};
+  }
+  port_ = port;
+  httplib::Server* raw = server.get();
+  auto exited = std::make_shared<std::atomic<bool>>(false);
+  thread_ = std::thread([raw, exited, name = name_, address = format_address(host, port)] {
+    try {
+      if (!raw->listen_after_bind()) log_warn("{} on {} stopped with an error", name, address);
+    } catch (const std::exception& e) {
+      log_error("{} on {}: {}", name, address, e.what());
+    }
+    exited->store(true);
+  });
+  while (!raw->is_running() && !exited->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  server_ = std::move(server);
+  log_info("{} listening on {}", name_, format_address(host, port));
+  return {};
+}
+
+void HttpListener::stop() {
+  std::lock_guard lock(mu_);
+  if (!server_) return;
+  server_->stop();
+  if (thread_.joinable()) thread_.join();  // listen_after_bind drains its workers first
+  server_.reset();
+  port_ = 0;
+}
+
+bool HttpListener::running() const {
+  std::lock_guard lock(mu_);
+  return server_ != nullptr;
+}
+
+}  // namespace stepwatch::serve

@@ -1,0 +1,59 @@
+// The pieces every stepwatch HTTP endpoint shares (the supervisor's ack endpoint, the agent's
+// API): a server on its own thread with the same socket and timeout settings, handlers that
+// never let an exception out, JSON error replies, and a constant-time token comparison.
+// Include only from the .cpp that serves (httplib is a heavy header, STYLE rule 11).
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "src/common/result.h"
+
+namespace stepwatch::serve {
+
+// "127.0.0.1:9465", "[::1]:9465".
+std::string format_address(const std::string& host, int port);
+
+// Equal-time comparison, so a token cannot be guessed byte by byte from response times.
+bool same_secret(const std::string& a, const std::string& b);
+
+// {"error": message} with the status.
+void error_reply(httplib::Response& res, int status, const std::string& message);
+
+// Wraps a handler so that no exception leaves it: 500 with a JSON error, logged with `name`.
+using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+httplib::Server::Handler guarded(const std::string& name, Handler h);
+
+// Runs one httplib::Server on its own thread.
+class HttpListener {
+ public:
+  explicit HttpListener(std::string name) : name_(std::move(name)) {}
+  ~HttpListener() { stop(); }
+  HttpListener(const HttpListener&) = delete;
+  HttpListener& operator=(const HttpListener&) = delete;
+
+  // Applies the shared settings (SO_REUSEADDR only: httplib's SO_REUSEPORT would let a second
+  // process share the port; one request per connection; 5 s timeouts; a pool of `threads`),
+  // binds host:port (0: any free port) and serves until stop(). Returns once the accept loop
+  // runs, because httplib's stop() does nothing before that.
+  Status start(std::unique_ptr<httplib::Server> server, const std::string& host, int port, int threads,
+               size_t max_body);
+  void stop();  // waits for requests in flight
+  bool running() const;
+  int port() const { return port_.load(); }
+
+ private:
+  std::string name_;
+  mutable std::mutex mu_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::atomic<int> port_{0};
+};
+
+}  // namespace stepwatch::serve
