@@ -8,85 +8,23 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 import unittest
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-import swtest  # noqa: E402
-
+from agent_support import RANKS, AgentBase, free_port, get_with_type as get  # noqa: E402
 from swtest import python_env  # noqa: E402
 
 CHROMIUM = shutil.which("chromium")
 
-# A rank that steps every 0.1 s and stops committing steps (a hang) after `hang_after` steps.
-RANKS = r"""
-import os, sys, time, stepwatch
-rank = int(sys.argv[1]); hang_after = int(sys.argv[2])
-stepwatch.init(rank=rank, world_size=2)
-for n in range(1000000):
-    if n == hang_after:
-        time.sleep(3600)
-    time.sleep(0.1)
-    stepwatch.step(n)
-"""
-
 SPEC = 'job = "{job}"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.headers.get("Content-Type", ""), r.read().decode()
-
-
-class DashboardTest(unittest.TestCase):
-    def setUp(self):
-        self.bin = swtest.stepwatch_bin()
-        self.tmp = tempfile.mkdtemp(prefix="stepwatch-dashboard-")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.procs = []
-        self.addCleanup(self._stop_all)
-
-    def _stop_all(self):
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-
-    def start(self, args, **kw):
-        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
-        self.procs.append(p)
-        return p
-
-    def wait_for(self, what, check, timeout=60):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = check()
-                if last:
-                    return last
-            except (OSError, ValueError, KeyError, IndexError) as e:
-                last = e
-            time.sleep(0.5)
-        self.fail(f"timed out waiting for {what}: {last}")
+class DashboardTest(AgentBase):
+    prefix = "stepwatch-dashboard-"
 
     def chromium(self, *args):
         # Root needs --no-sandbox; a fresh profile keeps runs apart. Chromium 112+ takes
