@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +12,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "src/contract/names.h"
@@ -167,7 +171,80 @@ Result<RankSnapshot> decode_beacon(std::span<const uint8_t> bytes, const ReadOpt
   return s;
 }
 
+namespace {
+
+// A mapped beacon is a file another user may truncate at any moment; touching a page past the
+// new end raises SIGBUS. Reads of a mapping run under this guard: a fault inside one jumps back
+// and the read reports that the file shrank, instead of taking the process (often a root-owned
+// agent) down. Any other SIGBUS goes where it would have gone without the guard.
+thread_local sigjmp_buf* volatile t_fault_jump = nullptr;
+struct sigaction g_previous_sigbus;
+std::once_flag g_sigbus_once;
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  if (sigjmp_buf* jump = t_fault_jump) siglongjmp(*jump, 1);
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+    return;
+  }
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) == 0 && g_previous_sigbus.sa_handler != SIG_DFL &&
+      g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(sig);
+    return;
+  }
+  ::signal(SIGBUS, SIG_DFL);  // returning re-runs the faulting access, which now ends the process
+}
+
+void install_sigbus_guard() {
+  std::call_once(g_sigbus_once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_sigbus;
+    // SA_NODEFER: the jump out of the handler leaves SIGBUS unblocked for the next fault.
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &g_previous_sigbus);
+  });
+}
+
+// One seqlock read attempt; false when the mapping faulted (the file shrank under it).
+bool guarded_read_once(const stepwatch_beacon_v1* src, stepwatch_beacon_v1* dst, uint64_t* seen, ReadOutcome* out) {
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 0) != 0) {
+    t_fault_jump = nullptr;
+    return false;
+  }
+  t_fault_jump = &jump;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  *out = seq_read_once(src, dst, seen);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_fault_jump = nullptr;
+  return true;
+}
+
+bool guarded_load_seq(const stepwatch_beacon_v1* src, uint64_t* out) {
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 0) != 0) {
+    t_fault_jump = nullptr;
+    return false;
+  }
+  t_fault_jump = &jump;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  *out = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_fault_jump = nullptr;
+  return true;
+}
+
+Error shrank(const std::string& path) {
+  return Error{Errc::kSizeMismatch,
+               fmt::format("{}: the file shrank while mapped (a version 1 beacon stays {} bytes), skipped", path,
+                           sizeof(stepwatch_beacon_v1))};
+}
+
+}  // namespace
+
 Result<BeaconMapping> BeaconMapping::open(const std::string& path) {
+  install_sigbus_guard();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
@@ -235,7 +312,8 @@ Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
   uint64_t last = 0;
   for (int attempt = 0; attempt <= max_retries; ++attempt) {
     uint64_t seen = 0;
-    ReadOutcome r = seq_read_once(map_, &copy, &seen);
+    ReadOutcome r = ReadOutcome::kOk;
+    if (!guarded_read_once(map_, &copy, &seen, &r)) return shrank(path_);
     if (r == ReadOutcome::kOk) return copy;
     if (r == ReadOutcome::kOdd) ++odd;
     // The same odd sequence again and again: the writer is not progressing (the scheduler took
@@ -255,6 +333,21 @@ Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
                                           path_, max_retries + 1)};
   }
   return Error{Errc::kTorn, fmt::format("{}: no consistent read after {} retries", path_, max_retries + 1)};
+}
+
+Result<uint64_t> BeaconMapping::sequence() const {
+  uint64_t seq = 0;
+  if (!guarded_load_seq(map_, &seq)) return shrank(path_);
+  return seq;
+}
+
+Result<uint64_t> BeaconMapping::size_on_disk() const {
+  struct stat st {};
+  if (::fstatat(AT_FDCWD, path_.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return Error{errno == ENOENT ? Errc::kNotFound : Errc::kIo, fmt::format("{}: {}", path_, std::strerror(errno))};
+  }
+  if (st.st_ino != inode_) return Error{Errc::kNotFound, fmt::format("{}: replaced by another file", path_)};
+  return static_cast<uint64_t>(st.st_size);
 }
 
 Result<RankSnapshot> BeaconMapping::read(const ReadOptions& options) const {

@@ -38,6 +38,13 @@ class BeaconMapping {
   Result<RankSnapshot> read(const ReadOptions& options = {}) const;
   // The raw consistent copy (no validation), for tools that show bytes.
   Result<stepwatch_beacon_v1> read_raw(int max_retries = 200) const;
+  // The update counter alone (one load): unchanged means the record is unchanged.
+  Result<uint64_t> sequence() const;
+  // The file's current size by path; kNotFound when it is gone or another file took its name.
+  Result<uint64_t> size_on_disk() const;
+
+  // Reads survive the file being truncated under the mapping: the fault is caught and reported
+  // as kSizeMismatch (the process installs a SIGBUS handler that passes other faults on).
 
   const std::string& path() const { return path_; }
   uint64_t inode() const { return inode_; }

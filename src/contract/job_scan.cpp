@@ -38,23 +38,49 @@ int64_t step_wall(const RankSnapshot& s) { return s.step ? s.step_at.wall_ns : 0
 
 }  // namespace
 
-Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<Error>* skipped) {
-  auto names = read_dir(root);
-  if (!names) return names.error();
+Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<Error>* skipped, size_t max_listed,
+                                           size_t* skipped_total) {
+  DIR* d = ::opendir(root.c_str());
+  if (d == nullptr) {
+    Errc code = errno == ENOENT ? Errc::kNotFound : errno == EACCES ? Errc::kPermission : Errc::kIo;
+    return Error{code, fmt::format("{}: {}", root, std::strerror(errno))};
+  }
   std::vector<std::string> jobs;
-  for (auto& n : *names) {
-    struct stat st {};
+  std::vector<Error> bad;
+  size_t bad_total = 0;
+  auto skip = [&](Error e) {
+    if (bad_total++ < max_listed) bad.push_back(std::move(e));
+  };
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string n = e->d_name;
     std::string p = root + "/" + n;
-    if (::lstat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      if (skipped) skipped->push_back(Error{Errc::kInvalidArgument, fmt::format("{}: not a job directory, skipped", p)});
+    bool dir = e->d_type == DT_DIR;
+    if (e->d_type == DT_UNKNOWN) {  // some filesystems do not say: ask, without following links
+      struct stat st {};
+      dir = ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    if (!dir) {
+      skip(Error{Errc::kInvalidArgument, fmt::format("{}: not a job directory, skipped", p)});
       continue;
     }
     if (auto v = validate_job_id(n); !v) {
-      if (skipped) skipped->push_back(Error{Errc::kInvalidArgument, fmt::format("{}: {}, skipped", p, v.error().message)});
+      skip(Error{Errc::kInvalidArgument, fmt::format("{}: {}, skipped", p, v.error().message)});
       continue;
     }
-    jobs.push_back(n);
+    jobs.push_back(std::move(n));
   }
+  ::closedir(d);
+  std::sort(jobs.begin(), jobs.end());
+  std::sort(bad.begin(), bad.end(), [](const Error& a, const Error& b) { return a.message < b.message; });
+  if (bad_total > bad.size()) {
+    bad.push_back(Error{Errc::kInvalidArgument,
+                        fmt::format("{}: {} more entries that are not job directories, skipped", root, bad_total - bad.size())});
+  }
+  if (skipped) {
+    for (auto& e : bad) skipped->push_back(std::move(e));
+  }
+  if (skipped_total) *skipped_total = bad_total;
   return jobs;
 }
 
@@ -105,6 +131,7 @@ JobView scan_job(const std::string& root, const std::string& job) {
     }
   }
   for (auto& [rank, snap] : by_rank) view.ranks.push_back(std::move(snap));
+  view.problems_total = view.problems.size();
   return view;
 }
 

@@ -15,11 +15,14 @@ struct JobView {
   std::string dir;
   std::vector<RankSnapshot> ranks;  // sorted by rank; one per rank
   std::vector<Error> problems;      // unreadable beacons, bad JSONL lines, junk files
+  size_t problems_total = 0;        // including those a bounded list left out
 };
 
 // Job directories under root with valid job ids, sorted. Invalid names are skipped and listed
-// in `skipped` when given.
-Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<Error>* skipped = nullptr);
+// in `skipped` when given: at most `max_listed` of them, then one line that sums up the rest (a
+// root flooded with junk must not flood the log); `skipped_total` receives the full count.
+Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<Error>* skipped = nullptr,
+                                           size_t max_listed = 32, size_t* skipped_total = nullptr);
 
 // Reads every rank of one job. When a rank has both a beacon and JSONL lines, the source with
 // the most recent step wins (a trainer may move from one to the other).

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -378,6 +379,42 @@ TEST_F(BeaconFiles, MappingFollowsTheWriterAndMoves) {
   ASSERT_TRUE(other.ok());
   moved = std::move(*other);
   EXPECT_EQ(*moved.read()->step, 4);
+}
+
+// The mapping's fault guard catches a SIGBUS inside a beacon read only: any other SIGBUS in
+// the process still ends it, as it would without the guard.
+TEST(BeaconMappingFaultGuard, ATruncatedMappingIsAnErrorAndOtherFaultsStillKill) {
+  test::TempDir dir;
+  std::string path = dir / "rank-0.beacon";
+  stepwatch_beacon_v1 rec = test::valid_record();
+  test::write_file(path, test::as_bytes(rec));
+  auto m = BeaconMapping::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  ASSERT_TRUE(m->read().ok());
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  auto r = m->read();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::kSizeMismatch);
+  EXPECT_THAT(r.error().message, ::testing::HasSubstr(path + ": the file shrank while mapped"));
+  auto seq = m->sequence();
+  ASSERT_FALSE(seq.ok());
+  EXPECT_EQ(seq.error().code, Errc::kSizeMismatch);
+
+  auto touch_a_truncated_mapping = [&] {
+    std::string other = dir / "other";
+    test::write_file(other, std::string(4096, 'x'));
+    int fd = ::open(other.c_str(), O_RDONLY);
+    auto* p = static_cast<volatile const char*>(::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0));
+    if (::truncate(other.c_str(), 0) != 0) ::_exit(12);
+    char c = p[0];  // not a beacon read: whatever was there before the guard
+    ::_exit(c == 'x' ? 10 : 11);
+  };
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's own SIGBUS handler was there first: it reports and exits.
+  EXPECT_EXIT(touch_a_truncated_mapping(), ::testing::ExitedWithCode(1), "AddressSanitizer: BUS");
+#else
+  EXPECT_EXIT(touch_a_truncated_mapping(), ::testing::KilledBySignal(SIGBUS), "");
+#endif
 }
 
 }  // namespace

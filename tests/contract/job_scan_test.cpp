@@ -171,5 +171,19 @@ TEST_F(JobScan, JsonlOnlyJob) {
   EXPECT_EQ(v.ranks[0].world_size, 2);
 }
 
+TEST_F(JobScan, AFloodedRootListsABoundedNumberOfSkippedEntriesAndCountsThemAll) {
+  std::filesystem::create_directories(root_ / "job-ok");
+  for (int i = 0; i < 2000; ++i) test::write_file(root_ / ("junk-" + std::to_string(i)), "x");
+  for (int i = 0; i < 300; ++i) std::filesystem::create_directories(root_ / ("bad name " + std::to_string(i)));
+  std::vector<Error> skipped;
+  size_t total = 0;
+  auto jobs = list_jobs(root_.path(), &skipped, 10, &total);
+  ASSERT_TRUE(jobs.ok()) << jobs.error().message;
+  EXPECT_THAT(*jobs, ElementsAre("job-ok"));
+  EXPECT_EQ(total, 2300u);
+  ASSERT_EQ(skipped.size(), 11u);
+  EXPECT_THAT(skipped.back().message, HasSubstr(root_.path() + ": 2290 more entries that are not job directories"));
+}
+
 }  // namespace
 }  // namespace stepwatch::contract

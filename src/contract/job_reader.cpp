@@ -1,0 +1,165 @@
+#include "src/contract/job_reader.h"
+
+#include <dirent.h>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "src/contract/names.h"
+
+namespace stepwatch::contract {
+
+namespace {
+
+int64_t step_wall(const RankSnapshot& s) { return s.step ? s.step_at.wall_ns : 0; }
+
+}  // namespace
+
+JobReader::JobReader(std::string root, std::string job, JobReaderOptions options)
+    : root_(std::move(root)), job_(std::move(job)), dir_(job_dir(root_, job_)), options_(options) {
+  if (options_.audit_every < 1) options_.audit_every = 1;
+}
+
+void JobReader::refresh(Entry& e, const std::string& path, int rank, bool reopen, bool audit) {
+  if (reopen || (audit && !e.map)) {
+    e.map.reset();
+    e.snap.reset();
+    e.error.reset();
+    e.seq = 1;
+    auto m = BeaconMapping::open(path);
+    if (!m) {
+      e.error = m.error();
+      return;
+    }
+    ++stats_.mapped;
+    e.map.emplace(std::move(*m));
+  } else if (audit) {
+    ++stats_.audited;
+    auto size = e.map->size_on_disk();
+    if (size && *size != sizeof(stepwatch_beacon_v1)) {
+      e.map.reset();
+      e.snap.reset();
+      e.error = Error{Errc::kSizeMismatch, fmt::format("{}: file changed size to {} bytes (a version 1 beacon is {}), skipped",
+                                                       path, *size, sizeof(stepwatch_beacon_v1))};
+      return;
+    }
+  }
+  if (!e.map) return;  // the cached error stands
+  auto seq = e.map->sequence();
+  if (!seq) {  // shrank under the mapping
+    e.map.reset();
+    e.snap.reset();
+    e.error = seq.error();
+    return;
+  }
+  if (*seq == e.seq && (*seq & 1) == 0) {
+    ++stats_.unchanged;
+    return;
+  }
+  ++stats_.decoded;
+  ReadOptions opts;
+  opts.expected_job = job_;
+  auto snap = e.map->read(opts);
+  if (!snap) {
+    e.snap.reset();
+    e.error = snap.error();
+    e.seq = 1;  // read again next poll
+    if (snap.error().code == Errc::kSizeMismatch) e.map.reset();  // shrank: only a new file helps
+    return;
+  }
+  if (snap->rank != rank) {
+    e.snap.reset();
+    e.error = Error{Errc::kInvalidField, fmt::format("{}: file name says rank {}, record says {}", path, rank, snap->rank)};
+    e.seq = *seq;
+    return;
+  }
+  e.error.reset();
+  e.snap = std::move(*snap);
+  e.seq = *seq;
+}
+
+JobView JobReader::poll() {
+  stats_ = {};
+  JobView view;
+  view.job = job_;
+  view.dir = dir_;
+  ++polls_;
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) {
+    Errc code = errno == ENOENT ? Errc::kNotFound : errno == EACCES ? Errc::kPermission : Errc::kIo;
+    view.problems.push_back(Error{code, fmt::format("{}: {}", dir_, std::strerror(errno))});
+    view.problems_total = 1;
+    entries_.clear();
+    return view;
+  }
+  for (auto& [name, e] : entries_) e.seen = false;
+  bool has_jsonl = false;
+  size_t index = 0;
+  const uint64_t slot = polls_ % static_cast<uint64_t>(options_.audit_every);
+  while (dirent* ent = ::readdir(d)) {
+    const char* name = ent->d_name;
+    if (name[0] == '.') continue;  // ".", "..", and writers' temporary files
+    if (std::strcmp(name, "progress.jsonl") == 0) {
+      has_jsonl = true;
+      continue;
+    }
+    int rank = rank_from_beacon_name(name);
+    if (rank < 0) continue;  // stack dumps, artifacts and other files live here too
+    auto [it, added] = entries_.try_emplace(name);
+    Entry& e = it->second;
+    bool reopen = added || e.d_ino != ent->d_ino;
+    e.d_ino = ent->d_ino;
+    e.seen = true;
+    bool audit = (index++ % static_cast<size_t>(options_.audit_every)) == slot;
+    refresh(e, dir_ + "/" + name, rank, reopen, audit);
+  }
+  ::closedir(d);
+
+  std::map<int, const RankSnapshot*> by_rank;
+  size_t problems = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    Entry& e = it->second;
+    if (!e.seen) {
+      it = entries_.erase(it);  // the file is gone
+      continue;
+    }
+    if (e.error) {
+      if (problems++ < options_.max_problems) view.problems.push_back(*e.error);
+    } else if (e.snap) {
+      by_rank[e.snap->rank] = &*e.snap;
+    }
+    ++it;
+  }
+  std::map<int, RankSnapshot> from_jsonl;
+  if (has_jsonl) {
+    if (!tail_) tail_.emplace(jsonl_path(root_, job_), job_);
+    auto bad = tail_->poll(std::numeric_limits<size_t>::max());
+    if (!bad) {
+      view.problems.push_back(bad.error());
+      ++problems;
+    } else {
+      for (auto& e : *bad) {
+        if (problems++ < options_.max_problems) view.problems.push_back(std::move(e));
+      }
+      for (const auto& [rank, snap] : tail_->folder().ranks()) {
+        auto it = by_rank.find(rank);
+        if (it == by_rank.end() || step_wall(snap) > step_wall(*it->second)) by_rank[rank] = &snap;
+      }
+    }
+  } else {
+    tail_.reset();
+  }
+  view.problems_total = problems;
+  if (problems > options_.max_problems) {
+    view.problems.push_back(Error{Errc::kInvalidArgument, fmt::format("{}: {} more problem(s) not listed", dir_,
+                                                                      problems - options_.max_problems)});
+  }
+  view.ranks.reserve(by_rank.size());
+  for (const auto& [rank, snap] : by_rank) view.ranks.push_back(*snap);
+  return view;
+}
+
+}  // namespace stepwatch::contract
