@@ -173,10 +173,14 @@ Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& o
 
 std::optional<ProcDelta> ProcessProbe::delta(const ProcInfo& now) const {
   auto it = previous_.find(now.pid);
-  if (it == previous_.end() || it->second.start_ticks != now.start_ticks) return std::nullopt;
-  const ProcInfo& was = it->second;
+  if (it == previous_.end()) return std::nullopt;
+  return delta_between(it->second, now);
+}
+
+std::optional<ProcDelta> delta_between(const ProcInfo& was, const ProcInfo& now) {
+  if (was.pid != now.pid || was.start_ticks != now.start_ticks) return std::nullopt;
   ProcDelta d;
-  d.cpu_ns = static_cast<int64_t>(now.cpu_ticks - std::min(now.cpu_ticks, was.cpu_ticks)) * ns_per_tick();
+  d.cpu_ns = static_cast<int64_t>(now.cpu_ticks - std::min(now.cpu_ticks, was.cpu_ticks)) * ProcessProbe::ns_per_tick();
   if (now.read_bytes && was.read_bytes && now.write_bytes && was.write_bytes) {
     d.io_bytes = static_cast<int64_t>((*now.read_bytes - std::min(*now.read_bytes, *was.read_bytes)) +
                                       (*now.write_bytes - std::min(*now.write_bytes, *was.write_bytes)));

@@ -89,6 +89,9 @@ class ProcessProbe {
   std::map<int, ProcInfo> known_;  // every process of the last listing, at stat level
 };
 
+// What `now` used since `was` (nullopt unless both are the same process: pid and start time).
+std::optional<ProcDelta> delta_between(const ProcInfo& was, const ProcInfo& now);
+
 // Reads one process (stat, and optionally io, wchan and its threads' states).
 Result<ProcInfo> read_process(const std::string& proc_root, int pid, bool io, bool wchan, bool threads);
 

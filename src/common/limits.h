@@ -1,0 +1,11 @@
+// Process limits the agent needs at scale: it holds a descriptor per watched rank (a pidfd).
+#pragma once
+
+#include <cstdint>
+
+namespace stepwatch {
+
+// Raises the soft limit on open files to the hard limit. Returns the soft limit now in force.
+uint64_t raise_fd_limit();
+
+}  // namespace stepwatch
