@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "src/common/duration.h"
 
@@ -27,10 +28,6 @@ bool later(const Stamp& a, const Stamp& b) {
 
 int64_t scaled(int64_t ns, double f) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * f)); }
 
-const ProcessFacts* proc_of(const Observation& obs, int rank) {
-  for (const auto& p : obs.procs) if (p.rank == rank) return &p;
-  return nullptr;
-}
 
 // Phases that do not take part in collectives: a rank sitting in one while others train is the
 // likely reason the others wait.
@@ -91,7 +88,7 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
     rv.note = "finished";
     return rv;
   }
-  const ProcessFacts* p = proc_of(obs, r.rank);
+  const ProcessFacts* p = proc_of(r.rank);
   if (r.status == contract::RankStatus::kFailed) {
     rv.state = State::kDead;
     rv.note = kReportedFailure;
@@ -187,8 +184,18 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
   return rv;
 }
 
+const ProcessFacts* Detector::proc_of(int rank) const {
+  auto it = std::lower_bound(proc_index_.begin(), proc_index_.end(), rank,
+                             [](const auto& entry, int r) { return entry.first < r; });
+  return it != proc_index_.end() && it->first == rank ? it->second : nullptr;
+}
+
 Verdict Detector::observe(const Observation& obs) {
   Verdict v;
+  // Process facts by rank (thousands of ranks: no linear search per rank).
+  proc_index_.clear();
+  for (const auto& p : obs.procs) proc_index_.emplace_back(p.rank, &p);
+  std::stable_sort(proc_index_.begin(), proc_index_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   // 1. Learn from what is new, then fix the effective interval for this poll.
   std::vector<const RankSnapshot*> ranks;
   for (const auto& r : obs.ranks) ranks.push_back(&r);
@@ -227,10 +234,10 @@ Verdict Detector::observe(const Observation& obs) {
   }
   for (const auto* r : ranks) v.ranks.push_back(judge_rank(*r, obs, effective, job_phase_mark));
   // Ranks known only as processes (an uninstrumented trainer): a dead one is still a dead rank.
+  std::set<int> judged;
+  for (const auto& rv : v.ranks) judged.insert(rv.rank);
   for (const auto& p : obs.procs) {
-    bool known = false;
-    for (const auto& rv : v.ranks) known = known || rv.rank == p.rank;
-    if (known || p.alive) continue;
+    if (p.alive || judged.count(p.rank)) continue;
     RankVerdict rv;
     rv.rank = p.rank;
     rv.state = State::kDead;
@@ -405,7 +412,7 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
   if (!advancing.empty()) {
     v.cause = Cause::kRankSilent;
     for (const auto* rv : stalled) {
-      const ProcessFacts* p = proc_of(obs, rv->rank);
+      const ProcessFacts* p = proc_of(rv->rank);
       add(rv->rank, fmt::format("beacon silent for {} while {} other rank(s) advance{}", format_duration(rv->step_age_ns),
                                 advancing.size(), p ? ", process alive" : ""));
     }

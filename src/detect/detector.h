@@ -17,6 +17,8 @@
 
 #include <map>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "src/detect/config.h"
 #include "src/detect/interval.h"
@@ -49,6 +51,7 @@ class Detector {
   void learn(const contract::RankSnapshot& r, RankMemory& m);
   // The budget rule of the rank's current phase, or nullptr for train/init/unbudgeted phases.
   const PhaseRule* rule_for(const contract::RankSnapshot& r) const;
+  const ProcessFacts* proc_of(int rank) const;  // in this observation
   RankVerdict judge_rank(const contract::RankSnapshot& r, const Observation& obs, int64_t effective_ns,
                          const Stamp& job_phase_mark);
   void choose_cause(const Observation& obs, Verdict& v, int64_t effective_ns) const;
@@ -59,6 +62,7 @@ class Detector {
   State last_state_ = State::kStarting;
   Cause last_cause_ = Cause::kNone;
   int64_t since_wall_ns_ = 0;
+  std::vector<std::pair<int, const ProcessFacts*>> proc_index_;  // of the observation being judged
 };
 
 }  // namespace stepwatch::detect
