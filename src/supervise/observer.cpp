@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <charconv>
 
 namespace stepwatch::supervise {
@@ -39,10 +40,15 @@ std::optional<int> rank_from_environ(const std::string& proc_root, int pid) {
   return slurm;
 }
 
-Observer::Observer(ObserverConfig config) : config_(std::move(config)), procs_(config_.proc_root) {}
+Observer::Observer(ObserverConfig config)
+    : config_(std::move(config)),
+      procs_(config_.proc_root),
+      reader_(config_.beacon_root, config_.job),
+      lives_(config_.proc_root) {}
 
 detect::Observation Observer::poll(const Stamp& now, const std::optional<contract::RankSnapshot>& log_rank,
-                                   const std::optional<detect::LogFacts>& log, PollReport* report) {
+                                   const std::optional<detect::LogFacts>& log, PollReport* report,
+                                   const Result<probe::GpuSnapshot>* gpus) {
   PollReport local;
   PollReport& rep = report ? *report : local;
   detect::Observation obs;
@@ -51,8 +57,9 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
   obs.world_size = config_.world_size;
   obs.log = log;
 
-  contract::JobView view = contract::scan_job(config_.beacon_root, config_.job);
+  contract::JobView view = reader_.poll();
   rep.problems = std::move(view.problems);
+  rep.problems_total = view.problems_total;
   obs.ranks = std::move(view.ranks);
   for (const auto& r : obs.ranks) {
     if (r.pid > 0) rep.rank_pids[r.rank] = r.pid;
@@ -81,6 +88,7 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
       rep.tree = std::move(*tree);
     } else {
       rep.problems.push_back(tree.error());
+      ++rep.problems_total;
     }
   }
   bool have_rank0 = false;
@@ -92,47 +100,52 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
     obs.ranks.insert(obs.ranks.begin(), std::move(lr));
   }
 
-  probe::ProcessTree seen;  // without a tree: what this poll read, remembered for the next delta
-  for (const auto& [rank, pid] : rep.rank_pids) {
-    detect::ProcessFacts f;
-    f.rank = rank;
-    const probe::ProcInfo* info = nullptr;
-    std::optional<probe::ProcInfo> read;
-    if (rep.tree && rep.tree->procs.count(pid)) {
-      info = &rep.tree->procs.at(pid);
-    } else if (auto p = probe::read_process(config_.proc_root, pid, true, true, true)) {
-      read = std::move(*p);
-      info = &*read;
-      seen.procs[pid] = *read;
-    }
-    // Whether the beacon's process is still the same one (pid and start time both match).
-    uint64_t start = 0;
-    for (const auto& r : obs.ranks) {
-      if (r.rank == rank && r.source == contract::Source::kBeacon) start = r.pid_start_ticks;
-    }
-    if (info == nullptr) {
-      f.alive = false;
-    } else {
-      if (start != 0 && info->start_ticks != start) f.same_process = false;
-      if (info->state == 'Z' || info->state == 'X') f.alive = false;
-      f.state = info->state;
-      f.threads_in_d = info->threads_in_d;
-      f.wchan = info->wchan;
-      if (auto d = procs_.delta(*info)) {
-        f.cpu_delta_ns = d->cpu_ns;
-        f.io_delta_bytes = d->io_bytes;
-      }
-    }
-    obs.procs.push_back(f);
-  }
   if (rep.tree) {
+    std::map<int, uint64_t> starts;  // rank -> the start time its beacon names
+    for (const auto& r : obs.ranks) {
+      if (r.source == contract::Source::kBeacon) starts[r.rank] = r.pid_start_ticks;
+    }
+    for (const auto& [rank, pid] : rep.rank_pids) {
+      detect::ProcessFacts f;
+      f.rank = rank;
+      const probe::ProcInfo* info = nullptr;
+      std::optional<probe::ProcInfo> read;
+      if (rep.tree->procs.count(pid)) {
+        info = &rep.tree->procs.at(pid);
+      } else if (auto p = probe::read_process(config_.proc_root, pid, true, true, true)) {
+        read = std::move(*p);
+        info = &*read;
+      }
+      // Whether the beacon's process is still the same one (pid and start time both match).
+      uint64_t start = starts.count(rank) ? starts[rank] : 0;
+      if (info == nullptr) {
+        f.alive = false;
+      } else {
+        if (start != 0 && info->start_ticks != start) f.same_process = false;
+        if (info->state == 'Z' || info->state == 'X') f.alive = false;
+        f.state = info->state;
+        f.threads_in_d = info->threads_in_d;
+        f.wchan = info->wchan;
+        if (auto d = procs_.delta(*info)) {
+          f.cpu_delta_ns = d->cpu_ns;
+          f.io_delta_bytes = d->io_bytes;
+        }
+        ++rep.details_read;
+      }
+      obs.procs.push_back(f);
+    }
     procs_.remember(*rep.tree);
   } else {
-    procs_.remember(seen);  // not re-read: a second stat of every rank was a third of a poll's cost
+    rank_facts(now, obs, rep);
   }
 
-  if (config_.gpu) {
-    if (auto snap = config_.gpu->poll()) {
+  std::optional<Result<probe::GpuSnapshot>> own;
+  if (gpus == nullptr && config_.gpu) {
+    own.emplace(config_.gpu->poll());
+    gpus = &*own;
+  }
+  if (gpus != nullptr) {
+    if (const auto& snap = *gpus) {
       for (const auto& [rank, pid] : rep.rank_pids) {
         // A rank's GPU: the device on which its process (or a child of it) holds memory.
         std::set<int> mine{pid};
@@ -156,12 +169,111 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
           break;
         }
       }
-      rep.gpus = std::move(*snap);
+      rep.gpus = *snap;
     } else {
       rep.problems.push_back(snap.error());
+      ++rep.problems_total;
     }
   }
   return obs;
+}
+
+void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport& rep) {
+  ++polls_;
+  // Has each rank's record changed since the previous poll? Liveness of every rank, at once.
+  std::map<int, const contract::RankSnapshot*> records;
+  for (const auto& r : obs.ranks) records[r.rank] = &r;
+  std::vector<std::pair<int, uint64_t>> asks;
+  asks.reserve(rep.rank_pids.size());
+  for (auto& [rank, memo] : memo_) memo.seen = false;
+  for (const auto& [rank, pid] : rep.rank_pids) {
+    auto rec = records.find(rank);
+    const contract::RankSnapshot* r = rec == records.end() ? nullptr : rec->second;
+    uint64_t start = r && r->source == contract::Source::kBeacon ? r->pid_start_ticks : 0;
+    asks.emplace_back(pid, start);
+    RankMemo& m = memo_[rank];
+    m.seen = true;
+    auto signature = r ? std::make_tuple(r->updated_mono_ns, r->step_count, r->beat_count, r->phase_count,
+                                         r->step.value_or(-2))
+                       : decltype(m.signature){};
+    if (m.changed_mono_ns == 0 || signature != m.signature) {
+      m.signature = signature;
+      m.changed_mono_ns = now.mono_ns;
+    }
+  }
+  std::vector<probe::Life> lives = lives_.check(asks);
+
+  // Which ranks get their details read this poll: the quiet ones, longest unread first.
+  std::vector<std::pair<uint64_t, size_t>> due;  // (poll of the last read, index)
+  size_t i = 0;
+  for (const auto& [rank, pid] : rep.rank_pids) {
+    const RankMemo& m = memo_[rank];
+    bool quiet = now.mono_ns - m.changed_mono_ns >= config_.detail_after_ns;
+    bool live = lives[i] == probe::Life::kAlive || lives[i] == probe::Life::kUnknown;
+    if (quiet && live) due.emplace_back(m.read_poll, i);
+    ++i;
+  }
+  std::stable_sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int> read_now(rep.rank_pids.size(), 0);  // 1: read, -1: gone when read
+  std::vector<int> pids;
+  pids.reserve(rep.rank_pids.size());
+  for (const auto& [rank, pid] : rep.rank_pids) pids.push_back(pid);
+  std::vector<int> ranks;
+  ranks.reserve(rep.rank_pids.size());
+  for (const auto& [rank, pid] : rep.rank_pids) ranks.push_back(rank);
+  rep.details_due = due.size();
+  const auto& budget = config_.detail_budget_ns;
+  if (budget) detail_credit_ns_ = std::min(detail_credit_ns_ + *budget, 2 * *budget);
+  for (const auto& [poll, index] : due) {
+    if (budget && detail_credit_ns_ <= 0) break;
+    int64_t read_from = budget ? mono_now_ns() : 0;
+    RankMemo& m = memo_[ranks[index]];
+    if (auto p = probe::read_process(config_.proc_root, pids[index], true, true, true)) {
+      m.last_delta = m.last ? probe::delta_between(*m.last, *p) : std::nullopt;
+      m.last = std::move(*p);
+      m.read_poll = polls_;
+      read_now[index] = 1;
+    } else {
+      m.last.reset();
+      read_now[index] = -1;  // gone since the liveness check
+    }
+    ++rep.details_read;
+    if (budget) detail_credit_ns_ -= mono_now_ns() - read_from;
+  }
+
+  i = 0;
+  for (const auto& [rank, pid] : rep.rank_pids) {
+    detect::ProcessFacts f;
+    f.rank = rank;
+    RankMemo& m = memo_[rank];
+    probe::Life life = lives[i];
+    if (life == probe::Life::kGone || read_now[i] < 0) f.alive = false;
+    if (life == probe::Life::kReused) f.same_process = false;
+    bool quiet = now.mono_ns - m.changed_mono_ns >= config_.detail_after_ns;
+    if (read_now[i] > 0) {
+      if (m.last->state == 'Z' || m.last->state == 'X') f.alive = false;
+      if (asks[i].second != 0 && m.last->start_ticks != asks[i].second) f.same_process = false;
+    }
+    // Facts from this poll's read, or carried from the last one while the rank stays quiet.
+    if (quiet && f.alive && m.last && m.last->pid == pid) {
+      f.state = m.last->state;
+      f.threads_in_d = m.last->threads_in_d;
+      f.wchan = m.last->wchan;
+      if (m.last_delta) {
+        f.cpu_delta_ns = m.last_delta->cpu_ns;
+        f.io_delta_bytes = m.last_delta->io_bytes;
+      }
+    } else if (!quiet) {
+      // Advancing: its details would be stale by the time they matter; read afresh when quiet.
+      m.last.reset();
+      m.last_delta.reset();
+    }
+    obs.procs.push_back(std::move(f));
+    ++i;
+  }
+  for (auto it = memo_.begin(); it != memo_.end();) {
+    it = it->second.seen ? std::next(it) : memo_.erase(it);
+  }
 }
 
 }  // namespace stepwatch::supervise

@@ -7,11 +7,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "src/contract/job_scan.h"
+#include "src/contract/job_reader.h"
 #include "src/detect/observation.h"
 #include "src/probe/gpu_probe.h"
+#include "src/probe/pid_watch.h"
 #include "src/probe/procfs.h"
 
 namespace stepwatch::supervise {
@@ -24,14 +26,27 @@ struct ObserverConfig {
   int world_size = 0;             // expected ranks; 0: whatever the records say
   probe::Selector selector;       // the job's processes; empty: only the pids the beacons name
   std::shared_ptr<probe::GpuProbe> gpu;  // null: no GPU evidence
+  // Without a selector (the agent): a rank's process details (state, CPU, I/O, wchan, thread
+  // states: four reads or more) are read only once its record has not changed for this long;
+  // a rank that keeps committing steps only has its liveness checked (one pidfd each). 0: every
+  // poll, for every rank.
+  int64_t detail_after_ns = 0;
+  // Time spent on details is rationed (a trainer rank has dozens of threads, each a read): each
+  // poll adds this much credit (banked up to two polls' worth) and reads go on while credit is
+  // left, each costing the time it took. The ranks longest unread go first; the others keep the
+  // facts of their last read until their turn. nullopt: no limit.
+  std::optional<int64_t> detail_budget_ns;
 };
 
 // What one poll found besides the observation itself.
 struct PollReport {
-  std::vector<Error> problems;              // unreadable beacons, bad JSONL lines
+  std::vector<Error> problems;              // unreadable beacons, bad JSONL lines (a bounded list)
+  size_t problems_total = 0;                // all of them, listed or not
   std::optional<probe::ProcessTree> tree;   // the job's processes, when a selector was given
   std::optional<probe::GpuSnapshot> gpus;
   std::map<int, int> rank_pids;             // rank -> pid, from beacons or RANK in the environment
+  size_t details_read = 0;                  // ranks whose process details were read this poll
+  size_t details_due = 0;                   // ranks quiet long enough to want them
 };
 
 class Observer {
@@ -40,14 +55,38 @@ class Observer {
 
   // `log_rank`: progress read from the trainer's output (uninstrumented trainers), used for
   // rank 0 when no beacon or JSONL record exists for it. `log`: the log's own facts.
+  // `gpus`: a snapshot already taken for this tick (the agent reads NVML once per poll for all
+  // its jobs); null: this observer's own probe is asked, when it has one.
   detect::Observation poll(const Stamp& now, const std::optional<contract::RankSnapshot>& log_rank = {},
-                           const std::optional<detect::LogFacts>& log = {}, PollReport* report = nullptr);
+                           const std::optional<detect::LogFacts>& log = {}, PollReport* report = nullptr,
+                           const Result<probe::GpuSnapshot>* gpus = nullptr);
 
   const ObserverConfig& config() const { return config_; }
+  void set_detail_after(int64_t ns) { config_.detail_after_ns = ns; }
+  void set_detail_budget(std::optional<int64_t> ns) { config_.detail_budget_ns = ns; }
+  const contract::JobReader::Stats& reader_stats() const { return reader_.last_stats(); }
 
  private:
+  // Process facts of the ranks when no selector names the job's processes (the agent's case).
+  void rank_facts(const Stamp& now, detect::Observation& obs, PollReport& rep);
+
+  // What the fast path remembers per rank between polls.
+  struct RankMemo {
+    std::tuple<int64_t, uint64_t, uint64_t, uint64_t, int64_t> signature{};  // record changed?
+    int64_t changed_mono_ns = 0;   // when the record last changed
+    std::optional<probe::ProcInfo> last;   // the last detail read, for deltas and carried facts
+    std::optional<probe::ProcDelta> last_delta;
+    uint64_t read_poll = 0;        // the poll of that read
+    bool seen = false;
+  };
+
   ObserverConfig config_;
   probe::ProcessProbe procs_;
+  contract::JobReader reader_;
+  probe::PidWatch lives_;
+  std::map<int, RankMemo> memo_;  // by rank
+  uint64_t polls_ = 0;
+  int64_t detail_credit_ns_ = 0;
 };
 
 // The RANK (or SLURM_PROCID) a process was started with, from /proc/<pid>/environ.

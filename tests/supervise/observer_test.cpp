@@ -139,6 +139,115 @@ TEST_F(ObserverTest, UninstrumentedRanksComeFromTheirEnvironment) {
   EXPECT_TRUE(f1 == nullptr || !f1->alive);
 }
 
+// Without a selector (the agent): every rank's liveness every poll, but its process details
+// only once its record has been quiet for detail_after, and only as far as the budget goes.
+class QuietObserverTest : public ObserverTest {
+ protected:
+  ObserverConfig quiet_config(int64_t detail_after_ns, std::optional<int64_t> budget) {
+    ObserverConfig c = config();
+    c.selector = {};
+    c.detail_after_ns = detail_after_ns;
+    c.detail_budget_ns = budget;
+    return c;
+  }
+  std::vector<std::unique_ptr<contract::BeaconWriter>> writers(int n) {
+    std::vector<std::unique_ptr<contract::BeaconWriter>> out;
+    for (int r = 0; r < n; ++r) {
+      contract::Identity id;
+      id.dir = root_.string();
+      id.job = "obs";
+      id.rank = r;
+      id.world_size = n;
+      auto w = contract::BeaconWriter::create(id);
+      if (!w) ADD_FAILURE() << w.error().message;
+      (*w)->step(1);
+      out.push_back(std::move(*w));
+    }
+    return out;
+  }
+};
+
+TEST_F(QuietObserverTest, AdvancingRanksGetLivenessOnlyAndQuietOnesTheirDetails) {
+  auto ws = writers(2);
+  Observer ob(quiet_config(400 * kNsPerMs, std::nullopt));
+  PollReport rep;
+  detect::Observation o = ob.poll(SystemClock::instance().now(), {}, {}, &rep);
+  EXPECT_EQ(rep.details_read, 0u);
+  EXPECT_EQ(rep.details_due, 0u);
+  ASSERT_NE(facts(o, 0), nullptr);
+  EXPECT_TRUE(facts(o, 0)->alive);
+  EXPECT_EQ(facts(o, 0)->state, '?');  // not read: the record just changed
+
+  // Rank 0 keeps stepping; rank 1 goes quiet for longer than detail_after.
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    ws[0]->step(2 + i);
+    PollReport r;
+    o = ob.poll(SystemClock::instance().now(), {}, {}, &r);
+    rep = r;
+  }
+  EXPECT_EQ(rep.details_due, 1u);
+  EXPECT_EQ(rep.details_read, 1u);
+  EXPECT_EQ(facts(o, 0)->state, '?');
+  EXPECT_NE(facts(o, 1)->state, '?');  // this process: running or sleeping
+  EXPECT_TRUE(facts(o, 1)->cpu_delta_ns.has_value()) << "read on two polls: a delta";
+}
+
+TEST_F(QuietObserverTest, TheBudgetRationsDetailReadsLongestUnreadFirst) {
+  auto ws = writers(3);
+  // 1 ns a poll: one read on the first poll, then the debt it ran up waits to be repaid.
+  Observer ob(quiet_config(0, 1));
+  PollReport rep;
+  detect::Observation o = ob.poll(SystemClock::instance().now(), {}, {}, &rep);
+  EXPECT_EQ(rep.details_due, 3u);
+  EXPECT_EQ(rep.details_read, 1u);
+  int read = 0;
+  for (int r = 0; r < 3; ++r) read += facts(o, r)->state != '?';
+  EXPECT_EQ(read, 1);
+  PollReport next;
+  ob.poll(SystemClock::instance().now(), {}, {}, &next);
+  EXPECT_EQ(next.details_read, 0u);
+
+  // A generous budget reads every due rank, and a rank read before keeps its facts.
+  ob.set_detail_budget(kNsPerSec);
+  PollReport all;
+  o = ob.poll(SystemClock::instance().now(), {}, {}, &all);
+  EXPECT_EQ(all.details_read, 3u);
+  for (int r = 0; r < 3; ++r) EXPECT_NE(facts(o, r)->state, '?') << r;
+}
+
+TEST_F(QuietObserverTest, ARankWhoseProcessExitedIsNotAlive) {
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  pid_t c = ::fork();
+  if (c == 0) {
+    contract::Identity id;
+    id.dir = root_.string();
+    id.job = "obs";
+    auto w = contract::BeaconWriter::create(id);
+    if (w) (*w)->step(3);
+    char ok = w ? 'y' : 'n';
+    if (::write(pipefd[1], &ok, 1) != 1) ::_exit(2);
+    ::pause();
+    ::_exit(0);
+  }
+  children_.push_back(c);
+  char ok = 0;
+  ASSERT_EQ(::read(pipefd[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 'y');
+  Observer ob(quiet_config(kNsPerSec * 60, std::nullopt));
+  detect::Observation o = ob.poll(SystemClock::instance().now());
+  ASSERT_NE(facts(o, 0), nullptr);
+  EXPECT_TRUE(facts(o, 0)->alive);
+  ::kill(c, SIGKILL);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(c), &info, WEXITED | WNOWAIT), 0);  // a zombie now
+  o = ob.poll(SystemClock::instance().now());
+  EXPECT_FALSE(facts(o, 0)->alive);
+  ::close(pipefd[0]);
+  ::close(pipefd[1]);
+}
+
 TEST(RankFromEnviron, ReadsRankOrSlurm) {
   EXPECT_FALSE(rank_from_environ("/proc", 999999999).has_value());
   auto root = fs::temp_directory_path() / fmt::format("sw-env-{}", ::getpid());
