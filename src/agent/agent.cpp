@@ -19,6 +19,11 @@ namespace stepwatch::agent {
 
 namespace {
 
+// Process details cost a read of stat, io, wchan and every thread's stat per rank (~25 us for a
+// small process, far more for a trainer with dozens of threads). One poll spends at most this
+// much CPU on them across all jobs, shared by rank count; ranks longest unread go first.
+constexpr int64_t kDetailBudgetPerPollNs = 20 * kNsPerMs;
+
 bool firing(detect::State s) {
   return s == detect::State::kStalled || s == detect::State::kDead;
 }
@@ -68,7 +73,6 @@ struct Agent::Tracked {
   std::unique_ptr<supervise::Observer> observer;
   std::unique_ptr<detect::Detector> detector;
   serve::JobState state;
-  std::string verdict_json;
   detect::State last_state = detect::State::kStarting;
   detect::Cause last_cause = detect::Cause::kNone;
   int64_t incarnation = 0;
@@ -80,6 +84,10 @@ struct Agent::Tracked {
   std::optional<int64_t> retired_at_wall_ns;
   bool vanished = false;  // retired because its directory is gone
   bool hidden = false;    // retired longer than retire_after, but its (finished) directory remains
+  size_t ranks = 0;       // at the last observation
+  size_t due = 0;         // ranks that wanted process details at the last observation
+  bool observed = false;  // observed in this poll: `state` holds a new observation to publish
+  std::shared_ptr<const serve::JobState> published;  // what the API sees of this job
 };
 
 Result<std::unique_ptr<Agent>> Agent::open(AgentConfig config, AgentDeps deps) {
@@ -137,7 +145,10 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
   oc.proc_root = config_.proc_root;
   oc.local_host = deps_.host;
   oc.world_size = t->spec.world_size;
-  oc.gpu = deps_.gpu;  // selector left empty: only the pids the beacons name
+  // No probe of its own: poll_once reads the GPUs once for every job. Selector left empty:
+  // only the pids the beacons name.
+  oc.detail_after_ns = config_.poll_interval_ns;
+  oc.detail_budget_ns = kDetailBudgetPerPollNs;
   t->observer = std::make_unique<supervise::Observer>(std::move(oc));
   t->detector = std::make_unique<detect::Detector>(detect::config_from_spec(t->spec));
   t->state.job = job;
@@ -160,13 +171,19 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
 Status Agent::poll_once(Stamp now) {
   int64_t started = mono_now_ns();
   uint64_t beacons = 0, errors = 0;
+  ranks_this_poll_ = 0;
+  // One NVML read per poll, shared by every job (each device query costs real time).
+  std::optional<Result<probe::GpuSnapshot>> gpus;
+  if (deps_.gpu) gpus.emplace(deps_.gpu->poll());
+  due_this_poll_ = 0;
   bool any_root = false;
   Error last_error;
   std::set<std::string> seen;
   for (const auto& root : config_.beacon_roots) {
     std::vector<Error> skipped;
-    auto jobs = contract::list_jobs(root, &skipped);
-    errors += skipped.size();
+    size_t skipped_total = 0;
+    auto jobs = contract::list_jobs(root, &skipped, 32, &skipped_total);
+    errors += skipped_total;
     for (const auto& e : skipped) note_problem(e.message);
     if (!jobs) {
       if (jobs.error().code == Errc::kNotFound) {
@@ -193,7 +210,7 @@ Status Agent::poll_once(Stamp now) {
         it = tracked_.end();
       }
       if (it == tracked_.end()) it = tracked_.emplace(job, start_tracking(root, job, now)).first;
-      observe(*it->second, now, &beacons, &errors);
+      observe(*it->second, now, gpus ? &*gpus : nullptr, &beacons, &errors);
     }
   }
   for (auto it = tracked_.begin(); it != tracked_.end();) {
@@ -212,15 +229,48 @@ Status Agent::poll_once(Stamp now) {
     t.hidden = expired;
     ++it;
   }
-  std::lock_guard lock(mu_);
-  published_.clear();
-  for (const auto& [job, t] : tracked_) {
+  ranks_last_poll_ = ranks_this_poll_;
+  due_last_poll_ = due_this_poll_;
+  std::map<std::string, std::shared_ptr<const serve::JobState>> fresh;
+  for (auto& [job, t] : tracked_) {
     if (t->hidden) continue;
-    serve::JobState s = t->state;
-    s.retired = t->retired_at_wall_ns.has_value();
-    if (auto a = acks_total_.find(job); a != acks_total_.end()) s.actions_total["ack"] = a->second;
-    published_.emplace(job, std::move(s));
+    bool retired = t->retired_at_wall_ns.has_value();
+    const auto& last = t->published;
+    if (t->observed) {
+      // The observation and verdict move into the published state; the next poll makes new ones.
+      auto s = std::make_shared<serve::JobState>(std::move(t->state));
+      s->retired = retired;
+      t->state = serve::JobState{};
+      t->state.job = s->job;
+      t->state.owner = s->owner;
+      t->state.job_class = s->job_class;
+      t->state.host = s->host;
+      t->state.first_seen_wall_ns = s->first_seen_wall_ns;
+      t->state.incidents_total = s->incidents_total;
+      t->state.actions_total = s->actions_total;
+      t->published = std::move(s);
+    } else if (last && (last->retired != retired || last->incidents_total != t->state.incidents_total ||
+                        last->actions_total != t->state.actions_total)) {
+      auto s = std::make_shared<serve::JobState>(*last);  // not observed (vanished): counters only
+      s->retired = retired;
+      s->incidents_total = t->state.incidents_total;
+      s->actions_total = t->state.actions_total;
+      t->published = std::move(s);
+    }
+    t->observed = false;
+    if (t->published) fresh.emplace(job, t->published);
   }
+  std::lock_guard lock(mu_);
+  for (auto& [job, s] : fresh) {
+    auto a = acks_total_.find(job);
+    auto have = s->actions_total.find("ack");
+    if (a != acks_total_.end() && (have == s->actions_total.end() || have->second != a->second)) {
+      auto copy = std::make_shared<serve::JobState>(*s);
+      copy->actions_total["ack"] = a->second;
+      s = std::move(copy);
+    }
+  }
+  published_ = std::move(fresh);
   health_.polls_total++;
   health_.beacons_read_total += beacons;
   health_.read_errors_total += errors;
@@ -232,22 +282,38 @@ Status Agent::poll_once(Stamp now) {
   return {};
 }
 
-void Agent::observe(Tracked& t, Stamp now, uint64_t* beacons, uint64_t* errors) {
+void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus, uint64_t* beacons,
+                    uint64_t* errors) {
   supervise::PollReport rep;
-  detect::Observation obs = t.observer->poll(now, {}, {}, &rep);
-  *errors += rep.problems.size();
+  // This job's share of the poll's detail budget: by the ranks that wanted details at the
+  // previous poll (a stalled job among healthy ones gets all of it), by rank count when none did.
+  auto share_of = [](size_t mine, size_t all) {
+    return static_cast<int64_t>(static_cast<double>(kDetailBudgetPerPollNs) * static_cast<double>(mine) /
+                                static_cast<double>(std::max<size_t>(1, all)));
+  };
+  t.observer->set_detail_budget(due_last_poll_ > 0 ? share_of(t.due, due_last_poll_)
+                                                   : share_of(std::max<size_t>(1, t.ranks), ranks_last_poll_));
+  detect::Observation obs = t.observer->poll(now, {}, {}, &rep, gpus);
+  t.ranks = obs.ranks.size();
+  t.due = rep.details_due;
+  ranks_this_poll_ += t.ranks;
+  due_this_poll_ += t.due;
+  *errors += rep.problems_total;
   for (const auto& p : rep.problems) note_problem(fmt::format("job {}: {}", t.job, p.message));
   for (const auto& r : obs.ranks) {
     if (r.source == contract::Source::kBeacon) ++*beacons;
     t.incarnation = std::max<int64_t>(t.incarnation, r.incarnation);
   }
   detect::Verdict v = t.detector->observe(obs);
-  t.verdict_json = detect::verdict_to_json(v, t.job);
   t.state.last_poll_wall_ns = now.wall_ns;
   t.state.recent_intervals_ns = recent_intervals(obs);
   t.state.gpus = job_gpus(rep);
   t.state.verdict = v;
   t.state.observation = std::move(obs);
+  t.observed = true;
+  // Process details only for ranks quiet for an expected interval (the poll interval while it
+  // is still being learned): a rank that keeps committing steps costs one liveness check.
+  t.observer->set_detail_after(v.expected_interval_ns > 0 ? v.expected_interval_ns : config_.poll_interval_ns);
   transition(t, v, now);
   if (v.state == detect::State::kFinished) {
     if (!t.retired_at_wall_ns) retire(t, now, "job finished");
@@ -286,7 +352,7 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
     ni.state = detect::state_name(v.state);
     ni.cause = detect::cause_name(v.cause);
     ni.summary = v.summary;
-    ni.verdict_json = t.verdict_json;
+    ni.verdict_json = detect::verdict_to_json(v, t.job);  // only when recorded: 10,000 ranks are costly
     auto ref = store_.open_incident(ni);
     if (!ref) {
       note_problem(
@@ -303,7 +369,7 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
   if (firing(v.state)) {
     std::string state = detect::state_name(v.state), cause = detect::cause_name(v.cause);
     if (state != t.incident_state || cause != t.incident_cause) {
-      (void)store_.update_incident(*t.incident_id, state, cause, v.summary, t.verdict_json);
+      (void)store_.update_incident(*t.incident_id, state, cause, v.summary, detect::verdict_to_json(v, t.job));
       t.incident_state = state;
       t.incident_cause = cause;
     }
@@ -338,7 +404,7 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
       m.host = deps_.host;
       m.started_wall_ns = now.wall_ns;
       m.ack_command = fmt::format("stepwatch ack {} --state-dir {}", t.job, config_.state_dir);
-      m.verdict_json = t.verdict_json;
+      m.verdict_json = detect::verdict_to_json(v, t.job);
       // Delivery retries with backoff; the poll loop keeps watching every job meanwhile.
       t.paging =
           std::async(std::launch::async, [targets = t.spec.runbook.pagers, m, opts = deps_.pager] {
@@ -414,7 +480,7 @@ std::vector<serve::JobState> Agent::jobs() const {
   std::lock_guard lock(mu_);
   std::vector<serve::JobState> out;
   out.reserve(published_.size());
-  for (const auto& [job, s] : published_) out.push_back(s);
+  for (const auto& [job, s] : published_) out.push_back(*s);
   return out;
 }
 
@@ -422,7 +488,7 @@ std::optional<serve::JobState> Agent::job(const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = published_.find(id);
   if (it == published_.end()) return std::nullopt;
-  return it->second;
+  return *it->second;
 }
 
 serve::AgentHealth Agent::health() const {
@@ -445,7 +511,11 @@ Result<std::optional<store::Incident>> Agent::ack(const std::string& job, const 
   if (r && *r) {
     std::lock_guard lock(mu_);
     uint64_t n = ++acks_total_[job];
-    if (auto it = published_.find(job); it != published_.end()) it->second.actions_total["ack"] = n;
+    if (auto it = published_.find(job); it != published_.end()) {
+      auto copy = std::make_shared<serve::JobState>(*it->second);  // published states stay immutable
+      copy->actions_total["ack"] = n;
+      it->second = std::move(copy);
+    }
   }
   return r;
 }

@@ -70,7 +70,8 @@ class Agent {
   Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store::Store api_store);
   std::unique_ptr<Tracked> start_tracking(const std::string& root, const std::string& job,
                                           Stamp now);
-  void observe(Tracked& t, Stamp now, uint64_t* beacons, uint64_t* errors);
+  void observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus, uint64_t* beacons,
+               uint64_t* errors);
   void transition(Tracked& t, const detect::Verdict& v, Stamp now);
   void runbook_step(Tracked& t, const detect::Verdict& v, Stamp now);
   void finish_paging(Tracked& t, bool wait);
@@ -83,9 +84,13 @@ class Agent {
 
   std::map<std::string, std::unique_ptr<Tracked>> tracked_;  // poll thread only
   std::set<std::string> logged_problems_;                    // poll thread only
+  size_t ranks_last_poll_ = 0, ranks_this_poll_ = 0;         // poll thread only
+  size_t due_last_poll_ = 0, due_this_poll_ = 0;             // poll thread only
 
   mutable std::mutex mu_;  // guards what follows
-  std::map<std::string, serve::JobState> published_;
+  // Shared, never modified once published: a poll swaps in new states without copying the
+  // ranks of every job, and readers copy only what they ask for.
+  std::map<std::string, std::shared_ptr<const serve::JobState>> published_;
   std::map<std::string, uint64_t> acks_total_;  // by job, since the agent started
   serve::AgentHealth health_;
   int64_t last_poll_wall_ns_ = 0;

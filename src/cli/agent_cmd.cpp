@@ -10,6 +10,7 @@
 #include "src/agent/agent.h"
 #include "src/agent/api.h"
 #include "src/agent/config.h"
+#include "src/common/limits.h"
 #include "src/common/log.h"
 #include "src/probe/nvml.h"
 
@@ -31,6 +32,9 @@ int run_agent(const std::string& config_path) {
     fmt::print(stderr, "stepwatch agent: {}\n", config.error().message);
     return kAgentConfigError;
   }
+  // A pidfd per watched rank (kept above descriptor 1023): thousands of ranks need the hard limit.
+  uint64_t fds = raise_fd_limit();
+  if (fds < 4096) log_warn("agent: open-file limit is {}: ranks beyond it are checked through /proc instead of a pidfd", fds);
   agent::AgentDeps deps;
   if (config->gpu) {
     if (auto nvml = probe::Nvml::open(config->nvml_lib)) {

@@ -17,7 +17,10 @@
 
 #include "src/agent/api.h"
 #include "src/common/host.h"
+#include "src/common/limits.h"
 #include "src/contract/beacon_writer.h"
+#include "src/probe/nvml.h"
+#include "tests/fakes/fake_nvml_scenario.h"
 
 namespace stepwatch::agent {
 namespace {
@@ -341,6 +344,107 @@ TEST_F(AgentTest, SymlinksAndJunkAreSkippedAndCounted) {
   auto d = find(jobs, "train-d");
   ASSERT_TRUE(d);
   EXPECT_TRUE(d->observation.ranks.empty());
+}
+
+// Thousands of ranks on a node: a pidfd each (above descriptor 1023), and the API keeps
+// answering; a rank that stops stepping gets its process details, the advancing ones only their
+// liveness.
+TEST_F(AgentTest, ThousandsOfRanksKeepTheApiAnsweringAndOnlyQuietRanksAreReadInDetail) {
+  raise_fd_limit();  // as `stepwatch agent` does
+  constexpr int kRanks = 1500;
+  std::vector<std::unique_ptr<contract::BeaconWriter>> ws;
+  for (int r = 0; r < kRanks; ++r) {
+    ws.push_back(beacon("big", r, kRanks));
+    ASSERT_TRUE(ws.back());
+    ws.back()->step(1);
+  }
+  auto a = open_agent();
+  ApiConfig ac;
+  ac.port = 0;
+  ApiServer api(*a, ac);
+  ASSERT_TRUE(api.start().ok());
+  for (int p = 0; p < 3; ++p) {
+    for (int r = 1; r < kRanks; ++r) ws[r]->step(2 + p);  // rank 0 stays quiet
+    ASSERT_TRUE(a->poll_once(at(1.0 + p)).ok());
+  }
+  auto http = client(api);
+  auto res = http.Get("/api/v1/jobs/big");
+  ASSERT_TRUE(res) << "the API must answer with " << kRanks << " pidfds held";
+  ASSERT_EQ(res->status, 200);
+  auto j = json::parse(res->body);
+  EXPECT_EQ(j["ranks"].size(), static_cast<size_t>(kRanks));
+  auto job = a->job("big");
+  ASSERT_TRUE(job);
+  const auto& procs = job->observation.procs;
+  ASSERT_EQ(procs.size(), static_cast<size_t>(kRanks));
+  EXPECT_NE(procs[0].state, '?') << "quiet for two polls: its process was read";
+  for (int r = 1; r < kRanks; ++r) {
+    ASSERT_TRUE(procs[r].alive);
+    ASSERT_EQ(procs[r].state, '?') << "rank " << r << " advances: liveness only";
+  }
+}
+
+// NVML is read once per poll for the whole node, not once per job: on a node with hundreds of
+// jobs, per-job reads would cost seconds. Each job still gets the devices its ranks hold.
+TEST_F(AgentTest, GpusAreReadOncePerPollAndSharedByEveryJob) {
+  testing::FakeNvmlScenario scenario(fmt::format(R"(devices 2
+device 0 name NVIDIA Fake H200
+device 0 util 91 40
+device 0 memory 150000000000 42000000000
+device 0 power_mw 500000
+device 0 process {} 1073741824
+device 1 name NVIDIA Fake H200 #2
+device 1 util 0 0
+device 1 memory 150000000000 0
+device 1 power_mw 70000
+)", ::getpid()));
+  auto nvml = probe::Nvml::open(FAKE_NVML_LIB);
+  ASSERT_TRUE(nvml.ok()) << nvml.error().message;
+  AgentDeps deps;
+  deps.gpu = std::make_shared<probe::GpuProbe>(std::shared_ptr<probe::Nvml>(std::move(*nvml)),
+                                               [](const std::string&) {});
+  std::vector<std::unique_ptr<contract::BeaconWriter>> ws;
+  for (const char* job : {"gpu-a", "gpu-b", "gpu-c"}) {
+    ws.push_back(beacon(job));
+    ws.back()->step(1);
+  }
+  auto a = Agent::open(config(), deps);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  int before = testing::fake_nvml_calls(FAKE_NVML_LIB, "util", 0);
+  for (int p = 0; p < 4; ++p) ASSERT_TRUE((*a)->poll_once(at(0.5 * (p + 1))).ok());
+  EXPECT_EQ(testing::fake_nvml_calls(FAKE_NVML_LIB, "util", 0) - before, 4) << "one read per poll, three jobs";
+  for (const char* job : {"gpu-a", "gpu-b", "gpu-c"}) {
+    auto s = (*a)->job(job);
+    ASSERT_TRUE(s) << job;
+    ASSERT_TRUE(s->gpus) << job;
+    ASSERT_EQ(s->gpus->devices.size(), 1u) << "only the device this job's rank holds";
+    EXPECT_EQ(s->gpus->devices[0].index, 0u);
+    ASSERT_EQ(s->observation.gpus.size(), 1u);
+    EXPECT_EQ(s->observation.gpus[0].sm_util_pct, 91);
+  }
+}
+
+// Junk in the beacon root and in a job's directory, by the thousand: the real job is watched,
+// every bad entry is counted, and the problems reported per poll stay bounded.
+TEST_F(AgentTest, AFloodOfJunkIsCountedAndSkippedWhileTheRealJobIsWatched) {
+  auto w = beacon("real");
+  w->step(4);
+  for (int i = 0; i < 1500; ++i) std::ofstream(root() + "/junk-" + std::to_string(i)) << "x";
+  for (int r = 1; r < 1001; ++r) std::ofstream(root() + "/real/rank-" + std::to_string(r) + ".beacon") << "junk";
+  auto a = open_agent();
+  ASSERT_TRUE(a->poll_once(at(0.5)).ok());
+  auto h = a->health();
+  EXPECT_EQ(h.read_errors_total, 2500u);
+  EXPECT_EQ(h.beacons_read_total, 1u);
+  auto jobs = a->jobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].job, "real");
+  ASSERT_EQ(jobs[0].observation.ranks.size(), 1u);
+  EXPECT_EQ(jobs[0].observation.ranks[0].step, 4);
+  w->step(5);
+  ASSERT_TRUE(a->poll_once(at(1.0)).ok());
+  EXPECT_EQ(a->job("real")->observation.ranks[0].step, 5);
+  EXPECT_EQ(a->health().read_errors_total, 5000u);
 }
 
 TEST_F(AgentTest, RetiredJobsStayListedThenVanish) {
