@@ -14,6 +14,7 @@
 #include "src/contract/job_scan.h"
 #include "src/detect/spec_adapter.h"
 #include "src/detect/trace.h"
+#include "src/runbook/alert_keeper.h"
 
 namespace stepwatch::agent {
 
@@ -81,6 +82,7 @@ struct Agent::Tracked {
   std::string incident_state, incident_cause;
   bool claim_tried = false;  // claim_page was asked for this incident (true at most once ever)
   std::optional<std::future<std::vector<runbook::PageResult>>> paging;
+  std::unique_ptr<runbook::AlertKeeper> alert;  // keeps the Alertmanager alert alive while open
   std::optional<int64_t> retired_at_wall_ns;
   bool vanished = false;  // retired because its directory is gone
   bool hidden = false;    // retired longer than retire_after, but its (finished) directory remains
@@ -151,6 +153,7 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
   oc.detail_budget_ns = kDetailBudgetPerPollNs;
   t->observer = std::make_unique<supervise::Observer>(std::move(oc));
   t->detector = std::make_unique<detect::Detector>(detect::config_from_spec(t->spec));
+  t->alert = std::make_unique<runbook::AlertKeeper>(t->spec.runbook.pagers, deps_.pager);
   t->state.job = job;
   t->state.owner = t->spec.owner;
   t->state.job_class = t->spec.job_class;
@@ -381,44 +384,55 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
         return;  // tried again next poll
       }
       t.claim_tried = true;
+      runbook::PageMessage m = page_message(t, v, now);
       if (!*claim) {
         log_info("agent: job {}: incident {} was already paged: not paging again", t.job,
                  *t.incident_id);
-        return;
+        t.alert->adopt(m);  // its Alertmanager alert may have gone unrefreshed meanwhile
+      } else {
+        t.alert->sent(m, now.mono_ns);
+        // Delivery retries with backoff; the poll loop keeps watching every job meanwhile.
+        t.paging = std::async(std::launch::async,
+                              [targets = t.spec.runbook.pagers, m, opts = deps_.pager] {
+                                return runbook::page_all(targets, m, opts);
+                              });
       }
-      runbook::PageMessage m;
-      m.job = t.job;
-      m.owner = t.spec.owner;
-      m.state = state;
-      m.cause = cause;
-      m.summary = v.summary;
-      m.last_step = v.last_step;
-      m.last_step_age_ns = v.last_step_age_ns;
-      m.expected_interval_ns = v.expected_interval_ns;
-      for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason});
-      for (const auto& e : v.evidence) {
-        m.evidence.push_back(runbook::page_evidence_line(e.name, e.value, e.rank, e.age_ns));
-      }
-      m.incident_id = std::to_string(*t.incident_id);
-      m.incarnation = static_cast<int>(t.incarnation);
-      m.host = deps_.host;
-      m.started_wall_ns = now.wall_ns;
-      m.ack_command = fmt::format("stepwatch ack {} --state-dir {}", t.job, config_.state_dir);
-      m.verdict_json = detect::verdict_to_json(v, t.job);
-      // Delivery retries with backoff; the poll loop keeps watching every job meanwhile.
-      t.paging =
-          std::async(std::launch::async, [targets = t.spec.runbook.pagers, m, opts = deps_.pager] {
-            return runbook::page_all(targets, m, opts);
-          });
+    }
+    if (auto failed = t.alert->tick(now.mono_ns)) {
+      note_problem(fmt::format("job {}: re-sending its alert failed: {}", t.job, *failed));
     }
     return;
   }
   if (recovered(v.state)) {
     finish_paging(t, true);
+    t.alert->resolve(now.wall_ns);
     log_info("agent: job {}: incident {} closed: recovered ({})", t.job, *t.incident_id, v.summary);
     (void)store_.close_incident(*t.incident_id, now.wall_ns, "recovered");
     t.incident_id.reset();
   }
+}
+
+runbook::PageMessage Agent::page_message(const Tracked& t, const detect::Verdict& v, Stamp now) const {
+  runbook::PageMessage m;
+  m.job = t.job;
+  m.owner = t.spec.owner;
+  m.state = detect::state_name(v.state);
+  m.cause = detect::cause_name(v.cause);
+  m.summary = v.summary;
+  m.last_step = v.last_step;
+  m.last_step_age_ns = v.last_step_age_ns;
+  m.expected_interval_ns = v.expected_interval_ns;
+  for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason});
+  for (const auto& e : v.evidence) {
+    m.evidence.push_back(runbook::page_evidence_line(e.name, e.value, e.rank, e.age_ns));
+  }
+  m.incident_id = std::to_string(*t.incident_id);
+  m.incarnation = static_cast<int>(t.incarnation);
+  m.host = deps_.host;
+  m.started_wall_ns = now.wall_ns;
+  m.ack_command = fmt::format("stepwatch ack {} --state-dir {}", t.job, config_.state_dir);
+  m.verdict_json = detect::verdict_to_json(v, t.job);  // only when paging: 10,000 ranks are costly
+  return m;
 }
 
 void Agent::finish_paging(Tracked& t, bool wait) {
@@ -453,6 +467,7 @@ void Agent::retire(Tracked& t, Stamp now, const char* why) {
            format_duration(config_.retire_after_ns));
   if (t.incident_id) {
     finish_paging(t, true);
+    t.alert->resolve(now.wall_ns);
     (void)store_.close_incident(*t.incident_id, now.wall_ns, why);
     t.incident_id.reset();
   }

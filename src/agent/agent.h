@@ -75,6 +75,7 @@ class Agent {
   void transition(Tracked& t, const detect::Verdict& v, Stamp now);
   void runbook_step(Tracked& t, const detect::Verdict& v, Stamp now);
   void finish_paging(Tracked& t, bool wait);
+  runbook::PageMessage page_message(const Tracked& t, const detect::Verdict& v, Stamp now) const;
   void retire(Tracked& t, Stamp now, const char* why);
   void note_problem(const std::string& message);
 

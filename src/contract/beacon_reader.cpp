@@ -206,8 +206,10 @@ void install_sigbus_guard() {
   });
 }
 
-// One seqlock read attempt; false when the mapping faulted (the file shrank under it).
-bool guarded_read_once(const stepwatch_beacon_v1* src, stepwatch_beacon_v1* dst, uint64_t* seen, ReadOutcome* out) {
+// Runs `read` (loads from a mapping, nothing to unwind) under the guard; false when it faulted
+// (the file shrank under the mapping).
+template <class Read>
+bool under_fault_guard(Read&& read) {
   sigjmp_buf jump;
   if (sigsetjmp(jump, 0) != 0) {
     t_fault_jump = nullptr;
@@ -215,21 +217,7 @@ bool guarded_read_once(const stepwatch_beacon_v1* src, stepwatch_beacon_v1* dst,
   }
   t_fault_jump = &jump;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  *out = seq_read_once(src, dst, seen);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_fault_jump = nullptr;
-  return true;
-}
-
-bool guarded_load_seq(const stepwatch_beacon_v1* src, uint64_t* out) {
-  sigjmp_buf jump;
-  if (sigsetjmp(jump, 0) != 0) {
-    t_fault_jump = nullptr;
-    return false;
-  }
-  t_fault_jump = &jump;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  *out = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+  read();
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_fault_jump = nullptr;
   return true;
@@ -313,7 +301,7 @@ Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
   for (int attempt = 0; attempt <= max_retries; ++attempt) {
     uint64_t seen = 0;
     ReadOutcome r = ReadOutcome::kOk;
-    if (!guarded_read_once(map_, &copy, &seen, &r)) return shrank(path_);
+    if (!under_fault_guard([&] { r = seq_read_once(map_, &copy, &seen); })) return shrank(path_);
     if (r == ReadOutcome::kOk) return copy;
     if (r == ReadOutcome::kOdd) ++odd;
     // The same odd sequence again and again: the writer is not progressing (the scheduler took
@@ -337,7 +325,7 @@ Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
 
 Result<uint64_t> BeaconMapping::sequence() const {
   uint64_t seq = 0;
-  if (!guarded_load_seq(map_, &seq)) return shrank(path_);
+  if (!under_fault_guard([&] { seq = __atomic_load_n(&map_->seq, __ATOMIC_ACQUIRE); })) return shrank(path_);
   return seq;
 }
 

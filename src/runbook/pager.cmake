@@ -15,6 +15,7 @@ sw_add_library(runbook_pager
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/pager.cpp
     ${CMAKE_CURRENT_LIST_DIR}/pager_http.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/alert_keeper.cpp
     ${CMAKE_CURRENT_LIST_DIR}/ack_server.cpp
   DEPS stepwatch_common stepwatch_spec stepwatch_http)
 target_link_libraries(stepwatch_runbook_pager

@@ -177,6 +177,7 @@ std::string alertmanager_json(const PageMessage& m) {
       {"annotations", annotations},
       {"startsAt", rfc3339_utc(m.started_wall_ns > 0 ? m.started_wall_ns : wall_now_ns())},
   };
+  if (m.ended_wall_ns > 0) alert["endsAt"] = rfc3339_utc(m.ended_wall_ns);
   return dump(json::array({alert}));
 }
 

@@ -44,6 +44,7 @@ struct PageMessage {
   int64_t started_wall_ns = 0;  // when the incident began; 0: now (Alertmanager startsAt)
   std::string ack_command;      // empty: "stepwatch ack <job>"
   std::string verdict_json;     // the full verdict as one JSON object; empty: none
+  int64_t ended_wall_ns = 0;    // > 0: the incident closed then (Alertmanager endsAt: resolved)
 };
 
 // "stepwatch ack <job>", the job quoted for a shell when it needs it (or m.ack_command if set).

@@ -9,6 +9,7 @@
 #include "src/common/duration.h"
 #include "src/common/host.h"
 #include "src/probe/checkpoint_catalog.h"
+#include "src/runbook/alert_keeper.h"
 #include "src/runbook/artifact.h"
 #include "src/runbook/preempt.h"
 #include "src/spec/command_template.h"
@@ -38,7 +39,7 @@ std::string gpu_text(const probe::GpuSnapshot& s) {
 
 }  // namespace
 
-void Supervisor::start_paging(const detect::Verdict& v) {
+runbook::PageMessage Supervisor::page_message(const detect::Verdict& v) const {
   runbook::PageMessage m;
   m.job = opt_.job;
   m.owner = spec_.owner;
@@ -61,9 +62,21 @@ void Supervisor::start_paging(const detect::Verdict& v) {
   m.started_wall_ns = wall_now_ns();
   m.ack_command = fmt::format("stepwatch ack {} --state-dir {}", opt_.job, opt_.state_dir);
   m.verdict_json = last_verdict_json_;
+  return m;
+}
+
+void Supervisor::start_paging(const detect::Verdict& v) {
+  runbook::PageMessage m = page_message(v);
+  incident_->alert->sent(m, mono_now_ns());
   auto targets = spec_.runbook.pagers;
   // Paging retries with backoff; the loop keeps watching meanwhile.
   incident_->paging = std::async(std::launch::async, [targets, m] { return runbook::page_all(targets, m); });
+}
+
+void Supervisor::close_incident(const std::string& resolution) {
+  incident_->alert->resolve(wall_now_ns());
+  (void)store_->close_incident(incident_->id, wall_now_ns(), resolution);
+  incident_.reset();
 }
 
 void Supervisor::finish_paging(bool wait) {
@@ -111,6 +124,7 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
     incident_->state = ni.state;
     incident_->cause = ni.cause;
     incident_->opened_mono_ns = now;
+    incident_->alert = std::make_unique<runbook::AlertKeeper>(spec_.runbook.pagers);
     // A dead rank cannot come back: nothing to wait for (not even gloo's 30-minute timeout).
     incident_->ack_deadline_mono_ns = v.state == detect::State::kDead ? now : now + spec_.runbook.ack_timeout_ns;
     say(fmt::format("incident {}: {}", incident_->id, v.summary));
@@ -122,6 +136,7 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
       start_paging(v);
     } else {
       say(fmt::format("incident {} was already paged (supervisor restarted): not paging again", incident_->id));
+      incident_->alert->adopt(page_message(v));  // its Alertmanager alert may have gone unrefreshed
     }
     if (v.state != detect::State::kDead) {
       say(fmt::format("acting in {} unless acked: stepwatch ack {}", format_duration(spec_.runbook.ack_timeout_ns),
@@ -129,14 +144,14 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
     }
   }
   finish_paging(false);
+  if (auto failed = incident_->alert->tick(now)) say("re-sending the alert failed: " + *failed);
   incident_->misses = firing(v) ? incident_->misses + 1 : 0;
 
   bool running = !exit_status_;
   if (!firing(v) && running && (v.state == detect::State::kHealthy || v.state == detect::State::kSlow)) {
     finish_paging(true);
     say(fmt::format("incident {}: the job recovered ({})", incident_->id, v.summary));
-    (void)store_->close_incident(incident_->id, wall_now_ns(), "recovered");
-    incident_.reset();
+    close_incident("recovered");
     return Step::kContinue;
   }
   if (!incident_->hold_deadline_mono_ns) {
@@ -260,8 +275,7 @@ std::optional<std::pair<std::string, int64_t>> Supervisor::last_checkpoint(const
 
 Supervisor::Step Supervisor::resume(const detect::Observation& obs, int* exit) {
   if (!spec_.runbook.resume) {
-    (void)store_->close_incident(incident_->id, wall_now_ns(), "preempted; resume is off");
-    incident_.reset();
+    close_incident("preempted; resume is off");
     *exit = kExitStoppedByWatchdog;
     return Step::kExit;
   }
@@ -279,8 +293,7 @@ Supervisor::Step Supervisor::resume(const detect::Observation& obs, int* exit) {
     say(why);
     (void)store_->save_state(state_);
     action(store::action_kind::kNote, false, why);
-    (void)store_->close_incident(incident_->id, wall_now_ns(), why);
-    incident_.reset();
+    close_incident(why);
     *exit = kExitBudgetExhausted;
     return Step::kExit;
   }
@@ -290,8 +303,7 @@ Supervisor::Step Supervisor::resume(const detect::Observation& obs, int* exit) {
   auto st = launch(ckpt, path);
   std::string resolution = fmt::format("resumed from {} as incarnation {}", from, state_.incarnation);
   action(store::action_kind::kResume, st.ok(), st.ok() ? resolution : st.error().message);
-  (void)store_->close_incident(incident_->id, wall_now_ns(), st.ok() ? resolution : "resume failed: " + st.error().message);
-  incident_.reset();
+  close_incident(st.ok() ? resolution : "resume failed: " + st.error().message);
   if (!st) {
     say(st.error().message);
     *exit = kExitLaunchFailed;

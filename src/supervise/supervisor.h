@@ -11,6 +11,7 @@
 
 #include "src/detect/detector.h"
 #include "src/detect/trace.h"
+#include "src/runbook/alert_keeper.h"
 #include "src/runbook/pager.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
@@ -64,6 +65,7 @@ class Supervisor {
     int misses = 0;
     bool told_disabled = false;
     std::optional<std::future<std::vector<runbook::PageResult>>> paging;
+    std::unique_ptr<runbook::AlertKeeper> alert;  // keeps the Alertmanager alert alive while open
   };
 
   Status setup();
@@ -76,7 +78,9 @@ class Supervisor {
 
   // The runbook (incident.cpp).
   Step runbook_step(const detect::Verdict& v, const detect::Observation& obs, const PollReport& report, int* exit);
+  runbook::PageMessage page_message(const detect::Verdict& v) const;
   void start_paging(const detect::Verdict& v);
+  void close_incident(const std::string& resolution);  // resolves its alert, records, forgets it
   void finish_paging(bool wait);
   void collect(const detect::Verdict& v, const detect::Observation& obs, const PollReport& report);
   bool preempt(const PollReport& report);

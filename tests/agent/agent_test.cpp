@@ -33,11 +33,13 @@ using namespace std::chrono_literals;
 class Receiver {
  public:
   Receiver() {
-    server_.Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
+    auto take = [this](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard lock(mu_);
       bodies_.push_back(req.body);
       res.set_content("{}", "application/json");
-    });
+    };
+    server_.Post("/hook", take);
+    server_.Post("/api/v2/alerts", take);  // as Alertmanager's v2 API
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(1ms);
@@ -47,6 +49,7 @@ class Receiver {
     thread_.join();
   }
   std::string url() const { return fmt::format("http://127.0.0.1:{}/hook", port_); }
+  std::string base() const { return fmt::format("http://127.0.0.1:{}", port_); }
   size_t count() {
     std::lock_guard lock(mu_);
     return bodies_.size();
@@ -445,6 +448,55 @@ TEST_F(AgentTest, AFloodOfJunkIsCountedAndSkippedWhileTheRealJobIsWatched) {
   ASSERT_TRUE(a->poll_once(at(1.0)).ok());
   EXPECT_EQ(a->job("real")->observation.ranks[0].step, 5);
   EXPECT_EQ(a->health().read_errors_total, 5000u);
+}
+
+// Alertmanager resolves an alert that is not re-sent within its resolve_timeout (5 minutes by
+// default): while the incident stays open the agent re-sends the same alert every minute, and
+// resolves it (endsAt) when the job recovers.
+TEST_F(AgentTest, AnOpenIncidentKeepsItsAlertmanagerAlertAliveAndRecoveryResolvesIt) {
+  Receiver rx;
+  std::ofstream(specs() + "/train-am.toml") << fmt::format(
+      "owner = \"team-llm\"\nexpected_interval = \"100ms\"\ngrace_intervals = 2\n"
+      "[[runbook.pager]]\nkind = \"alertmanager\"\nurl = \"{}\"\nretries = 0\ntimeout = \"2s\"\n",
+      rx.base());
+  auto w = beacon("train-am");
+  for (int i = 1; i <= 8; ++i) w->step(i);
+  auto a = open_agent();
+  std::this_thread::sleep_for(600ms);
+  Stamp stalled_at = SystemClock::instance().now();
+  auto later = [&](int s) { return Stamp{stalled_at.wall_ns + s * kNsPerSec, stalled_at.mono_ns + s * kNsPerSec}; };
+  ASSERT_TRUE(a->poll_once(stalled_at).ok());
+  ASSERT_EQ(a->job("train-am")->verdict.state, detect::State::kStalled);
+  ASSERT_TRUE(rx.wait_for(1));
+  ASSERT_TRUE(a->poll_once(later(30)).ok());
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(rx.count(), 1u) << "not re-sent within a minute";
+  ASSERT_TRUE(a->poll_once(later(61)).ok());
+  ASSERT_TRUE(rx.wait_for(2)) << "re-sent after a minute";
+  auto first = json::parse(rx.body(0)), again = json::parse(rx.body(1));
+  EXPECT_EQ(first[0]["labels"], again[0]["labels"]) << "the same alert, not a new one";
+  EXPECT_FALSE(again[0].contains("endsAt"));
+
+  // A restarted agent joins the open incident without paging again, and refreshes the alert at
+  // once (it may have gone unrefreshed while the agent was down).
+  a.reset();
+  a = open_agent();
+  ASSERT_TRUE(a->poll_once(later(62)).ok());
+  ASSERT_TRUE(rx.wait_for(3));
+  EXPECT_EQ(json::parse(rx.body(2))[0]["labels"]["job_id"], "train-am");
+
+  for (int i = 9; i <= 12; ++i) {
+    w->step(i);
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(a->poll_once(SystemClock::instance().now()).ok());
+  ASSERT_NE(a->job("train-am")->verdict.state, detect::State::kStalled);
+  ASSERT_TRUE(rx.wait_for(4)) << "recovery resolves the alert";
+  auto resolved = json::parse(rx.body(3));
+  EXPECT_EQ(resolved[0]["labels"], first[0]["labels"]);
+  EXPECT_TRUE(resolved[0].contains("endsAt"));
+  a.reset();
+  EXPECT_EQ(rx.count(), 4u);
 }
 
 TEST_F(AgentTest, RetiredJobsStayListedThenVanish) {

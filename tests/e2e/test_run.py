@@ -483,14 +483,37 @@ class RealAlertmanager(RunTest):
         spec = self.spec("am", extra='[log]\npreset = "plain"\n', pagers=False)
         with open(spec, "a") as f:
             f.write(f'\n[[runbook.pager]]\nkind = "alertmanager"\nurl = "{base}"\ntimeout = "3s"\nretries = 1\n')
-        rc, out, _ = self.run_job(spec, ["/usr/bin/python3", PLAIN, "--steps", "30", "--step-time", "0.05",
-                                         "--ckpt-dir", self.ckpt, "--ckpt-every", "10", "--hang-at-step", "15",
-                                         "--hang-incarnation", "0"])
+        # Read the alert back from Alertmanager while the incident is open; once the job is
+        # resumed the incident closes and the alert must be resolved (endsAt), not left to expire.
+        seen, done = [], threading.Event()
+
+        def watch():
+            while not done.is_set():
+                try:
+                    with urllib.request.urlopen(base + "/api/v2/alerts", timeout=2) as r:
+                        alerts = json.loads(r.read())
+                    if alerts and not seen:
+                        seen.append(alerts)
+                except OSError:
+                    pass
+                time.sleep(0.1)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            rc, out, _ = self.run_job(spec, ["/usr/bin/python3", PLAIN, "--steps", "30", "--step-time", "0.05",
+                                             "--ckpt-dir", self.ckpt, "--ckpt-every", "10", "--hang-at-step", "15",
+                                             "--hang-incarnation", "0"])
+        finally:
+            done.set()
+            watcher.join()
         self.assertEqual(rc, 0, out)
         self.assertIn("page alertmanager", out)
-        with urllib.request.urlopen(base + "/api/v2/alerts", timeout=5) as r:
-            alerts = json.loads(r.read())
+        self.assertTrue(seen, "the alert was never active in Alertmanager during the incident")
+        alerts = seen[0]
         self.assertEqual(len(alerts), 1, alerts)
+        with urllib.request.urlopen(base + "/api/v2/alerts", timeout=5) as r:
+            self.assertEqual(json.loads(r.read()), [], "the incident closed: its alert is resolved")
         labels = alerts[0]["labels"]
         self.assertEqual(labels["alertname"], "StepwatchJobStalled")
         self.assertEqual(labels["job_id"], "am")
