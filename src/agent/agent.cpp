@@ -1,9 +1,11 @@
 #include "src/agent/agent.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <exception>
 #include <thread>
@@ -14,7 +16,10 @@
 #include "src/contract/job_scan.h"
 #include "src/detect/spec_adapter.h"
 #include "src/detect/trace.h"
+#include "src/agent/proof.h"
+#include "src/contract/names.h"
 #include "src/runbook/alert_keeper.h"
+#include "src/runbook/preempt.h"
 
 namespace stepwatch::agent {
 
@@ -83,6 +88,14 @@ struct Agent::Tracked {
   bool claim_tried = false;  // claim_page was asked for this incident (true at most once ever)
   std::optional<std::future<std::vector<runbook::PageResult>>> paging;
   std::unique_ptr<runbook::AlertKeeper> alert;  // keeps the Alertmanager alert alive while open
+  // Preemption (only for jobs in preempt_jobs whose spec enables auto_preempt).
+  int misses = 0;                 // consecutive stalled or dead verdicts in this incident
+  int64_t incident_mono_ns = 0;   // when this agent opened or joined the open incident
+  std::optional<int64_t> hold_until_mono_ns;  // acked: the owner has until then
+  bool preempt_noted = false;     // "nothing proven" was said for this incident
+  std::optional<std::future<runbook::PreemptReport>> preempting;
+  std::string preempt_refused;    // ranks not proven, for the action record
+  std::set<int> preempted_pids;   // ended by this agent: their silence is no new incident
   std::optional<int64_t> retired_at_wall_ns;
   bool vanished = false;  // retired because its directory is gone
   bool hidden = false;    // retired longer than retire_after, but its (finished) directory remains
@@ -346,8 +359,10 @@ void Agent::transition(Tracked& t, const detect::Verdict& v, Stamp now) {
 
 void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
   finish_paging(t, false);
+  finish_preempt(t, now, false);
   if (!t.incident_id) {
     if (!firing(v.state)) return;
+    if (preempted_by_us(t)) return;  // the agent ended these processes: not a new stall
     store::NewIncident ni;
     ni.job = t.job;
     ni.incarnation = t.incarnation;
@@ -366,6 +381,10 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
     t.incident_state = ni.state;
     t.incident_cause = ni.cause;
     t.claim_tried = false;
+    t.incident_mono_ns = now.mono_ns;
+    t.misses = 0;
+    t.hold_until_mono_ns.reset();
+    t.preempt_noted = false;
     if (ref->created) t.state.incidents_total++;
     log_info("agent: job {}: incident {}: {}", t.job, ref->id, v.summary);
   }
@@ -401,13 +420,123 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
     if (auto failed = t.alert->tick(now.mono_ns)) {
       note_problem(fmt::format("job {}: re-sending its alert failed: {}", t.job, *failed));
     }
+    ++t.misses;
+    maybe_preempt(t, v, now);
     return;
   }
+  t.misses = 0;
   if (recovered(v.state)) {
     finish_paging(t, true);
     t.alert->resolve(now.wall_ns);
     log_info("agent: job {}: incident {} closed: recovered ({})", t.job, *t.incident_id, v.summary);
     (void)store_.close_incident(*t.incident_id, now.wall_ns, "recovered");
+    t.incident_id.reset();
+  }
+}
+
+bool Agent::preempted_by_us(const Tracked& t) const {
+  if (t.preempted_pids.empty()) return false;
+  bool any = false;
+  for (const auto& r : t.state.observation.ranks) {
+    if (r.pid <= 0) continue;
+    if (!t.preempted_pids.count(r.pid)) return false;
+    any = true;
+  }
+  return any;
+}
+
+void Agent::maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now) {
+  if (t.preempting || !may_preempt(config_, t.job)) return;
+  if (t.spec.source.empty() || !t.spec.auto_preempt.enabled) {
+    if (!t.preempt_noted) {
+      log_info("agent: job {}: listed in preempt_jobs, but {}: observing and paging only", t.job,
+               t.spec.source.empty() ? "it has no spec" : "its spec sets auto_preempt.enabled = false");
+    }
+    t.preempt_noted = true;
+    return;
+  }
+  if (t.incident_mono_ns == 0) t.incident_mono_ns = now.mono_ns;  // joined after a restart
+  const auto& rb = t.spec.runbook;
+  if (!t.hold_until_mono_ns) {
+    std::optional<store::Incident> inc;
+    {
+      std::lock_guard lock(api_store_mu_);
+      if (auto r = api_store_.incident(*t.incident_id); r && *r) inc = **r;
+    }
+    if (inc && inc->acked_at_ns) {
+      t.hold_until_mono_ns = now.mono_ns + rb.ack_hold_limit_ns;
+      log_info("agent: job {}: incident {} acked by {}: holding for up to {}", t.job, *t.incident_id,
+               inc->acked_by, format_duration(rb.ack_hold_limit_ns));
+    }
+  }
+  // A dead rank cannot come back: nothing to wait for but an ack's hold.
+  int64_t deadline = t.hold_until_mono_ns.value_or(
+      v.state == detect::State::kDead ? t.incident_mono_ns : t.incident_mono_ns + rb.ack_timeout_ns);
+  if (now.mono_ns < deadline || t.misses < t.spec.auto_preempt.misses) return;
+
+  // Only processes proven to be the job's are ever signalled (src/agent/proof.h).
+  std::vector<runbook::ProcessRef> refs;
+  std::string refused;
+  std::string dir = contract::job_dir(t.root, t.job);
+  for (const auto& r : t.state.observation.ranks) {
+    if (r.status != contract::RankStatus::kRunning || r.pid <= 0) continue;
+    Proof p = prove_rank_process(config_.proc_root, dir, r);
+    if (p.proven) {
+      refs.push_back(p.process);
+    } else if (::kill(r.pid, 0) == 0 || errno == EPERM) {  // only the living need a reason
+      refused += (refused.empty() ? "" : "; ") + p.why;
+    }
+  }
+  if (refs.empty()) {
+    if (!t.preempt_noted) {
+      std::string why = fmt::format("not preempted: no process proven to be the job's{}",
+                                    refused.empty() ? "" : " (" + refused + ")");
+      log_warn("agent: job {}: {}", t.job, why);
+      store::Action a;
+      a.job = t.job;
+      a.incident_id = *t.incident_id;
+      a.at_ns = now.wall_ns;
+      a.kind = std::string(store::action_kind::kNote);
+      a.ok = false;
+      a.detail = why;
+      (void)store_.record_action(a);
+    }
+    t.preempt_noted = true;
+    return;
+  }
+  log_warn("agent: job {}: incident {}: no ack and no step for {}: preempting {} proven process(es){}", t.job,
+           *t.incident_id, format_duration(now.mono_ns - t.incident_mono_ns), refs.size(),
+           refused.empty() ? "" : "; not proven: " + refused);
+  t.preempt_refused = refused;
+  runbook::PreemptOptions opts;
+  opts.proc_root = config_.proc_root;
+  t.preempting = std::async(std::launch::async, [refs, grace = rb.preempt_grace_ns, opts] {
+    return runbook::preempt_processes(refs, grace, opts);
+  });
+}
+
+void Agent::finish_preempt(Tracked& t, Stamp now, bool wait) {
+  if (!t.preempting) return;
+  if (!wait && t.preempting->wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  runbook::PreemptReport report = t.preempting->get();
+  t.preempting.reset();
+  for (const auto& o : report.processes) t.preempted_pids.insert(o.process.pid);
+  std::string detail = report.summary();
+  if (!t.preempt_refused.empty()) detail += "; not proven, left alone: " + t.preempt_refused;
+  store::Action a;
+  a.job = t.job;
+  if (t.incident_id) a.incident_id = *t.incident_id;
+  a.at_ns = wall_now_ns();
+  a.kind = std::string(store::action_kind::kPreempt);
+  a.ok = report.ok;
+  a.detail = detail;
+  (void)store_.record_action(a);
+  t.state.actions_total[a.kind]++;
+  log_info("agent: job {}: preempted: {}", t.job, detail);
+  if (t.incident_id) {
+    finish_paging(t, true);
+    t.alert->resolve(now.wall_ns);
+    (void)store_.close_incident(*t.incident_id, now.wall_ns, "preempted by the agent: " + report.summary());
     t.incident_id.reset();
   }
 }

@@ -1,7 +1,9 @@
 // The node agent: one daemon per node watching every job whose beacons appear under its beacon
 // roots. Each poll discovers jobs, observes each one (beacons + /proc + GPU), runs its detector,
 // records verdict changes in the store, and pages once when a job turns stalled or dead.
-// It observes and pages only: it never preempts or restarts a job (that is `stepwatch run`'s).
+// It observes and pages; it preempts only jobs listed in preempt_jobs whose spec enables
+// auto_preempt, and only processes proven to be the job's (src/agent/proof.h). It never
+// restarts a job (that is `stepwatch run`'s, or the scheduler's).
 //
 // Threads: poll_once()/run() on one thread; jobs(), job(), health(), ack() and incidents() from
 // any thread (the HTTP API's).
@@ -76,6 +78,9 @@ class Agent {
   void runbook_step(Tracked& t, const detect::Verdict& v, Stamp now);
   void finish_paging(Tracked& t, bool wait);
   runbook::PageMessage page_message(const Tracked& t, const detect::Verdict& v, Stamp now) const;
+  bool preempted_by_us(const Tracked& t) const;
+  void maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now);
+  void finish_preempt(Tracked& t, Stamp now, bool wait);
   void retire(Tracked& t, Stamp now, const char* why);
   void note_problem(const std::string& message);
 

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -21,9 +22,19 @@ namespace stepwatch::agent {
 
 namespace {
 
+bool valid_job_pattern(const std::string& p) {
+  if (p.empty() || p.size() > 63) return false;
+  for (char ch : p) {
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+              ch == '_' || ch == '-' || ch == '*' || ch == '?';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 constexpr const char* kKeys[] = {"beacon_roots", "poll_interval", "state_dir",    "listen",
                                  "specs_dir",    "token_file",    "retire_after", "proc_root",
-                                 "gpu",          "nvml_lib"};
+                                 "gpu",          "nvml_lib",      "preempt_jobs"};
 
 struct Sink {
   std::string source;
@@ -132,7 +143,7 @@ Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_
         sink.error(
             line, key,
             "unknown key; allowed: beacon_roots, poll_interval, state_dir, listen, specs_dir, "
-            "token_file, retire_after, proc_root, gpu, nvml_lib");
+            "token_file, retire_after, proc_root, gpu, nvml_lib, preempt_jobs");
         continue;
       }
       if (key == "beacon_roots") {
@@ -153,6 +164,24 @@ Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_
           c.beacon_roots.push_back(s->get());
         }
         if (arr->empty()) sink.error(line, key, "must name at least one directory");
+      } else if (key == "preempt_jobs") {
+        const auto* arr = v.as_array();
+        if (arr == nullptr) {
+          sink.error(line, key, "must be an array of job ids or patterns, e.g. [\"pretrain-*\"]");
+          continue;
+        }
+        for (size_t i = 0; i < arr->size(); ++i) {
+          const auto* s = (*arr)[i].as_string();
+          std::string item = fmt::format("{}[{}]", key, i);
+          int at = line_of((*arr)[i]) > 0 ? line_of((*arr)[i]) : line;
+          if (s == nullptr || !valid_job_pattern(s->get())) {
+            sink.error(at, item,
+                       "must be a job id or a pattern of 1-63 characters from [A-Za-z0-9._-] and * ? "
+                       "(e.g. \"pretrain-*\")");
+            continue;
+          }
+          c.preempt_jobs.push_back(s->get());
+        }
       } else if (key == "poll_interval") {
         if (read_duration(v, key, sink, &c.poll_interval_ns) &&
             c.poll_interval_ns < 10 * kNsPerMs) {
@@ -272,6 +301,13 @@ Result<AgentConfig> load_agent_config(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return parse_impl(text.str(), path, true);
+}
+
+bool may_preempt(const AgentConfig& config, const std::string& job) {
+  for (const auto& p : config.preempt_jobs) {
+    if (::fnmatch(p.c_str(), job.c_str(), 0) == 0) return true;
+  }
+  return false;
 }
 
 }  // namespace stepwatch::agent

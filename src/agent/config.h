@@ -37,7 +37,14 @@ struct AgentConfig {
   std::string proc_root = "/proc";  // where process facts are read (tests use a fake tree)
   bool gpu = true;                  // read GPU evidence through NVML when it loads
   std::string nvml_lib;             // libnvidia-ml to load; empty: the system's
+  // Jobs (ids or * ? patterns) the agent may preempt when a stall outlasts the ack timeout, if
+  // the job's spec enables auto_preempt and each process is proven to be the job's. Empty (the
+  // default): observe and page only.
+  std::vector<std::string> preempt_jobs;
 };
+
+// Whether `job` matches one of config.preempt_jobs.
+bool may_preempt(const AgentConfig& config, const std::string& job);
 
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(std::string_view host);

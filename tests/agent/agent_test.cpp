@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +21,7 @@
 #include "src/agent/api.h"
 #include "src/common/host.h"
 #include "src/common/limits.h"
+#include "src/common/proc_stat.h"
 #include "src/contract/beacon_writer.h"
 #include "src/probe/nvml.h"
 #include "tests/fakes/fake_nvml_scenario.h"
@@ -497,6 +501,151 @@ TEST_F(AgentTest, AnOpenIncidentKeepsItsAlertmanagerAlertAliveAndRecoveryResolve
   EXPECT_TRUE(resolved[0].contains("endsAt"));
   a.reset();
   EXPECT_EQ(rx.count(), 4u);
+}
+
+// Preemption by the agent: only for jobs in preempt_jobs whose spec enables auto_preempt, after
+// the ack timeout, and only for processes proven to be the job's (the beacon's writer, same
+// user, same start time).
+class AgentPreemptTest : public AgentTest {
+ protected:
+  void TearDown() override {
+    for (pid_t c : children_) {
+      ::kill(c, SIGKILL);
+      ::waitpid(c, nullptr, 0);
+    }
+    AgentTest::TearDown();
+  }
+  void preempt_spec(const std::string& job) {
+    std::ofstream(specs() + "/" + job + ".toml")
+        << "owner = \"team-llm\"\nexpected_interval = \"100ms\"\ngrace_intervals = 2\n"
+           "[runbook]\nack_timeout = \"1s\"\npreempt_grace = \"2s\"\n";
+  }
+  std::unique_ptr<Agent> open_preempting_agent(std::vector<std::string> patterns) {
+    AgentConfig c = config();
+    c.preempt_jobs = std::move(patterns);
+    auto a = Agent::open(c);
+    EXPECT_TRUE(a.ok()) << a.error().message;
+    return a.ok() ? std::move(*a) : nullptr;
+  }
+  // A trainer rank in its own process: writes its beacon (8 quick steps), then hangs.
+  pid_t hung_rank(const std::string& job) {
+    int ready[2];
+    EXPECT_EQ(::pipe(ready), 0);
+    pid_t c = ::fork();
+    if (c == 0) {
+      ::close(ready[0]);
+      contract::Identity id;
+      id.dir = root();
+      id.job = job;
+      id.host = short_hostname();
+      auto w = contract::BeaconWriter::create(id);
+      if (!w) ::_exit(2);
+      for (int i = 1; i <= 8; ++i) (*w)->step(i);
+      if (::write(ready[1], "r", 1) != 1) ::_exit(3);
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char ch = 0;
+    EXPECT_EQ(::read(ready[0], &ch, 1), 1);
+    ::close(ready[0]);
+    children_.push_back(c);
+    return c;
+  }
+  pid_t sleeper() {
+    pid_t c = ::fork();
+    if (c == 0) {
+      ::execl("/bin/sleep", "sleep", "60", nullptr);
+      ::_exit(127);
+    }
+    children_.push_back(c);
+    return c;
+  }
+  // Whether `pid` ended within `ms` (reaping it), and how.
+  bool ended_within(pid_t pid, int ms, int* status) {
+    for (int i = 0; i < ms / 10; ++i) {
+      if (::waitpid(pid, status, WNOHANG) == pid) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  std::vector<pid_t> children_;
+};
+
+TEST_F(AgentPreemptTest, AStallPastTheAckTimeoutPreemptsTheProvenRankOnce) {
+  preempt_spec("victim");
+  pid_t rank = hung_rank("victim");
+  auto a = open_preempting_agent({"vic*"});
+  std::this_thread::sleep_for(600ms);
+  Stamp t = SystemClock::instance().now();
+  auto after = [&](double s) {
+    auto ns = static_cast<int64_t>(s * 1e9);
+    return Stamp{t.wall_ns + ns, t.mono_ns + ns};
+  };
+  ASSERT_TRUE(a->poll_once(t).ok());
+  ASSERT_EQ(a->job("victim")->verdict.state, detect::State::kStalled);
+  ASSERT_TRUE(a->poll_once(after(0.5)).ok());
+  int status = 0;
+  EXPECT_FALSE(ended_within(rank, 100, &status)) << "the owner has the ack timeout (1s) to answer";
+  ASSERT_TRUE(a->poll_once(after(1.2)).ok());
+  ASSERT_TRUE(ended_within(rank, 5000, &status)) << "preempted after the ack timeout";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  children_.clear();
+  for (int i = 0; i < 100 && a->job("victim")->actions_total.count("preempt") == 0; ++i) {
+    std::this_thread::sleep_for(20ms);
+    ASSERT_TRUE(a->poll_once(after(1.3 + 0.01 * i)).ok());
+  }
+  EXPECT_EQ(a->job("victim")->actions_total.at("preempt"), 1u);
+  auto incs = a->incidents("victim", 10);
+  ASSERT_TRUE(incs.ok());
+  ASSERT_EQ(incs->size(), 1u);
+  EXPECT_NE((*incs)[0].resolution.find("preempted by the agent"), std::string::npos) << (*incs)[0].resolution;
+  // The silence of the processes it ended is not a new incident.
+  ASSERT_TRUE(a->poll_once(after(5)).ok());
+  ASSERT_TRUE(a->poll_once(after(6)).ok());
+  EXPECT_EQ(a->incidents("victim", 10)->size(), 1u);
+}
+
+TEST_F(AgentPreemptTest, ABeaconNamingAProcessThatIsNotItsWriterGetsNothingSignalled) {
+  preempt_spec("victim-forged");
+  pid_t other = sleeper();  // same user, right start time, but it never mapped the beacon
+  std::this_thread::sleep_for(50ms);
+  auto w = beacon("victim-forged");
+  for (int i = 1; i <= 8; ++i) w->step(i);
+  auto st = read_proc_stat("/proc", other);
+  ASSERT_TRUE(st.ok());
+  int fd = ::open(w->path().c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  int32_t pid = other;
+  uint64_t start = st->start_ticks;
+  ASSERT_EQ(::pwrite(fd, &pid, sizeof pid, offsetof(stepwatch_beacon_v1, pid)), 4);
+  ASSERT_EQ(::pwrite(fd, &start, sizeof start, offsetof(stepwatch_beacon_v1, pid_start_ticks)), 8);
+  ::close(fd);
+  auto a = open_preempting_agent({"victim-forged"});
+  std::this_thread::sleep_for(600ms);
+  Stamp t = SystemClock::instance().now();
+  ASSERT_TRUE(a->poll_once(t).ok());
+  ASSERT_EQ(a->job("victim-forged")->verdict.state, detect::State::kStalled);
+  ASSERT_TRUE(a->poll_once({t.wall_ns + 2 * kNsPerSec, t.mono_ns + 2 * kNsPerSec}).ok());
+  ASSERT_TRUE(a->poll_once({t.wall_ns + 3 * kNsPerSec, t.mono_ns + 3 * kNsPerSec}).ok());
+  int status = 0;
+  EXPECT_FALSE(ended_within(other, 300, &status)) << "an unproven process is never signalled";
+  EXPECT_EQ(a->job("victim-forged")->actions_total.count("preempt"), 0u);
+  auto incs = a->incidents("victim-forged", 10);
+  ASSERT_TRUE(incs.ok());
+  ASSERT_EQ(incs->size(), 1u);
+  EXPECT_FALSE((*incs)[0].closed_at_ns.has_value()) << "the incident stays open for a human";
+}
+
+TEST_F(AgentPreemptTest, AJobNotListedInPreemptJobsIsOnlyObserved) {
+  preempt_spec("keep-me");
+  pid_t rank = hung_rank("keep-me");
+  auto a = open_preempting_agent({"victim*"});
+  std::this_thread::sleep_for(600ms);
+  Stamp t = SystemClock::instance().now();
+  for (int s = 0; s < 4; ++s) ASSERT_TRUE(a->poll_once({t.wall_ns + s * kNsPerSec, t.mono_ns + s * kNsPerSec}).ok());
+  EXPECT_EQ(a->job("keep-me")->verdict.state, detect::State::kStalled);
+  int status = 0;
+  EXPECT_FALSE(ended_within(rank, 300, &status));
 }
 
 TEST_F(AgentTest, RetiredJobsStayListedThenVanish) {

@@ -70,12 +70,27 @@ TEST(AgentConfig, ErrorsNameFileLineAndKey) {
       {"listen = \"0.0.0.0:9465\"\n",
        "agent.toml:1: listen: listening on 0.0.0.0 (beyond loopback) needs token_file"},
       {"listen = [\n", "agent.toml:1"},
+      {"preempt_jobs = \"all\"\n", "agent.toml:1: preempt_jobs: must be an array"},
+      {"\npreempt_jobs = [\"ok-*\", \"../etc\"]\n", "agent.toml:2: preempt_jobs[1]: must be a job id or a pattern"},
   };
   for (const auto& c : cases) {
     auto r = parse_agent_config(c.text, "agent.toml");
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_NE(r.error().message.find(c.expected), std::string::npos) << r.error().message;
   }
+}
+
+TEST(AgentConfig, PreemptJobsDefaultsToNoneAndMatchesPatterns) {
+  auto none = parse_agent_config("", "agent.toml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->preempt_jobs.empty());
+  EXPECT_FALSE(may_preempt(*none, "anything")) << "default: observe and page only";
+  auto c = parse_agent_config("preempt_jobs = [\"pretrain-*\", \"eval-7\"]\n", "agent.toml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(may_preempt(*c, "pretrain-llama"));
+  EXPECT_TRUE(may_preempt(*c, "eval-7"));
+  EXPECT_FALSE(may_preempt(*c, "eval-77"));
+  EXPECT_FALSE(may_preempt(*c, "finetune-1"));
 }
 
 TEST(AgentConfig, ReportsEveryError) {
