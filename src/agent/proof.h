@@ -24,6 +24,7 @@ struct Proof {
   std::string why;              // when not: which condition failed, naming the pid and file
 };
 
-Proof prove_rank_process(const std::string& proc_root, const std::string& job_dir, const contract::RankSnapshot& rank);
+Proof prove_rank_process(const std::string& proc_root, const std::string& job_dir,
+                         const contract::RankSnapshot& rank);
 
 }  // namespace stepwatch::agent

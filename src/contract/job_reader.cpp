@@ -14,7 +14,9 @@ namespace stepwatch::contract {
 
 namespace {
 
-int64_t step_wall(const RankSnapshot& s) { return s.step ? s.step_at.wall_ns : 0; }
+int64_t step_wall(const RankSnapshot& s) {
+  return s.step ? s.step_at.wall_ns : 0;
+}
 
 }  // namespace
 
@@ -42,8 +44,10 @@ void JobReader::refresh(Entry& e, const std::string& path, int rank, bool reopen
     if (size && *size != sizeof(stepwatch_beacon_v1)) {
       e.map.reset();
       e.snap.reset();
-      e.error = Error{Errc::kSizeMismatch, fmt::format("{}: file changed size to {} bytes (a version 1 beacon is {}), skipped",
-                                                       path, *size, sizeof(stepwatch_beacon_v1))};
+      e.error =
+          Error{Errc::kSizeMismatch,
+                fmt::format("{}: file changed size to {} bytes (a version 1 beacon is {}), skipped",
+                            path, *size, sizeof(stepwatch_beacon_v1))};
       return;
     }
   }
@@ -66,13 +70,14 @@ void JobReader::refresh(Entry& e, const std::string& path, int rank, bool reopen
   if (!snap) {
     e.snap.reset();
     e.error = snap.error();
-    e.seq = 1;  // read again next poll
+    e.seq = 1;                                                    // read again next poll
     if (snap.error().code == Errc::kSizeMismatch) e.map.reset();  // shrank: only a new file helps
     return;
   }
   if (snap->rank != rank) {
     e.snap.reset();
-    e.error = Error{Errc::kInvalidField, fmt::format("{}: file name says rank {}, record says {}", path, rank, snap->rank)};
+    e.error = Error{Errc::kInvalidField, fmt::format("{}: file name says rank {}, record says {}",
+                                                     path, rank, snap->rank)};
     e.seq = *seq;
     return;
   }
@@ -154,8 +159,9 @@ JobView JobReader::poll() {
   }
   view.problems_total = problems;
   if (problems > options_.max_problems) {
-    view.problems.push_back(Error{Errc::kInvalidArgument, fmt::format("{}: {} more problem(s) not listed", dir_,
-                                                                      problems - options_.max_problems)});
+    view.problems.push_back(Error{
+        Errc::kInvalidArgument,
+        fmt::format("{}: {} more problem(s) not listed", dir_, problems - options_.max_problems)});
   }
   view.ranks.reserve(by_rank.size());
   for (const auto& [rank, snap] : by_rank) view.ranks.push_back(*snap);

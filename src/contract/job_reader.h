@@ -41,9 +41,9 @@ class JobReader {
 
  private:
   struct Entry {
-    uint64_t d_ino = 0;                  // from the directory listing; a new value: a new file
-    std::optional<BeaconMapping> map;    // absent: the file could not be mapped (see error)
-    uint64_t seq = 1;                    // the counter the cached result was read at (odd: none)
+    uint64_t d_ino = 0;                // from the directory listing; a new value: a new file
+    std::optional<BeaconMapping> map;  // absent: the file could not be mapped (see error)
+    uint64_t seq = 1;                  // the counter the cached result was read at (odd: none)
     std::optional<RankSnapshot> snap;
     std::optional<Error> error;
     bool seen = false;

@@ -13,10 +13,14 @@ namespace stepwatch::probe {
 
 const char* life_name(Life l) {
   switch (l) {
-    case Life::kAlive: return "alive";
-    case Life::kGone: return "gone";
-    case Life::kReused: return "reused";
-    case Life::kUnknown: return "unknown";
+    case Life::kAlive:
+      return "alive";
+    case Life::kGone:
+      return "gone";
+    case Life::kReused:
+      return "reused";
+    case Life::kUnknown:
+      return "unknown";
   }
   return "?";
 }
@@ -34,7 +38,8 @@ int pidfd_open(int pid) {
 
 }  // namespace
 
-PidWatch::PidWatch(std::string proc_root) : root_(std::move(proc_root)), use_pidfd_(root_ == "/proc") {}
+PidWatch::PidWatch(std::string proc_root)
+    : root_(std::move(proc_root)), use_pidfd_(root_ == "/proc") {}
 
 PidWatch::~PidWatch() {
   for (auto& [key, e] : entries_) {

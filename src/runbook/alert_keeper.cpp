@@ -13,7 +13,9 @@ AlertKeeper::AlertKeeper(const std::vector<spec::Pager>& targets, PagerOptions o
   }
 }
 
-AlertKeeper::~AlertKeeper() { (void)reap(true); }
+AlertKeeper::~AlertKeeper() {
+  (void)reap(true);
+}
 
 void AlertKeeper::sent(const PageMessage& m, int64_t mono_ns) {
   if (targets_.empty()) return;
@@ -31,7 +33,8 @@ void AlertKeeper::adopt(const PageMessage& m) {
 
 std::optional<std::string> AlertKeeper::reap(bool wait) {
   if (!inflight_) return std::nullopt;
-  if (!wait && inflight_->wait_for(std::chrono::seconds(0)) != std::future_status::ready) return std::nullopt;
+  if (!wait && inflight_->wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return std::nullopt;
   std::vector<PageResult> results = inflight_->get();
   inflight_.reset();
   std::string failed;
@@ -43,9 +46,10 @@ std::optional<std::string> AlertKeeper::reap(bool wait) {
 }
 
 void AlertKeeper::post(PageMessage m) {
-  inflight_ = std::async(std::launch::async, [targets = targets_, m = std::move(m), opts = options_] {
-    return page_all(targets, m, opts);
-  });
+  inflight_ =
+      std::async(std::launch::async, [targets = targets_, m = std::move(m), opts = options_] {
+        return page_all(targets, m, opts);
+      });
 }
 
 std::optional<std::string> AlertKeeper::tick(int64_t mono_ns) {

@@ -58,10 +58,12 @@ TEST_F(ProofTest, EachMissingConditionIsNamed) {
   contract::RankSnapshot r = rank0();
   contract::RankSnapshot jsonl = r;
   jsonl.source = contract::Source::kJsonl;
-  EXPECT_NE(prove_rank_process("/proc", dir(), jsonl).why.find("known from JSONL only"), std::string::npos);
+  EXPECT_NE(prove_rank_process("/proc", dir(), jsonl).why.find("known from JSONL only"),
+            std::string::npos);
   contract::RankSnapshot no_start = r;
   no_start.pid_start_ticks = 0;
-  EXPECT_NE(prove_rank_process("/proc", dir(), no_start).why.find("names no pid and start time"), std::string::npos);
+  EXPECT_NE(prove_rank_process("/proc", dir(), no_start).why.find("names no pid and start time"),
+            std::string::npos);
   contract::RankSnapshot reused = r;
   reused.pid_start_ticks += 1;
   Proof p = prove_rank_process("/proc", dir(), reused);
@@ -91,7 +93,8 @@ TEST_F(ProofTest, OwnershipMustMatchTheProcessAndTheDirectory) {
   ASSERT_EQ(::chown(dir().c_str(), 65534, 65534), 0);
   p = prove_rank_process("/proc", dir(), r);
   EXPECT_FALSE(p.proven);
-  EXPECT_NE(p.why.find("runs as uid 0/0, the beacon belongs to uid 65534"), std::string::npos) << p.why;
+  EXPECT_NE(p.why.find("runs as uid 0/0, the beacon belongs to uid 65534"), std::string::npos)
+      << p.why;
 }
 
 }  // namespace

@@ -4,11 +4,10 @@
 // good ranks; a flooded directory yields a bounded problem list.
 #include "src/contract/job_reader.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <filesystem>
 
@@ -57,7 +56,9 @@ TEST_F(JobReaderTest, ReadsWhatScanJobReadsAndDecodesOnlyWhatChanged) {
   auto w0 = writer(0), w1 = writer(1);
   w0->step(5);
   w1->step(5);
-  test::write_file(jsonl_path(root_.path(), "job-r"), R"({"job":"job-r","rank":2,"time":1700000000,"step":4})" "\n");
+  test::write_file(jsonl_path(root_.path(), "job-r"),
+                   R"({"job":"job-r","rank":2,"time":1700000000,"step":4})"
+                   "\n");
   JobReader reader(root_.path(), "job-r");
   JobView a = reader.poll();
   JobView b = scan_job(root_.path(), "job-r");
@@ -72,7 +73,9 @@ TEST_F(JobReaderTest, ReadsWhatScanJobReadsAndDecodesOnlyWhatChanged) {
   EXPECT_EQ(reader.last_stats().decoded, 2u);
 
   w1->step(6);
-  test::append_file(jsonl_path(root_.path(), "job-r"), R"({"job":"job-r","rank":2,"time":1700000001,"step":5})" "\n");
+  test::append_file(jsonl_path(root_.path(), "job-r"),
+                    R"({"job":"job-r","rank":2,"time":1700000001,"step":5})"
+                    "\n");
   JobView c = reader.poll();
   EXPECT_EQ(reader.last_stats().mapped, 0u);
   EXPECT_EQ(reader.last_stats().decoded, 1u);    // rank 1 only
@@ -112,7 +115,8 @@ TEST_F(JobReaderTest, ABeaconTruncatedUnderTheMappingIsReportedNotACrash) {
   ASSERT_EQ(::truncate(beacon(1).c_str(), 0), 0);
   JobView v = reader.poll();
   EXPECT_EQ(ranks_of(v), (std::vector<int>{0}));
-  EXPECT_THAT(messages(v.problems), Contains(HasSubstr(beacon(1) + ": the file shrank while mapped")));
+  EXPECT_THAT(messages(v.problems),
+              Contains(HasSubstr(beacon(1) + ": the file shrank while mapped")));
   // Reported on every poll while it lasts, without reopening it each time.
   JobView again = reader.poll();
   EXPECT_EQ(reader.last_stats().mapped, 0u);
@@ -143,7 +147,8 @@ TEST_F(JobReaderTest, ABeaconThatChangesSizeIsReportedAndSkippedWithinOneAuditRo
     for (int i = 0; i < opts.audit_every && !reported; ++i) {
       JobView v = reader.poll();
       for (const auto& m : messages(v.problems)) {
-        reported = reported || m.find(fmt::format("changed size to {} bytes", size)) != std::string::npos;
+        reported =
+            reported || m.find(fmt::format("changed size to {} bytes", size)) != std::string::npos;
       }
       if (reported) {
         EXPECT_THAT(v.ranks, IsEmpty());

@@ -38,7 +38,8 @@ int fds_at_or_above(int from) {
   int n = 0;
   DIR* d = ::opendir("/proc/self/fd");
   while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.' && std::atoi(e->d_name) >= from && std::atoi(e->d_name) != ::dirfd(d)) ++n;
+    if (e->d_name[0] != '.' && std::atoi(e->d_name) >= from && std::atoi(e->d_name) != ::dirfd(d))
+      ++n;
   }
   ::closedir(d);
   return n;
@@ -46,7 +47,9 @@ int fds_at_or_above(int from) {
 
 // The agent raises its open-file limit first; so do these tests. Where even the hard limit is
 // too low for descriptors above 1023, pidfds are not kept and liveness comes from /proc.
-bool room_for_pidfds(size_t n) { return raise_fd_limit() >= PidWatch::kFirstPidfd + n + 64; }
+bool room_for_pidfds(size_t n) {
+  return raise_fd_limit() >= PidWatch::kFirstPidfd + n + 64;
+}
 
 TEST(PidWatch, AliveExitedAndReusedProcesses) {
   const bool kept = room_for_pidfds(8);
