@@ -156,5 +156,54 @@ class AgentKilled(AgentBase):
         self.assertIn("no stepwatch agent answers at http://127.0.0.1:9", unknown.stdout)
 
 
+class AgentPreempts(AgentBase):
+    """A real 2-rank PyTorch (gloo) training, launched without `stepwatch run`, hangs: an agent
+    told it may preempt the job does so once the ack timeout passes, and only the ranks proven to
+    be the job's beacon writers."""
+
+    def test_a_hung_torch_job_listed_in_preempt_jobs_is_preempted(self):
+        beacons = os.path.join(self.tmp, "beacons")
+        specs = os.path.join(self.tmp, "specs")
+        os.makedirs(specs)
+        with open(os.path.join(specs, "torch-hang.toml"), "w") as f:
+            f.write('job = "torch-hang"\nexpected_interval = "300ms"\ngrace_intervals = 2\n'
+                    '[learn]\nwarmup_steps = 1\n[runbook]\nack_timeout = "2s"\npreempt_grace = "5s"\n')
+        port = free_port()
+        cfg = os.path.join(self.tmp, "agent.toml")
+        with open(cfg, "w") as f:
+            f.write(f'beacon_roots = ["{beacons}"]\npoll_interval = "250ms"\nstate_dir = "{self.tmp}/state"\n'
+                    f'listen = "127.0.0.1:{port}"\nspecs_dir = "{specs}"\npreempt_jobs = ["torch-*"]\n')
+        env = python_env()
+        env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="torch-hang")
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
+            env.pop(k, None)
+        src = os.environ.get("STEPWATCH_SOURCE_DIR", os.path.join(HERE, "..", ".."))
+        launcher = self.start(["/usr/bin/python3", os.path.join(src, "examples", "launch.py"), "--nproc", "2",
+                               "--keep-going", os.path.join(src, "examples", "train_ddp.py"), "--steps", "400",
+                               "--step-time", "0.05", "--hang-rank", "1", "--hang-at-step", "15",
+                               "--hang-incarnation", "0"], env=env)
+        self.start([self.bin, "agent", "--config", cfg])
+        api = f"http://127.0.0.1:{port}"
+        self.wait_for("the stall", lambda: json.loads(get(api + "/api/v1/jobs/torch-hang"))["state"] == "stalled",
+                      timeout=90)
+        # The owner has the ack timeout (2 s) to answer; then both ranks are ended.
+        launcher.wait(timeout=60)
+        job = self.wait_for("the preempt action",
+                            lambda: (lambda j: j if j["actions_total"].get("preempt") else None)(
+                                json.loads(get(api + "/api/v1/jobs/torch-hang"))))
+        self.assertEqual(job["actions_total"]["preempt"], 1, job)
+        incidents = json.loads(get(api + "/api/v1/incidents?job=torch-hang"))["incidents"]
+        self.assertEqual(len(incidents), 1, incidents)
+        self.assertIn("preempted by the agent: 2 of 2 processes gone", incidents[0]["resolution"])
+        self.assertIsNotNone(incidents[0].get("closed_at"))
+        for rank in job["ranks"]:
+            pid = rank["beacon"]["pid"]
+            self.assertFalse(os.path.exists(f"/proc/{pid}/stat") and
+                             open(f"/proc/{pid}/stat").read().split(") ")[1][0] not in "ZX",
+                             f"rank {rank['rank']} (pid {pid}) still runs")
+        time.sleep(1.5)  # the ranks' silence after the preempt opens no second incident
+        self.assertEqual(len(json.loads(get(api + "/api/v1/incidents?job=torch-hang"))["incidents"]), 1)
+
+
 if __name__ == "__main__":
     unittest.main()
