@@ -13,6 +13,7 @@
 #include "src/common/log.h"
 #include "src/contract/names.h"
 #include "src/detect/trace.h"
+#include "src/supervise/page_message.h"
 
 namespace stepwatch::agent {
 
@@ -235,19 +236,7 @@ void Agent::finish_preempt(Tracked& t, Stamp now, bool wait) {
 
 runbook::PageMessage Agent::page_message(const Tracked& t, const detect::Verdict& v,
                                          Stamp now) const {
-  runbook::PageMessage m;
-  m.job = t.job;
-  m.owner = t.spec.owner;
-  m.state = detect::state_name(v.state);
-  m.cause = detect::cause_name(v.cause);
-  m.summary = v.summary;
-  m.last_step = v.last_step;
-  m.last_step_age_ns = v.last_step_age_ns;
-  m.expected_interval_ns = v.expected_interval_ns;
-  for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason});
-  for (const auto& e : v.evidence) {
-    m.evidence.push_back(runbook::page_evidence_line(e.name, e.value, e.rank, e.age_ns));
-  }
+  runbook::PageMessage m = supervise::page_for_verdict(t.job, t.spec.owner, v);
   m.incident_id = std::to_string(*t.incident_id);
   m.incarnation = static_cast<int>(t.incarnation);
   m.host = deps_.host;

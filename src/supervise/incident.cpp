@@ -13,6 +13,7 @@
 #include "src/runbook/artifact.h"
 #include "src/runbook/preempt.h"
 #include "src/spec/command_template.h"
+#include "src/supervise/page_message.h"
 #include "src/supervise/supervisor.h"
 
 namespace stepwatch::supervise {
@@ -40,17 +41,7 @@ std::string gpu_text(const probe::GpuSnapshot& s) {
 }  // namespace
 
 runbook::PageMessage Supervisor::page_message(const detect::Verdict& v) const {
-  runbook::PageMessage m;
-  m.job = opt_.job;
-  m.owner = spec_.owner;
-  m.state = detect::state_name(v.state);
-  m.cause = detect::cause_name(v.cause);
-  m.summary = v.summary;
-  m.last_step = v.last_step;
-  m.last_step_age_ns = v.last_step_age_ns;
-  m.expected_interval_ns = v.expected_interval_ns;
-  for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason});
-  for (const auto& e : v.evidence) m.evidence.push_back(runbook::page_evidence_line(e.name, e.value, e.rank, e.age_ns));
+  runbook::PageMessage m = page_for_verdict(opt_.job, spec_.owner, v);
   // A restart stuck at init is usually what the last incarnation left behind: say what was found.
   if (v.cause == detect::Cause::kInit) {
     for (const auto& l : leftovers_) m.evidence.push_back("leftover: " + l);
