@@ -25,7 +25,8 @@ JobReader::JobReader(std::string root, std::string job, JobReaderOptions options
   if (options_.audit_every < 1) options_.audit_every = 1;
 }
 
-void JobReader::refresh(Entry& e, const std::string& path, int rank, bool reopen, bool audit) {
+void JobReader::refresh(Entry& e, bool reopen, bool audit) {
+  const std::string& path = e.path;
   if (reopen || (audit && !e.map)) {
     e.map.reset();
     e.snap.reset();
@@ -74,10 +75,10 @@ void JobReader::refresh(Entry& e, const std::string& path, int rank, bool reopen
     if (snap.error().code == Errc::kSizeMismatch) e.map.reset();  // shrank: only a new file helps
     return;
   }
-  if (snap->rank != rank) {
+  if (snap->rank != e.rank) {
     e.snap.reset();
     e.error = Error{Errc::kInvalidField, fmt::format("{}: file name says rank {}, record says {}",
-                                                     path, rank, snap->rank)};
+                                                     path, e.rank, snap->rank)};
     e.seq = *seq;
     return;
   }
@@ -94,8 +95,7 @@ JobView JobReader::poll() {
   ++polls_;
   DIR* d = ::opendir(dir_.c_str());
   if (d == nullptr) {
-    Errc code = errno == ENOENT ? Errc::kNotFound : errno == EACCES ? Errc::kPermission : Errc::kIo;
-    view.problems.push_back(Error{code, fmt::format("{}: {}", dir_, std::strerror(errno))});
+    view.problems.push_back(dir_error(dir_, errno));
     view.problems_total = 1;
     entries_.clear();
     return view;
@@ -115,11 +115,15 @@ JobView JobReader::poll() {
     if (rank < 0) continue;  // stack dumps, artifacts and other files live here too
     auto [it, added] = entries_.try_emplace(name);
     Entry& e = it->second;
+    if (added) {
+      e.path = dir_ + "/" + name;
+      e.rank = rank;
+    }
     bool reopen = added || e.d_ino != ent->d_ino;
     e.d_ino = ent->d_ino;
     e.seen = true;
     bool audit = (index++ % static_cast<size_t>(options_.audit_every)) == slot;
-    refresh(e, dir_ + "/" + name, rank, reopen, audit);
+    refresh(e, reopen, audit);
   }
   ::closedir(d);
 
@@ -138,7 +142,6 @@ JobView JobReader::poll() {
     }
     ++it;
   }
-  std::map<int, RankSnapshot> from_jsonl;
   if (has_jsonl) {
     if (!tail_) tail_.emplace(jsonl_path(root_, job_), job_);
     auto bad = tail_->poll(std::numeric_limits<size_t>::max());

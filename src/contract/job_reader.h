@@ -41,6 +41,8 @@ class JobReader {
 
  private:
   struct Entry {
+    std::string path;
+    int rank = -1;                     // from the file name
     uint64_t d_ino = 0;                // from the directory listing; a new value: a new file
     std::optional<BeaconMapping> map;  // absent: the file could not be mapped (see error)
     uint64_t seq = 1;                  // the counter the cached result was read at (odd: none)
@@ -48,7 +50,7 @@ class JobReader {
     std::optional<Error> error;
     bool seen = false;
   };
-  void refresh(Entry& e, const std::string& path, int rank, bool reopen, bool audit);
+  void refresh(Entry& e, bool reopen, bool audit);
 
   std::string root_, job_, dir_;
   JobReaderOptions options_;

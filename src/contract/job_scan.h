@@ -24,8 +24,12 @@ struct JobView {
 Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<Error>* skipped = nullptr,
                                            size_t max_listed = 32, size_t* skipped_total = nullptr);
 
-// Reads every rank of one job. When a rank has both a beacon and JSONL lines, the source with
-// the most recent step wins (a trainer may move from one to the other).
+// Reads every rank of one job once (a one-shot JobReader, src/contract/job_reader.h). When a
+// rank has both a beacon and JSONL lines, the source with the most recent step wins (a trainer
+// may move from one to the other).
 JobView scan_job(const std::string& root, const std::string& job);
+
+// The error for a directory that could not be opened (errno `err`), naming it.
+Error dir_error(const std::string& dir, int err);
 
 }  // namespace stepwatch::contract
