@@ -180,17 +180,21 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
 
 void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport& rep) {
   ++polls_;
-  // Has each rank's record changed since the previous poll? Liveness of every rank, at once.
-  std::map<int, const contract::RankSnapshot*> records;
-  for (const auto& r : obs.ranks) records[r.rank] = &r;
-  std::vector<std::pair<int, uint64_t>> asks;
-  asks.reserve(rep.rank_pids.size());
+  // One entry per rank with a pid: has its record changed since the previous poll?
+  struct Rank {
+    int rank, pid;
+    uint64_t start;  // from its beacon; 0: unknown
+    RankMemo* memo;
+    bool quiet;
+    int read = 0;  // 1: details read this poll; -1: gone when read
+  };
+  std::vector<Rank> ranks;
+  ranks.reserve(rep.rank_pids.size());
   for (auto& [rank, memo] : memo_) memo.seen = false;
+  auto rec = obs.ranks.begin();  // both sorted by rank
   for (const auto& [rank, pid] : rep.rank_pids) {
-    auto rec = records.find(rank);
-    const contract::RankSnapshot* r = rec == records.end() ? nullptr : rec->second;
-    uint64_t start = r && r->source == contract::Source::kBeacon ? r->pid_start_ticks : 0;
-    asks.emplace_back(pid, start);
+    while (rec != obs.ranks.end() && rec->rank < rank) ++rec;
+    const contract::RankSnapshot* r = rec != obs.ranks.end() && rec->rank == rank ? &*rec : nullptr;
     RankMemo& m = memo_[rank];
     m.seen = true;
     auto signature = r ? std::make_tuple(r->updated_mono_ns, r->step_count, r->beat_count, r->phase_count,
@@ -200,62 +204,55 @@ void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport
       m.signature = signature;
       m.changed_mono_ns = now.mono_ns;
     }
+    uint64_t start = r && r->source == contract::Source::kBeacon ? r->pid_start_ticks : 0;
+    ranks.push_back({rank, pid, start, &m, now.mono_ns - m.changed_mono_ns >= config_.detail_after_ns});
   }
+  // Liveness of every rank, at once.
+  std::vector<std::pair<int, uint64_t>> asks;
+  asks.reserve(ranks.size());
+  for (const auto& k : ranks) asks.emplace_back(k.pid, k.start);
   std::vector<probe::Life> lives = lives_.check(asks);
 
-  // Which ranks get their details read this poll: the quiet ones, longest unread first.
-  std::vector<std::pair<uint64_t, size_t>> due;  // (poll of the last read, index)
-  size_t i = 0;
-  for (const auto& [rank, pid] : rep.rank_pids) {
-    const RankMemo& m = memo_[rank];
-    bool quiet = now.mono_ns - m.changed_mono_ns >= config_.detail_after_ns;
+  // Details for the quiet living ranks, longest unread first, while the budget lasts.
+  std::vector<Rank*> due;
+  for (size_t i = 0; i < ranks.size(); ++i) {
     bool live = lives[i] == probe::Life::kAlive || lives[i] == probe::Life::kUnknown;
-    if (quiet && live) due.emplace_back(m.read_poll, i);
-    ++i;
+    if (ranks[i].quiet && live) due.push_back(&ranks[i]);
   }
-  std::stable_sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<int> read_now(rep.rank_pids.size(), 0);  // 1: read, -1: gone when read
-  std::vector<int> pids;
-  pids.reserve(rep.rank_pids.size());
-  for (const auto& [rank, pid] : rep.rank_pids) pids.push_back(pid);
-  std::vector<int> ranks;
-  ranks.reserve(rep.rank_pids.size());
-  for (const auto& [rank, pid] : rep.rank_pids) ranks.push_back(rank);
+  std::stable_sort(due.begin(), due.end(), [](const Rank* a, const Rank* b) { return a->memo->read_poll < b->memo->read_poll; });
   rep.details_due = due.size();
   const auto& budget = config_.detail_budget_ns;
   if (budget) detail_credit_ns_ = std::min(detail_credit_ns_ + *budget, 2 * *budget);
-  for (const auto& [poll, index] : due) {
+  for (Rank* k : due) {
     if (budget && detail_credit_ns_ <= 0) break;
     int64_t read_from = budget ? mono_now_ns() : 0;
-    RankMemo& m = memo_[ranks[index]];
-    if (auto p = probe::read_process(config_.proc_root, pids[index], true, true, true)) {
+    RankMemo& m = *k->memo;
+    if (auto p = probe::read_process(config_.proc_root, k->pid, true, true, true)) {
       m.last_delta = m.last ? probe::delta_between(*m.last, *p) : std::nullopt;
       m.last = std::move(*p);
       m.read_poll = polls_;
-      read_now[index] = 1;
+      k->read = 1;
     } else {
       m.last.reset();
-      read_now[index] = -1;  // gone since the liveness check
+      k->read = -1;
     }
     ++rep.details_read;
     if (budget) detail_credit_ns_ -= mono_now_ns() - read_from;
   }
 
-  i = 0;
-  for (const auto& [rank, pid] : rep.rank_pids) {
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const Rank& k = ranks[i];
+    RankMemo& m = *k.memo;
     detect::ProcessFacts f;
-    f.rank = rank;
-    RankMemo& m = memo_[rank];
-    probe::Life life = lives[i];
-    if (life == probe::Life::kGone || read_now[i] < 0) f.alive = false;
-    if (life == probe::Life::kReused) f.same_process = false;
-    bool quiet = now.mono_ns - m.changed_mono_ns >= config_.detail_after_ns;
-    if (read_now[i] > 0) {
+    f.rank = k.rank;
+    if (lives[i] == probe::Life::kGone || k.read < 0) f.alive = false;
+    if (lives[i] == probe::Life::kReused) f.same_process = false;
+    if (k.read > 0) {
       if (m.last->state == 'Z' || m.last->state == 'X') f.alive = false;
-      if (asks[i].second != 0 && m.last->start_ticks != asks[i].second) f.same_process = false;
+      if (k.start != 0 && m.last->start_ticks != k.start) f.same_process = false;
     }
     // Facts from this poll's read, or carried from the last one while the rank stays quiet.
-    if (quiet && f.alive && m.last && m.last->pid == pid) {
+    if (k.quiet && f.alive && m.last && m.last->pid == k.pid) {
       f.state = m.last->state;
       f.threads_in_d = m.last->threads_in_d;
       f.wchan = m.last->wchan;
@@ -263,13 +260,12 @@ void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport
         f.cpu_delta_ns = m.last_delta->cpu_ns;
         f.io_delta_bytes = m.last_delta->io_bytes;
       }
-    } else if (!quiet) {
+    } else if (!k.quiet) {
       // Advancing: its details would be stale by the time they matter; read afresh when quiet.
       m.last.reset();
       m.last_delta.reset();
     }
     obs.procs.push_back(std::move(f));
-    ++i;
   }
   for (auto it = memo_.begin(); it != memo_.end();) {
     it = it->second.seen ? std::next(it) : memo_.erase(it);

@@ -64,7 +64,6 @@ class Observer {
   const ObserverConfig& config() const { return config_; }
   void set_detail_after(int64_t ns) { config_.detail_after_ns = ns; }
   void set_detail_budget(std::optional<int64_t> ns) { config_.detail_budget_ns = ns; }
-  const contract::JobReader::Stats& reader_stats() const { return reader_.last_stats(); }
 
  private:
   // Process facts of the ranks when no selector names the job's processes (the agent's case).
