@@ -26,7 +26,6 @@ namespace {
 // unread go first.
 constexpr int64_t kDetailBudgetPerPollNs = 20 * kNsPerMs;
 
-
 // Per-step intervals from the ring of the lowest rank that has one (oldest first).
 std::vector<int64_t> recent_intervals(const detect::Observation& obs) {
   std::vector<int64_t> out;
@@ -61,7 +60,6 @@ std::optional<probe::GpuSnapshot> job_gpus(const supervise::PollReport& rep) {
 }
 
 }  // namespace
-
 
 Result<std::unique_ptr<Agent>> Agent::open(AgentConfig config, AgentDeps deps) {
   auto a = store::Store::open(config.state_dir);
@@ -145,11 +143,9 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
 Status Agent::poll_once(Stamp now) {
   int64_t started = mono_now_ns();
   uint64_t beacons = 0, errors = 0;
-  ranks_this_poll_ = 0;
   // One NVML read per poll, shared by every job (each device query costs real time).
   std::optional<Result<probe::GpuSnapshot>> gpus;
   if (deps_.gpu) gpus.emplace(deps_.gpu->poll());
-  due_this_poll_ = 0;
   bool any_root = false;
   Error last_error;
   std::set<std::string> seen;
@@ -203,8 +199,11 @@ Status Agent::poll_once(Stamp now) {
     t.hidden = expired;
     ++it;
   }
-  ranks_last_poll_ = ranks_this_poll_;
-  due_last_poll_ = due_this_poll_;
+  ranks_last_poll_ = due_last_poll_ = 0;
+  for (const auto& [job, t] : tracked_) {
+    ranks_last_poll_ += t->ranks;
+    due_last_poll_ += t->due;
+  }
   std::map<std::string, std::shared_ptr<const serve::JobState>> fresh;
   for (auto& [job, t] : tracked_) {
     if (t->hidden) continue;
@@ -270,8 +269,6 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   detect::Observation obs = t.observer->poll(now, {}, {}, &rep, gpus);
   t.ranks = obs.ranks.size();
   t.due = rep.details_due;
-  ranks_this_poll_ += t.ranks;
-  due_this_poll_ += t.due;
   *errors += rep.problems_total;
   for (const auto& p : rep.problems) note_problem(fmt::format("job {}: {}", t.job, p.message));
   for (const auto& r : obs.ranks) {

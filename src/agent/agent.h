@@ -77,6 +77,9 @@ class Agent {
   void transition(Tracked& t, const detect::Verdict& v, Stamp now);
   void runbook_step(Tracked& t, const detect::Verdict& v, Stamp now);
   void finish_paging(Tracked& t, bool wait);
+  // Waits for its page, resolves its alert, records the resolution and forgets the incident.
+  void close_incident(Tracked& t, Stamp now, const std::string& resolution);
+  void record_action(const Tracked& t, std::string_view kind, bool ok, const std::string& detail, int64_t at_ns);
   runbook::PageMessage page_message(const Tracked& t, const detect::Verdict& v, Stamp now) const;
   bool preempted_by_us(const Tracked& t) const;
   void maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now);
@@ -90,8 +93,8 @@ class Agent {
 
   std::map<std::string, std::unique_ptr<Tracked>> tracked_;  // poll thread only
   std::set<std::string> logged_problems_;                    // poll thread only
-  size_t ranks_last_poll_ = 0, ranks_this_poll_ = 0;         // poll thread only
-  size_t due_last_poll_ = 0, due_this_poll_ = 0;             // poll thread only
+  // Across all jobs at the last poll, to share the detail budget (poll thread only).
+  size_t ranks_last_poll_ = 0, due_last_poll_ = 0;
 
   mutable std::mutex mu_;  // guards what follows
   // Shared, never modified once published: a poll swaps in new states without copying the

@@ -1,9 +1,7 @@
 // The agent's runbook for one job: verdict transitions, the incident, its page and Alertmanager
 // alert, and preemption of proven processes for jobs that opted in (docs/api.md).
 #include <fmt/format.h>
-#include <signal.h>
 
-#include <cerrno>
 #include <chrono>
 
 #include "src/agent/agent.h"
@@ -13,6 +11,7 @@
 #include "src/common/log.h"
 #include "src/contract/names.h"
 #include "src/detect/trace.h"
+#include "src/runbook/proven.h"
 #include "src/supervise/page_message.h"
 
 namespace stepwatch::agent {
@@ -115,12 +114,28 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
   }
   t.misses = 0;
   if (recovered(v.state)) {
-    finish_paging(t, true);
-    t.alert->resolve(now.wall_ns);
     log_info("agent: job {}: incident {} closed: recovered ({})", t.job, *t.incident_id, v.summary);
-    (void)store_.close_incident(*t.incident_id, now.wall_ns, "recovered");
-    t.incident_id.reset();
+    close_incident(t, now, "recovered");
   }
+}
+
+void Agent::close_incident(Tracked& t, Stamp now, const std::string& resolution) {
+  finish_paging(t, true);
+  t.alert->resolve(now.wall_ns);
+  (void)store_.close_incident(*t.incident_id, now.wall_ns, resolution);
+  t.incident_id.reset();
+}
+
+void Agent::record_action(const Tracked& t, std::string_view kind, bool ok, const std::string& detail,
+                          int64_t at_ns) {
+  store::Action a;
+  a.job = t.job;
+  if (t.incident_id) a.incident_id = *t.incident_id;
+  a.at_ns = at_ns;
+  a.kind = std::string(kind);
+  a.ok = ok;
+  a.detail = detail;
+  (void)store_.record_action(a);
 }
 
 bool Agent::preempted_by_us(const Tracked& t) const {
@@ -148,15 +163,11 @@ void Agent::maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now) {
   if (t.incident_mono_ns == 0) t.incident_mono_ns = now.mono_ns;  // joined after a restart
   const auto& rb = t.spec.runbook;
   if (!t.hold_until_mono_ns) {
-    std::optional<store::Incident> inc;
-    {
-      std::lock_guard lock(api_store_mu_);
-      if (auto r = api_store_.incident(*t.incident_id); r && *r) inc = **r;
-    }
-    if (inc && inc->acked_at_ns) {
+    auto inc = store_.incident(*t.incident_id);  // an ack comes through the API or the CLI
+    if (inc && *inc && (*inc)->acked_at_ns) {
       t.hold_until_mono_ns = now.mono_ns + rb.ack_hold_limit_ns;
       log_info("agent: job {}: incident {} acked by {}: holding for up to {}", t.job,
-               *t.incident_id, inc->acked_by, format_duration(rb.ack_hold_limit_ns));
+               *t.incident_id, (*inc)->acked_by, format_duration(rb.ack_hold_limit_ns));
     }
   }
   // A dead rank cannot come back: nothing to wait for but an ack's hold.
@@ -174,8 +185,8 @@ void Agent::maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now) {
     Proof p = prove_rank_process(config_.proc_root, dir, r);
     if (p.proven) {
       refs.push_back(p.process);
-    } else if (::kill(r.pid, 0) == 0 || errno == EPERM) {  // only the living need a reason
-      refused += (refused.empty() ? "" : "; ") + p.why;
+    } else if (!runbook::ended(runbook::inspect(config_.proc_root, r.pid, r.pid_start_ticks).liveness)) {
+      refused += (refused.empty() ? "" : "; ") + p.why;  // only the living need a reason
     }
   }
   if (refs.empty()) {
@@ -183,14 +194,7 @@ void Agent::maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now) {
       std::string why = fmt::format("not preempted: no process proven to be the job's{}",
                                     refused.empty() ? "" : " (" + refused + ")");
       log_warn("agent: job {}: {}", t.job, why);
-      store::Action a;
-      a.job = t.job;
-      a.incident_id = *t.incident_id;
-      a.at_ns = now.wall_ns;
-      a.kind = std::string(store::action_kind::kNote);
-      a.ok = false;
-      a.detail = why;
-      (void)store_.record_action(a);
+      record_action(t, store::action_kind::kNote, false, why, now.wall_ns);
     }
     t.preempt_noted = true;
     return;
@@ -215,23 +219,10 @@ void Agent::finish_preempt(Tracked& t, Stamp now, bool wait) {
   for (const auto& o : report.processes) t.preempted_pids.insert(o.process.pid);
   std::string detail = report.summary();
   if (!t.preempt_refused.empty()) detail += "; not proven, left alone: " + t.preempt_refused;
-  store::Action a;
-  a.job = t.job;
-  if (t.incident_id) a.incident_id = *t.incident_id;
-  a.at_ns = wall_now_ns();
-  a.kind = std::string(store::action_kind::kPreempt);
-  a.ok = report.ok;
-  a.detail = detail;
-  (void)store_.record_action(a);
-  t.state.actions_total[a.kind]++;
+  record_action(t, store::action_kind::kPreempt, report.ok, detail, wall_now_ns());
+  t.state.actions_total[std::string(store::action_kind::kPreempt)]++;
   log_info("agent: job {}: preempted: {}", t.job, detail);
-  if (t.incident_id) {
-    finish_paging(t, true);
-    t.alert->resolve(now.wall_ns);
-    (void)store_.close_incident(*t.incident_id, now.wall_ns,
-                                "preempted by the agent: " + report.summary());
-    t.incident_id.reset();
-  }
+  if (t.incident_id) close_incident(t, now, "preempted by the agent: " + report.summary());
 }
 
 runbook::PageMessage Agent::page_message(const Tracked& t, const detect::Verdict& v,
@@ -256,15 +247,9 @@ void Agent::finish_paging(Tracked& t, bool wait) {
   for (const auto& r : results) {
     std::string line = fmt::format("{}: {} after {} attempt(s): {}", r.target,
                                    r.ok ? "sent" : "FAILED", r.attempts, r.detail);
-    store::Action a;
-    a.job = t.job;
-    a.at_ns = wall_now_ns();
-    a.kind = std::string(r.ok ? store::action_kind::kPage : store::action_kind::kPageFailed);
-    a.ok = r.ok;
-    a.detail = line;
-    if (t.incident_id) a.incident_id = *t.incident_id;
-    (void)store_.record_action(a);
-    t.state.actions_total[a.kind]++;
+    auto kind = r.ok ? store::action_kind::kPage : store::action_kind::kPageFailed;
+    record_action(t, kind, r.ok, line, wall_now_ns());
+    t.state.actions_total[std::string(kind)]++;
     log_info("agent: job {}: page {}", t.job, line);
     summary += (summary.empty() ? "" : "; ") + line;
   }
@@ -276,12 +261,7 @@ void Agent::retire(Tracked& t, Stamp now, const char* why) {
   t.retired_at_wall_ns = now.wall_ns;
   log_info("agent: job {} retired: {}; listed for {} more", t.job, why,
            format_duration(config_.retire_after_ns));
-  if (t.incident_id) {
-    finish_paging(t, true);
-    t.alert->resolve(now.wall_ns);
-    (void)store_.close_incident(*t.incident_id, now.wall_ns, why);
-    t.incident_id.reset();
-  }
+  if (t.incident_id) close_incident(t, now, why);
 }
 
 }  // namespace stepwatch::agent
