@@ -28,7 +28,6 @@ bool later(const Stamp& a, const Stamp& b) {
 
 int64_t scaled(int64_t ns, double f) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * f)); }
 
-
 // Phases that do not take part in collectives: a rank sitting in one while others train is the
 // likely reason the others wait.
 // The note of a rank that said it failed, as opposed to one that vanished.

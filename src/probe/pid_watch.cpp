@@ -92,7 +92,7 @@ std::vector<Life> PidWatch::check(const std::vector<std::pair<int, uint64_t>>& p
   for (auto& [key, e] : entries_) e.asked = false;
   std::vector<Life> out(procs.size(), Life::kUnknown);
   std::vector<pollfd> fds;
-  std::vector<size_t> fd_index;  // out index of each pollfd
+  std::vector<std::pair<size_t, Entry*>> polled;  // out index and entry of each pollfd
   for (size_t i = 0; i < procs.size(); ++i) {
     auto [pid, start] = procs[i];
     if (pid <= 0) continue;
@@ -109,7 +109,7 @@ std::vector<Life> PidWatch::check(const std::vector<std::pair<int, uint64_t>>& p
       if (e.fd < 0) continue;
     }
     fds.push_back({e.fd, POLLIN, 0});
-    fd_index.push_back(i);
+    polled.emplace_back(i, &e);
   }
   if (!fds.empty()) {
     int n;
@@ -117,8 +117,8 @@ std::vector<Life> PidWatch::check(const std::vector<std::pair<int, uint64_t>>& p
       n = ::poll(fds.data(), fds.size(), 0);
     } while (n < 0 && errno == EINTR);
     for (size_t k = 0; k < fds.size(); ++k) {
-      size_t i = fd_index[k];
-      Entry& e = entries_[procs[i]];
+      auto [i, entry] = polled[k];
+      Entry& e = *entry;
       if (n >= 0 && (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         ::close(e.fd);
         e.fd = -1;
