@@ -240,59 +240,45 @@ def set_default(beacon):
 
 def step(n, loss=None):
     """step(n, loss=None) -> bool: records committed optimizer step n on the default beacon."""
-    b = _default
+    b = _default  # inline, not _default_for(): this is the per-step call
     if b is None:
         raise _errors.not_initialized("step")
     return b.step(n, loss)
 
 
-def loss(x):
+def _default_for(what):
     b = _default
     if b is None:
-        raise _errors.not_initialized("loss")
-    return b.loss(x)
+        raise _errors.not_initialized(what)
+    return b
+
+
+def loss(x):
+    return _default_for("loss").loss(x)
 
 
 def beat():
-    b = _default
-    if b is None:
-        raise _errors.not_initialized("beat")
-    return b.beat()
+    return _default_for("beat").beat()
 
 
 def phase_begin(name):
-    b = _default
-    if b is None:
-        raise _errors.not_initialized("phase_begin")
-    return b.phase_begin(name)
+    return _default_for("phase_begin").phase_begin(name)
 
 
 def phase_end():
-    b = _default
-    if b is None:
-        raise _errors.not_initialized("phase_end")
-    return b.phase_end()
+    return _default_for("phase_end").phase_end()
 
 
 def checkpoint_committed(id, step):  # noqa: A002
-    b = _default
-    if b is None:
-        raise _errors.not_initialized("checkpoint_committed")
-    return b.checkpoint_committed(id, step)
+    return _default_for("checkpoint_committed").checkpoint_committed(id, step)
 
 
 def finish(ok=True):
-    b = _default
-    if b is None:
-        raise _errors.not_initialized("finish")
-    return b.finish(ok)
+    return _default_for("finish").finish(ok)
 
 
 def path():
-    b = _default
-    if b is None:
-        raise _errors.not_initialized("path")
-    return b.path()
+    return _default_for("path").path()
 
 
 def strerror(code):
