@@ -66,6 +66,14 @@ class AgentBase(unittest.TestCase):
                     p.kill()
                     p.wait()
 
+    def agent_config(self, beacons, specs, port, extra=""):
+        """Writes an agent.toml for a test agent on 127.0.0.1:port polling every 250 ms; its path."""
+        cfg = os.path.join(self.tmp, "agent.toml")
+        with open(cfg, "w") as f:
+            f.write(f'beacon_roots = ["{beacons}"]\npoll_interval = "250ms"\nstate_dir = "{self.tmp}/state"\n'
+                    f'listen = "127.0.0.1:{port}"\nspecs_dir = "{specs}"\n{extra}')
+        return cfg
+
     def start(self, args, **kw):
         p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
         self.procs.append(p)

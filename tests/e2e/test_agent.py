@@ -27,14 +27,11 @@ class PrometheusScrape(AgentBase):
         self.assertTrue(PROMETHEUS, "prometheus is not installed: scripts/setup-deps.sh installs it")
         beacons = os.path.join(self.tmp, "beacons")
         port = free_port()
-        cfg = os.path.join(self.tmp, "agent.toml")
         specs = os.path.join(self.tmp, "specs")
         os.makedirs(specs)
         with open(os.path.join(specs, "scraped.toml"), "w") as f:
             f.write('job = "scraped"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n')
-        with open(cfg, "w") as f:
-            f.write(f'beacon_roots = ["{beacons}"]\npoll_interval = "250ms"\nstate_dir = "{self.tmp}/state"\n'
-                    f'listen = "127.0.0.1:{port}"\nspecs_dir = "{specs}"\n')
+        cfg = self.agent_config(beacons, specs, port)
         env = python_env()
         env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="scraped")
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
@@ -112,10 +109,7 @@ class AgentKilled(AgentBase):
             f.write('job = "killed"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
                     f'[[runbook.pager]]\nurl = "{receiver.url}"\ntimeout = "2s"\nretries = 1\n')
         port = free_port()
-        cfg = os.path.join(self.tmp, "agent.toml")
-        with open(cfg, "w") as f:
-            f.write(f'beacon_roots = ["{beacons}"]\npoll_interval = "250ms"\nstate_dir = "{self.tmp}/state"\n'
-                    f'listen = "127.0.0.1:{port}"\nspecs_dir = "{specs}"\n')
+        cfg = self.agent_config(beacons, specs, port)
         env = python_env()
         env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="killed")
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
@@ -169,10 +163,7 @@ class AgentPreempts(AgentBase):
             f.write('job = "torch-hang"\nexpected_interval = "300ms"\ngrace_intervals = 2\n'
                     '[learn]\nwarmup_steps = 1\n[runbook]\nack_timeout = "2s"\npreempt_grace = "5s"\n')
         port = free_port()
-        cfg = os.path.join(self.tmp, "agent.toml")
-        with open(cfg, "w") as f:
-            f.write(f'beacon_roots = ["{beacons}"]\npoll_interval = "250ms"\nstate_dir = "{self.tmp}/state"\n'
-                    f'listen = "127.0.0.1:{port}"\nspecs_dir = "{specs}"\npreempt_jobs = ["torch-*"]\n')
+        cfg = self.agent_config(beacons, specs, port, extra='preempt_jobs = ["torch-*"]\n')
         env = python_env()
         env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="torch-hang")
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):

@@ -44,10 +44,7 @@ class DashboardTest(AgentBase):
             with open(os.path.join(specs, f"{job}.toml"), "w") as f:
                 f.write(SPEC.format(job=job))
         port = free_port()
-        cfg = os.path.join(self.tmp, "agent.toml")
-        with open(cfg, "w") as f:
-            f.write(f'beacon_roots = ["{beacons}"]\npoll_interval = "250ms"\nstate_dir = "{self.tmp}/state"\n'
-                    f'listen = "127.0.0.1:{port}"\nspecs_dir = "{specs}"\n')
+        cfg = self.agent_config(beacons, specs, port)
         for job, hang_after in (("steady", 1000000), ("stuck", 30)):
             env = python_env()
             env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB=job)
