@@ -1,24 +1,19 @@
 #include "src/supervise/observer.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
 #include <charconv>
+
+#include "src/runbook/artifact_sink.h"
 
 namespace stepwatch::supervise {
 
 std::optional<int> rank_from_environ(const std::string& proc_root, int pid) {
-  std::string path = fmt::format("{}/{}/environ", proc_root, pid);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string env;
-  char buf[8192];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0 && env.size() < (1 << 20)) env.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  int err = 0;
+  auto read = runbook::read_small(fmt::format("{}/{}/environ", proc_root, pid), 1 << 20, &err);
+  if (!read) return std::nullopt;
+  const std::string& env = *read;
   std::optional<int> slurm;
   size_t start = 0;
   while (start < env.size()) {
