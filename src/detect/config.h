@@ -23,6 +23,10 @@ struct Config {
   double grace_intervals = 2.0;
   // Recent median interval above slow_factor x expected: `slow` (a ticket, never a kill).
   double slow_factor = 1.5;
+  // A rank whose process is gone without a finish or failure record has *ended* while the
+  // others follow within this long, or are visibly finishing; a rank still running (and not
+  // finishing) past it makes the gone one `dead`. Short: a crash is acted on in seconds.
+  int64_t exit_grace_ns = 5 * kNsPerSec;
   // Until the first step (and for the first warmup intervals) the init budget applies.
   int64_t init_budget_ns = 10 * 60 * kNsPerSec;
   // Labeled phases with their own budgets. "train" and "init" are not listed here.

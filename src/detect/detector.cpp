@@ -94,10 +94,16 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
     return rv;
   }
   if (p != nullptr && (!p->alive || !p->same_process)) {
-    rv.state = State::kDead;
-    rv.note = !p->alive ? (p->exit_code ? fmt::format("process {} exited with status {}", r.pid, *p->exit_code)
-                                        : fmt::format("process {} is gone", r.pid))
-                        : fmt::format("pid {} now belongs to another process", r.pid);
+    if (p->exit_code && *p->exit_code != 0) {
+      rv.state = State::kDead;
+      rv.note = fmt::format("process {} exited with status {}", r.pid, *p->exit_code);
+      return rv;
+    }
+    // Ended or died: settle_endings decides from the other ranks.
+    rv.state = State::kFinished;
+    rv.exited = true;
+    rv.note = p->alive ? fmt::format("pid {} now belongs to another process", r.pid)
+                       : fmt::format("process {} is gone", r.pid);
     return rv;
   }
 
@@ -239,8 +245,14 @@ Verdict Detector::observe(const Observation& obs) {
     if (p.alive || judged.count(p.rank)) continue;
     RankVerdict rv;
     rv.rank = p.rank;
-    rv.state = State::kDead;
-    rv.note = p.exit_code ? fmt::format("process exited with status {}", *p.exit_code) : "process is gone";
+    if (p.exit_code && *p.exit_code != 0) {
+      rv.state = State::kDead;
+      rv.note = fmt::format("process exited with status {}", *p.exit_code);
+    } else {
+      rv.state = State::kFinished;
+      rv.exited = true;
+      rv.note = "process is gone";
+    }
     v.ranks.push_back(rv);
   }
 
@@ -279,6 +291,8 @@ Verdict Detector::observe(const Observation& obs) {
       }
     }
   }
+
+  settle_endings(obs, v, ranks);
 
   // 3. The job: the worst rank, plus the whole job's exit.
   int world = obs.world_size;
@@ -334,6 +348,68 @@ Verdict Detector::observe(const Observation& obs) {
   return v;
 }
 
+void Detector::settle_endings(const Observation& obs, Verdict& v, const std::vector<const RankSnapshot*>& ranks) {
+  bool launcher_failed = obs.job_exit_code && *obs.job_exit_code != 0;
+  bool died = launcher_failed;
+  std::vector<RankVerdict*> exited;
+  std::optional<Stamp> first_gone;
+  for (auto& rv : v.ranks) {
+    RankMemory& m = memory_[rv.rank];
+    bool ended = rv.exited || rv.state == State::kDead;
+    if (!ended) {
+      m.ended_at.reset();
+      continue;
+    }
+    if (!m.ended_at) m.ended_at = obs.now;
+    died = died || rv.state == State::kDead || m.dead;
+    if (!rv.exited) continue;
+    exited.push_back(&rv);
+    if (!first_gone || later(*first_gone, *m.ended_at)) first_gone = m.ended_at;
+  }
+  if (exited.empty()) return;
+
+  // A rank still running past the grace, and not visibly finishing: neither inside a labeled
+  // phase within its budget (a final checkpoint or eval) nor writing its record since.
+  int64_t gone_for = age_of(*first_gone, obs.now, true);
+  bool past_grace = gone_for > config_.exit_grace_ns;
+  std::optional<int> holdout;
+  int running = 0;
+  std::set<int> judged;
+  for (size_t i = 0; i < v.ranks.size(); ++i) {
+    const RankVerdict& rv = v.ranks[i];
+    judged.insert(rv.rank);
+    if (rv.exited || rv.state == State::kFinished || rv.state == State::kDead) continue;
+    ++running;
+    const RankSnapshot* r = i < ranks.size() ? ranks[i] : nullptr;
+    bool finishing = r != nullptr && ((rule_for(*r) != nullptr && rv.state != State::kStalled) ||
+                                      later(r->updated, *first_gone));
+    if (past_grace && !finishing && !holdout) holdout = rv.rank;
+  }
+  // Living ranks known only as processes run on too, with no record to say they are finishing.
+  for (const auto& p : obs.procs) {
+    if (!p.alive || !p.same_process || judged.count(p.rank)) continue;
+    ++running;
+    if (past_grace && !holdout) holdout = p.rank;
+  }
+  for (RankVerdict* rv : exited) {
+    if (died || holdout) {
+      memory_[rv->rank].dead = true;
+      rv->state = State::kDead;
+      if (holdout) {
+        rv->note += fmt::format(" while rank {} still runs {} later (exit grace {})", *holdout,
+                                format_duration(gone_for), format_duration(config_.exit_grace_ns));
+      } else if (launcher_failed) {
+        rv->note += fmt::format("; the launcher exited with status {}", *obs.job_exit_code);
+      }
+    } else if (running > 0) {
+      rv->note += fmt::format(" ({} ago, without a finish record; {} rank(s) still running, exit grace {})",
+                              format_duration(gone_for), running, format_duration(config_.exit_grace_ns));
+    } else {
+      rv->note += ": ended with the others (no finish record)";
+    }
+  }
+}
+
 void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effective_ns) const {
   auto add = [&](int rank, std::string reason) {
     for (const auto& c : v.culprits) if (c.rank == rank) return;
@@ -371,11 +447,25 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
 
   if (v.state == State::kDead) {
     v.cause = Cause::kNone;
-    // A rank that vanished without a word (killed, crashed) is the culprit; ranks that then
-    // reported failure (a peer's socket closed under them) are its collateral.
-    bool any_silent = false;
-    for (const auto* rv : dead) any_silent = any_silent || rv->note != kReportedFailure;
+    // The ranks that ended first are the culprits, the later ones their collateral (a peer's
+    // socket closed under them, or the launcher killed them). Among ranks first seen ended in
+    // the same poll, one that vanished without a word (killed, crashed) goes before one that
+    // reported failure, which is how a peer's loss usually surfaces.
+    auto ended_at = [&](const RankVerdict* rv) {
+      auto it = memory_.find(rv->rank);
+      return it != memory_.end() && it->second.ended_at ? *it->second.ended_at : obs.now;
+    };
+    std::optional<Stamp> first;
     for (const auto* rv : dead) {
+      if (!first || later(*first, ended_at(rv))) first = ended_at(rv);
+    }
+    std::vector<const RankVerdict*> earliest;
+    for (const auto* rv : dead) {
+      if (!later(ended_at(rv), *first)) earliest.push_back(rv);
+    }
+    bool any_silent = false;
+    for (const auto* rv : earliest) any_silent = any_silent || rv->note != kReportedFailure;
+    for (const auto* rv : earliest) {
       if (!any_silent || rv->note != kReportedFailure) add(rv->rank, rv->note);
     }
     if (dead.empty() && obs.job_exit_code) {

@@ -11,7 +11,13 @@
 //    `suspect`; longer than grace x effective interval is `stalled`. The effective interval is
 //    max(expected, p90 of recent intervals), so a job whose steps slow down but complete is
 //    `slow`, never stalled. During the first warmup intervals the init budget is the floor.
-//  * A rank whose process is gone (or replaced) without saying "finished" makes the job `dead`.
+//  * A rank that reported failure, or whose exit status is known and non-zero, is `dead`; so is
+//    every rank when the launcher exited non-zero. A rank whose process is merely gone (or
+//    replaced) without a word has *ended*: it becomes `dead` only when another rank is still
+//    running, and not finishing, exit_grace after the first one went (a crash while the others
+//    block in a collective). Ranks that all end within the grace are `finished`. Once dead, a
+//    rank stays dead. Culprits of a death: the ranks that ended first (the silent ones when a
+//    silent and a reporting one ended in the same poll).
 //  * Job state = the worst rank; the cause is chosen from the ranks' pattern and the evidence.
 #pragma once
 
@@ -46,6 +52,8 @@ class Detector {
     bool seen = false;
     std::optional<int64_t> jsonl_step;  // for records without a ring: step at the last poll
     int64_t jsonl_step_wall_ns = 0;
+    std::optional<Stamp> ended_at;  // the first poll that saw it gone, failed or exited
+    bool dead = false;              // judged dead once: stays dead
   };
 
   void learn(const contract::RankSnapshot& r, RankMemory& m);
@@ -54,6 +62,8 @@ class Detector {
   const ProcessFacts* proc_of(int rank) const;  // in this observation
   RankVerdict judge_rank(const contract::RankSnapshot& r, const Observation& obs, int64_t effective_ns,
                          const Stamp& job_phase_mark);
+  // Decides whether ranks whose process is gone ended or died (the rules above).
+  void settle_endings(const Observation& obs, Verdict& v, const std::vector<const contract::RankSnapshot*>& ranks);
   void choose_cause(const Observation& obs, Verdict& v, int64_t effective_ns) const;
 
   Config config_;

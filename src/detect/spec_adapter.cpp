@@ -7,6 +7,7 @@ Config config_from_spec(const spec::JobSpec& s) {
   c.expected_interval_ns = s.expected_interval_ns;
   c.grace_intervals = s.grace_intervals;
   c.slow_factor = s.slow_factor;
+  c.exit_grace_ns = s.exit_grace_ns;
   c.warmup_steps = s.learn.warmup_steps;
   c.learn_window = s.learn.window;
   c.phases.clear();

@@ -44,6 +44,9 @@ struct RankVerdict {
   int64_t phase_age_ns = -1;
   std::optional<int64_t> budget_ns;  // the limit being applied to this rank now
   std::string note;                  // one line: why this state
+  // Its process is gone without a finish or failure record: `finished` while that reads as an
+  // ending (the others follow within the exit grace), `dead` once it reads as a death.
+  bool exited = false;
 };
 
 struct Verdict {

@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view kRootKeys[] = {
     "job",         "owner",         "class", "world_size", "expected_interval", "grace_intervals",
-    "slow_factor", "poll_interval", "learn", "phases",     "auto_preempt",      "log",
+    "slow_factor", "exit_grace", "poll_interval", "learn", "phases",     "auto_preempt",      "log",
     "checkpoint",  "runbook"};
 constexpr std::string_view kLearnKeys[] = {"warmup_steps", "window"};
 constexpr std::string_view kPhaseKeys[] = {"budget", "beats_renew"};

@@ -176,6 +176,11 @@ class Rules {
           fmt::format("must be > 1 and <= 1000 (a multiple of the expected interval), got {}",
                       number(s_.slow_factor)));
     }
+    if (s_.exit_grace_ns < 0 || s_.exit_grace_ns > 3600 * kNsPerSec) {
+      sink_.error("exit_grace",
+                  fmt::format("must be between 0s and 1h (how long ranks may exit apart), got {}",
+                              format_duration(s_.exit_grace_ns)));
+    }
     int_range("learn.warmup_steps", s_.learn.warmup_steps, 0, 100'000);
     int_range("learn.window", s_.learn.window, 2, 4096);
     int_range("auto_preempt.misses", s_.auto_preempt.misses, 1, 100);

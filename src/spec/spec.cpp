@@ -62,6 +62,7 @@ class Reader {
                if (k == "expected_interval") expected_interval(v, p);
                if (k == "grace_intervals") read_number(v, p, &spec_.grace_intervals);
                if (k == "slow_factor") read_number(v, p, &spec_.slow_factor);
+               if (k == "exit_grace") read_duration(v, p, &spec_.exit_grace_ns);
                if (k == "poll_interval") {
                  int64_t ns = 0;
                  if (read_duration(v, p, &ns)) spec_.poll_interval_ns = ns;

@@ -110,6 +110,10 @@ struct JobSpec {
   std::optional<int64_t> expected_interval_ns;  // empty: learn it from the run ("learn")
   double grace_intervals = 2.0;  // stalled after this many expected intervals without a step
   double slow_factor = 1.5;      // slow when intervals exceed this multiple of the expected
+  // A rank whose process is gone without saying how it ended is dead once another rank has
+  // gone on running (and not finishing) this long after it; within it, ranks that exit
+  // together have ended. docs/spec.md.
+  int64_t exit_grace_ns = 5 * kNsPerSec;
   std::optional<int64_t> poll_interval_ns;  // empty: the supervisor derives one
   LearnSettings learn;
   std::map<std::string, PhaseBudget, std::less<>> phases = builtin_phases();

@@ -279,11 +279,232 @@ TEST(Detector, ProcessGoneIsDeadWithTheRankNamed) {
   EXPECT_EQ(v.culprits[0].rank, 1);
   EXPECT_NE(v.culprits[0].reason.find("137"), std::string::npos);
 
+  // A reused pid is a gone process: ended at first, dead once rank 1 runs on past the grace.
+  Detector d2(configured(2 * kSec));
+  SimJob job2(2);
+  train(job2, d2, 0, 5, 2 * kSec);
   ProcessFacts reused;
   reused.rank = 0;
   reused.same_process = false;
-  o.procs = {reused};
-  EXPECT_EQ(d.observe(o).state, State::kDead);
+  Observation first = job2.observe();
+  first.procs = {reused};
+  Verdict w = d2.observe(first);
+  EXPECT_NE(w.state, State::kDead) << w.summary;
+  EXPECT_TRUE(w.ranks[0].exited);
+  job2.advance(6 * kSec);
+  Observation later = job2.observe();
+  later.procs = {reused};
+  w = d2.observe(later);
+  EXPECT_EQ(w.state, State::kDead) << w.summary;
+  ASSERT_EQ(w.culprits.size(), 1u);
+  EXPECT_EQ(w.culprits[0].rank, 0);
+  EXPECT_NE(w.culprits[0].reason.find("now belongs to another process"), std::string::npos);
+}
+
+// Endings: a process that is gone is not dead by that fact alone.
+ProcessFacts gone_fact(int rank) {
+  ProcessFacts p;
+  p.rank = rank;
+  p.alive = false;
+  return p;
+}
+
+ProcessFacts alive_fact(int rank) {
+  ProcessFacts p;
+  p.rank = rank;
+  return p;
+}
+
+Observation with_procs(const SimJob& job, std::vector<ProcessFacts> procs) {
+  Observation o = job.observe();
+  o.procs = std::move(procs);
+  return o;
+}
+
+TEST(DetectorEndings, RanksThatAllExitTogetherFinished) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  job.advance(300 * kNsPerMs);
+  Verdict v = d.observe(with_procs(job, {gone_fact(0), gone_fact(1)}));
+  EXPECT_EQ(v.state, State::kFinished) << v.summary;
+  EXPECT_TRUE(v.culprits.empty());
+  for (const auto& rv : v.ranks) {
+    EXPECT_TRUE(rv.exited);
+    EXPECT_NE(rv.note.find("ended with the others"), std::string::npos) << rv.note;
+  }
+  // And it stays finished however long nobody is there (the agent's case: no launcher).
+  job.advance(3600 * kSec);
+  EXPECT_EQ(d.observe(with_procs(job, {gone_fact(0), gone_fact(1)})).state, State::kFinished);
+}
+
+TEST(DetectorEndings, RanksThatExitSecondsApartWithinTheGraceFinished) {
+  SimJob job(3);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  job.advance(kSec);
+  Verdict v = d.observe(with_procs(job, {alive_fact(0), gone_fact(1), alive_fact(2)}));
+  EXPECT_EQ(v.state, State::kHealthy) << v.summary;
+  EXPECT_NE(v.ranks[1].note.find("still running"), std::string::npos) << v.ranks[1].note;
+  job.advance(2 * kSec);
+  v = d.observe(with_procs(job, {alive_fact(0), gone_fact(1), gone_fact(2)}));
+  EXPECT_NE(v.state, State::kDead) << v.summary;
+  job.advance(1500 * kNsPerMs);  // rank 0 last, 4.5 s after rank 1: inside the 5 s grace
+  v = d.observe(with_procs(job, {gone_fact(0), gone_fact(1), gone_fact(2)}));
+  EXPECT_EQ(v.state, State::kFinished) << v.summary;
+}
+
+TEST(DetectorEndings, ARankGoneWhileAnotherBlocksIsDeadAfterTheGraceAndStaysDead) {
+  SimJob job(2);
+  Config c = configured(60 * kSec);  // a long step: only the exit grace can act in seconds
+  c.exit_grace_ns = 3 * kSec;
+  Detector d(c);
+  train(job, d, 0, 5, 60 * kSec);
+  job.advance(kSec);
+  Verdict v = d.observe(with_procs(job, {alive_fact(0), gone_fact(1)}));
+  EXPECT_EQ(v.state, State::kHealthy) << v.summary;
+  job.advance(2 * kSec);
+  EXPECT_EQ(d.observe(with_procs(job, {alive_fact(0), gone_fact(1)})).state, State::kHealthy);
+  job.advance(1500 * kNsPerMs);  // 3.5 s after rank 1 went, rank 0 still blocks
+  v = d.observe(with_procs(job, {alive_fact(0), gone_fact(1)}));
+  ASSERT_EQ(v.state, State::kDead) << v.summary;
+  ASSERT_EQ(v.culprits.size(), 1u);
+  EXPECT_EQ(v.culprits[0].rank, 1);
+  EXPECT_NE(v.culprits[0].reason.find("while rank 0 still runs"), std::string::npos) << v.culprits[0].reason;
+  // The launcher then tears rank 0 down: both gone, still a death, still rank 1's.
+  job.advance(kSec);
+  v = d.observe(with_procs(job, {gone_fact(0), gone_fact(1)}));
+  EXPECT_EQ(v.state, State::kDead) << v.summary;
+  ASSERT_FALSE(v.culprits.empty());
+  EXPECT_EQ(v.culprits[0].rank, 1);
+}
+
+TEST(DetectorEndings, ARankFinishingInALabeledPhaseOrStillWritingIsNotAHoldout) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  job.set_phase(0, "checkpoint");  // rank 0's final save, labeled
+  job.advance(kSec);
+  d.observe(with_procs(job, {alive_fact(0), gone_fact(1)}));
+  job.advance(20 * kSec);
+  Verdict v = d.observe(with_procs(job, {alive_fact(0), gone_fact(1)}));
+  EXPECT_NE(v.state, State::kDead) << v.summary;
+  job.advance(kSec);
+  EXPECT_EQ(d.observe(with_procs(job, {gone_fact(0), gone_fact(1)})).state, State::kFinished);
+
+  // Unlabeled, but beating after the other went: it is visibly doing something.
+  SimJob job2(2);
+  Detector d2(configured(2 * kSec));
+  train(job2, d2, 0, 5, 2 * kSec);
+  job2.advance(kSec);
+  d2.observe(with_procs(job2, {alive_fact(0), gone_fact(1)}));
+  job2.advance(4 * kSec);
+  job2.beat(0);
+  job2.advance(2 * kSec);
+  v = d2.observe(with_procs(job2, {alive_fact(0), gone_fact(1)}));
+  EXPECT_NE(v.state, State::kDead) << v.summary;
+}
+
+TEST(DetectorEndings, TheLauncherDecides) {
+  // Exit 0 after its ranks went: finished.
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  job.advance(kSec);
+  d.observe(with_procs(job, {gone_fact(0), gone_fact(1)}));
+  job.advance(8 * kSec);  // a launcher that outlives its ranks by seconds
+  Observation o = with_procs(job, {gone_fact(0), gone_fact(1)});
+  EXPECT_EQ(d.observe(o).state, State::kFinished);
+  o.job_exit_code = 0;
+  EXPECT_EQ(d.observe(o).state, State::kFinished);
+
+  // Non-zero with ranks that vanished (it killed them, or they crashed): dead, ranks named.
+  SimJob job2(2);
+  Detector d2(configured(2 * kSec));
+  train(job2, d2, 0, 5, 2 * kSec);
+  job2.advance(kSec);
+  Observation o2 = with_procs(job2, {gone_fact(0), gone_fact(1)});
+  o2.job_exit_code = 1;
+  Verdict v = d2.observe(o2);
+  EXPECT_EQ(v.state, State::kDead) << v.summary;
+  EXPECT_EQ(v.culprits.size(), 2u) << v.summary;
+  EXPECT_NE(v.ranks[0].note.find("launcher exited with status 1"), std::string::npos) << v.ranks[0].note;
+
+  // Non-zero, but every rank said it finished: the ranks' word stands.
+  SimJob job3(2);
+  Detector d3(configured(2 * kSec));
+  train(job3, d3, 0, 5, 2 * kSec);
+  job3.finish(0);
+  job3.finish(1);
+  Observation o3 = with_procs(job3, {gone_fact(0), gone_fact(1)});
+  o3.job_exit_code = 2;
+  EXPECT_EQ(d3.observe(o3).state, State::kFinished);
+}
+
+TEST(DetectorEndings, AKnownNonZeroExitOrAReportedFailureIsDeadAtOnce) {
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  ProcessFacts crashed = gone_fact(1);
+  crashed.exit_code = 139;
+  Verdict v = d.observe(with_procs(job, {alive_fact(0), crashed}));
+  EXPECT_EQ(v.state, State::kDead) << v.summary;
+  EXPECT_EQ(v.culprits.at(0).rank, 1);
+
+  SimJob job2(2);
+  Detector d2(configured(2 * kSec));
+  train(job2, d2, 0, 5, 2 * kSec);
+  job2.fail(0);
+  v = d2.observe(with_procs(job2, {gone_fact(0), alive_fact(1)}));
+  EXPECT_EQ(v.state, State::kDead) << v.summary;
+  EXPECT_EQ(v.culprits.at(0).rank, 0);
+}
+
+TEST(DetectorEndings, TheRankThatEndedFirstIsTheCulpritNotTheOnesTheLauncherKilledLater) {
+  // Rank 1 raises and says so; seconds later the launcher tears rank 0 down without a word.
+  SimJob job(2);
+  Detector d(configured(2 * kSec));
+  train(job, d, 0, 5, 2 * kSec);
+  job.fail(1);
+  Verdict v = d.observe(with_procs(job, {alive_fact(0), gone_fact(1)}));
+  ASSERT_EQ(v.state, State::kDead);
+  job.advance(5 * kSec);
+  v = d.observe(with_procs(job, {gone_fact(0), gone_fact(1)}));
+  ASSERT_EQ(v.state, State::kDead);
+  ASSERT_EQ(v.culprits.size(), 1u) << v.summary;
+  EXPECT_EQ(v.culprits[0].rank, 1);
+}
+
+TEST(DetectorEndings, UninstrumentedRanksFollowTheSameRule) {
+  // Ranks known only as processes (no record): gone together is an ending, not a death.
+  Detector d(configured(2 * kSec));
+  Observation o;
+  o.now = {1'700'000'000 * kSec, 5'000 * kSec};
+  o.procs = {alive_fact(0), alive_fact(1)};
+  EXPECT_NE(d.observe(o).state, State::kDead);
+  o.now.mono_ns += kSec;
+  o.now.wall_ns += kSec;
+  o.procs = {gone_fact(0), gone_fact(1)};
+  EXPECT_EQ(d.observe(o).state, State::kFinished);
+
+  Detector d2(configured(2 * kSec));
+  o.procs = {alive_fact(0), gone_fact(1)};
+  EXPECT_NE(d2.observe(o).state, State::kDead);
+  o.now.mono_ns += 6 * kSec;
+  o.now.wall_ns += 6 * kSec;
+  Verdict v = d2.observe(o);
+  EXPECT_EQ(v.state, State::kDead) << v.summary;
+}
+
+TEST(DetectorEndings, ZeroGraceActsOnTheNextPoll) {
+  SimJob job(2);
+  Config c = configured(2 * kSec);
+  c.exit_grace_ns = 0;
+  Detector d(c);
+  train(job, d, 0, 5, 2 * kSec);
+  d.observe(with_procs(job, {alive_fact(0), gone_fact(1)}));
+  job.advance(100 * kNsPerMs);
+  EXPECT_EQ(d.observe(with_procs(job, {alive_fact(0), gone_fact(1)})).state, State::kDead);
 }
 
 TEST(Detector, TheRankThatVanishedIsTheCulpritNotTheOnesThatFailedAfterIt) {

@@ -48,6 +48,7 @@ class SimJob {
     s.recent.push_back({n, now_.mono_ns});
     if (s.recent.size() > STEPWATCH_RECENT_STEPS) s.recent.erase(s.recent.begin());
     if (s.phase == "init") set_phase(rank, "train");
+    touch(s);
   }
   void step_all(int64_t n) {
     for (size_t r = 0; r < ranks_.size(); ++r) step(static_cast<int>(r), n);
@@ -57,6 +58,7 @@ class SimJob {
     s.phase = p;
     s.phase_since = now_;
     ++s.phase_count;
+    touch(s);
   }
   void phase_all(const std::string& p) {
     for (size_t r = 0; r < ranks_.size(); ++r) set_phase(static_cast<int>(r), p);
@@ -64,8 +66,16 @@ class SimJob {
   void beat(int rank) {
     ranks_[rank].beat_at = now_;
     ++ranks_[rank].beat_count;
+    touch(ranks_[rank]);
   }
-  void finish(int rank) { ranks_[rank].status = contract::RankStatus::kFinished; }
+  void finish(int rank) {
+    ranks_[rank].status = contract::RankStatus::kFinished;
+    touch(ranks_[rank]);
+  }
+  void fail(int rank) {
+    ranks_[rank].status = contract::RankStatus::kFailed;
+    touch(ranks_[rank]);
+  }
   contract::RankSnapshot& rank(int r) { return ranks_[r]; }
 
   Observation observe() const {
@@ -77,6 +87,11 @@ class SimJob {
   }
 
  private:
+  void touch(contract::RankSnapshot& s) const {
+    s.updated = now_;
+    s.updated_mono_ns = now_.mono_ns;
+  }
+
   Stamp now_;
   std::vector<contract::RankSnapshot> ranks_;
 };
