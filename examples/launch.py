@@ -39,6 +39,8 @@ def parse_args(argv=None):
     p.add_argument("--keep-going", action="store_true",
                    help="do not stop the other ranks when one fails (as on a multi-node job, where the "
                         "survivors block in their next collective)")
+    p.add_argument("--linger", type=float, default=0.0,
+                   help="seconds to stay on after every rank exited, as srun or torchrun's monitor can (default 0)")
     p.add_argument("script")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -124,7 +126,10 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     launcher.start()
-    return launcher.wait()
+    status = launcher.wait()
+    if args.linger > 0:
+        time.sleep(args.linger)
+    return status
 
 
 if __name__ == "__main__":

@@ -35,12 +35,20 @@ def main():
     p.add_argument("--hang-at-step", type=int, default=-1)
     p.add_argument("--hang-incarnation", type=int, default=-1)
     p.add_argument("--noise-while-hung", action="store_true", help="keep printing warnings while hung")
+    p.add_argument("--exit-at-step", type=int, default=-1, help="exit before this step (0: before the first) ...")
+    p.add_argument("--exit-code", type=int, default=3, help="... with this status (default 3)")
     args = p.parse_args()
     incarnation = int(os.environ.get("STEPWATCH_INCARNATION", "0"))
+    if args.exit_at_step == 0:
+        print("ImportError: cannot import the model code (--exit-at-step=0)", flush=True)
+        return args.exit_code
     start = newest_committed(args.ckpt_dir)
     print(f"starting at step {start + 1} (incarnation {incarnation})", flush=True)
     loss = 2.0
     for n in range(start + 1, args.steps + 1):
+        if n == args.exit_at_step:
+            print(f"giving up before step {n} with status {args.exit_code}", flush=True)
+            return args.exit_code
         if n == args.hang_at_step and args.hang_incarnation in (-1, incarnation):
             print(f"waiting for data (next: {n})", flush=True)
             while True:

@@ -58,6 +58,13 @@ def parse_args(argv=None):
                    help="hang only in this incarnation ($STEPWATCH_INCARNATION), so a resumed job finishes")
     p.add_argument("--crash-rank", type=int, default=-1, help="this rank exits with status 1 ...")
     p.add_argument("--crash-at-step", type=int, default=-1, help="... before this step")
+    p.add_argument("--crash-how", choices=("exit", "raise", "kill"), default="exit",
+                   help="how the crashing rank dies: os._exit(1), an uncaught exception, or SIGKILL (default exit)")
+    p.add_argument("--no-finish", action="store_true",
+                   help="never call stepwatch.finish(), as most trainers are written: the package's exit hook says "
+                        "how the rank ended")
+    p.add_argument("--linger-rank", type=int, default=-1, help="this rank stays on after the last step ...")
+    p.add_argument("--linger", type=float, default=0.0, help="... this many seconds (a final save, unlabeled)")
     p.add_argument("--label-data", action="store_true", help="label each batch fetch as phase \"data\"")
     p.add_argument("--uninstrumented", action="store_true", help="no stepwatch calls at all; print a step line instead")
     args = p.parse_args(argv)
@@ -118,14 +125,19 @@ def write_checkpoint(ckpt_dir, step, model, optimizer):
     _fsync_path(ckpt_dir, directory=True)
 
 
-def crash(rank, step):
+def crash(rank, step, how):
     """Dies as a rank on a lost node would: its peers get no FIN, so they block in gloo until its
     30-minute timeout. (On one host the kernel would close our sockets at exit and wake them; a
-    child that keeps the sockets open stands in for the lost network.)"""
-    log(rank, f"crashing before step {step} (--crash-rank)")
+    child that keeps the sockets open stands in for the lost network.) `how`: os._exit(1), an
+    uncaught exception, or SIGKILL."""
+    log(rank, f"crashing before step {step} (--crash-rank, {how}) at {time.time():.3f}")
     if os.fork() == 0:
         while True:
             time.sleep(3600)
+    if how == "raise":
+        raise RuntimeError(f"rank {rank}: crash before step {step} (--crash-how raise)")
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
     os._exit(1)
 
 
@@ -199,7 +211,7 @@ def train(args):
     loss = float("nan")
     for n in range(start + 1, args.steps + 1):
         if rank == args.crash_rank and n == args.crash_at_step and this_incarnation(args.hang_incarnation):
-            crash(rank, n)
+            crash(rank, n, args.crash_how)
         with stepwatch.phase("data") if args.label_data else contextlib.nullcontext():
             # A data loader that never delivers: the rank waits here, the others in allreduce.
             if rank == args.hang_rank and n == args.hang_at_step and this_incarnation(args.hang_incarnation):
@@ -230,6 +242,8 @@ def train(args):
             stepwatch.checkpoint_committed(f"step_{n}", n)
     dist.barrier()
     log(rank, f"done at step {args.steps}, loss {loss:.4f}")
+    if rank == args.linger_rank and args.linger > 0:
+        time.sleep(args.linger)  # a final save or eval nobody labeled: the others have gone
 
 
 def main(argv=None):
@@ -239,6 +253,10 @@ def main(argv=None):
         stepwatch = _Uninstrumented()
     # SIGTERM (the launcher stopping the job) unwinds through the finally below.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    if args.no_finish:
+        train(args)
+        dist.destroy_process_group()
+        return 0
     ok = False
     try:
         train(args)

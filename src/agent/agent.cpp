@@ -270,7 +270,7 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   t.ranks = obs.ranks.size();
   t.due = rep.details_due;
   *errors += rep.problems_total;
-  for (const auto& p : rep.problems) note_problem(fmt::format("job {}: {}", t.job, p.message));
+  for (const auto& p : rep.fresh_problems) log_warn("agent: job {}: {}", t.job, p.message);
   for (const auto& r : obs.ranks) {
     if (r.source == contract::Source::kBeacon) ++*beacons;
     t.incarnation = std::max<int64_t>(t.incarnation, r.incarnation);

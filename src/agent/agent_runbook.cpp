@@ -18,9 +18,6 @@ namespace stepwatch::agent {
 
 namespace {
 
-bool firing(detect::State s) {
-  return s == detect::State::kStalled || s == detect::State::kDead;
-}
 bool recovered(detect::State s) {
   return s == detect::State::kHealthy || s == detect::State::kSlow;
 }
@@ -47,7 +44,7 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
   finish_paging(t, false);
   finish_preempt(t, now, false);
   if (!t.incident_id) {
-    if (!firing(v.state)) return;
+    if (!detect::fires_runbook(v.state)) return;
     if (preempted_by_us(t)) return;  // the agent ended these processes: not a new stall
     store::NewIncident ni;
     ni.job = t.job;
@@ -75,7 +72,7 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
     if (ref->created) t.state.incidents_total++;
     log_info("agent: job {}: incident {}: {}", t.job, ref->id, v.summary);
   }
-  if (firing(v.state)) {
+  if (detect::fires_runbook(v.state)) {
     std::string state = detect::state_name(v.state), cause = detect::cause_name(v.cause);
     if (state != t.incident_state || cause != t.incident_cause) {
       (void)store_.update_incident(*t.incident_id, state, cause, v.summary,

@@ -33,6 +33,7 @@ struct Config {
   std::map<std::string, PhaseRule> phases = {
       {"compile", {30 * 60 * kNsPerSec, false}}, {"data", {10 * 60 * kNsPerSec, false}},
       {"eval", {30 * 60 * kNsPerSec, false}},    {"checkpoint", {15 * 60 * kNsPerSec, false}},
+      {"finish", {10 * 60 * kNsPerSec, false}},
   };
   // Budget for "compile" in a warm restart (incarnation > 0): caches are warm, so shorter.
   std::optional<PhaseRule> compile_warm = PhaseRule{10 * 60 * kNsPerSec, false};

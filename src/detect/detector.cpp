@@ -352,21 +352,28 @@ void Detector::settle_endings(const Observation& obs, Verdict& v, const std::vec
   bool launcher_failed = obs.job_exit_code && *obs.job_exit_code != 0;
   bool died = launcher_failed;
   std::vector<RankVerdict*> exited;
-  std::optional<Stamp> first_gone;
+  std::optional<Stamp> first_gone, first_end;  // the first silent exit; the first ending of any kind
+  std::optional<int64_t> last_ended_step;
   for (auto& rv : v.ranks) {
     RankMemory& m = memory_[rv.rank];
-    bool ended = rv.exited || rv.state == State::kDead;
+    bool ended = rv.exited || rv.state == State::kDead || rv.state == State::kFinished;
     if (!ended) {
       m.ended_at.reset();
       continue;
     }
     if (!m.ended_at) m.ended_at = obs.now;
     died = died || rv.state == State::kDead || m.dead;
+    if (!first_end || later(*first_end, *m.ended_at)) first_end = m.ended_at;
+    if (rv.step && (!last_ended_step || *rv.step > *last_ended_step)) last_ended_step = rv.step;
     if (!rv.exited) continue;
     exited.push_back(&rv);
     if (!first_gone || later(*first_gone, *m.ended_at)) first_gone = m.ended_at;
   }
-  if (exited.empty()) return;
+  if (!first_end) return;
+  if (exited.empty()) {
+    if (!died) judge_finishing(obs, v, ranks, *first_end, last_ended_step);
+    return;
+  }
 
   // A rank still running past the grace, and not visibly finishing: neither inside a labeled
   // phase within its budget (a final checkpoint or eval) nor writing its record since.
@@ -406,6 +413,35 @@ void Detector::settle_endings(const Observation& obs, Verdict& v, const std::vec
                               format_duration(gone_for), running, format_duration(config_.exit_grace_ns));
     } else {
       rv->note += ": ended with the others (no finish record)";
+    }
+  }
+  if (!died && holdout == std::nullopt) judge_finishing(obs, v, ranks, *first_end, last_ended_step);
+}
+
+void Detector::judge_finishing(const Observation& obs, Verdict& v, const std::vector<const RankSnapshot*>& ranks,
+                               const Stamp& first_end, std::optional<int64_t> last_ended_step) const {
+  // Once a rank has ended well, no more steps will come: a rank that is as far along and still
+  // runs is finishing (a final save, eval, teardown), judged by the finish budget, not step time.
+  auto rule = config_.phases.find("finish");
+  if (rule == config_.phases.end()) return;
+  int64_t budget = rule->second.budget_ns;
+  int64_t elapsed = age_of(first_end, obs.now, true);
+  for (size_t i = 0; i < v.ranks.size() && i < ranks.size(); ++i) {
+    RankVerdict& rv = v.ranks[i];
+    bool step_time = rule_for(*ranks[i]) == nullptr && rv.step.has_value();
+    bool waiting = rv.state == State::kSuspect || (rv.state == State::kStalled && rv.cause == Cause::kUnknown);
+    bool as_far = !last_ended_step || *rv.step >= *last_ended_step;
+    if (!step_time || !waiting || !as_far) continue;
+    rv.budget_ns = budget;
+    if (elapsed > budget) {
+      rv.state = State::kStalled;
+      rv.cause = Cause::kPhaseOverrun;
+      rv.note = fmt::format("still finishing {} after other ranks ended, finish budget {}", format_duration(elapsed),
+                            format_duration(budget));
+    } else {
+      rv.state = State::kHealthy;
+      rv.note = fmt::format("finishing: other ranks ended {} ago ({} of the finish budget)", format_duration(elapsed),
+                            format_duration(budget));
     }
   }
 }

@@ -18,6 +18,8 @@
 //    block in a collective). Ranks that all end within the grace are `finished`. Once dead, a
 //    rank stays dead. Culprits of a death: the ranks that ended first (the silent ones when a
 //    silent and a reporting one ended in the same poll).
+//  * After a rank ended well, ranks as far along that still run are finishing: no step will
+//    come, so the `finish` phase budget applies instead of step time.
 //  * Job state = the worst rank; the cause is chosen from the ranks' pattern and the evidence.
 #pragma once
 
@@ -64,6 +66,8 @@ class Detector {
                          const Stamp& job_phase_mark);
   // Decides whether ranks whose process is gone ended or died (the rules above).
   void settle_endings(const Observation& obs, Verdict& v, const std::vector<const contract::RankSnapshot*>& ranks);
+  void judge_finishing(const Observation& obs, Verdict& v, const std::vector<const contract::RankSnapshot*>& ranks,
+                       const Stamp& first_end, std::optional<int64_t> last_ended_step) const;
   void choose_cause(const Observation& obs, Verdict& v, int64_t effective_ns) const;
 
   Config config_;

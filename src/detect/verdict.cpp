@@ -29,6 +29,8 @@ const char* cause_name(Cause c) {
   return "?";
 }
 
+bool fires_runbook(State s) { return s == State::kStalled || s == State::kDead; }
+
 int severity(State s) {
   switch (s) {
     case State::kFinished: return 0;

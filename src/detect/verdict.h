@@ -16,6 +16,8 @@ const char* state_name(State s);
 const char* cause_name(Cause c);
 // Higher is worse: used to combine rank states into the job's state.
 int severity(State s);
+// The states that open an incident and run the runbook: stalled and dead.
+bool fires_runbook(State s);
 
 // Where the expected interval came from.
 enum class IntervalSource { kSpec, kLearned, kLearning };

@@ -137,6 +137,19 @@ Result<std::vector<Listener>> listeners_on_port(const std::string& proc_root, in
   return out;
 }
 
+Result<std::vector<Listener>> wait_port_free(const std::string& proc_root, int port, int64_t timeout_ns,
+                                             const Clock& clock, const std::function<void(int64_t)>& sleep,
+                                             int64_t poll_ns) {
+  int64_t deadline = clock.now().mono_ns + timeout_ns;
+  for (;;) {
+    auto held = listeners_on_port(proc_root, port);
+    if (!held || held->empty()) return held;
+    int64_t left = deadline - clock.now().mono_ns;
+    if (left <= 0) return held;
+    sleep(std::min(poll_ns, left));
+  }
+}
+
 OwnerScan socket_owners(const std::string& proc_root, const std::vector<uint64_t>& inodes) {
   OwnerScan scan;
   if (inodes.empty()) return scan;

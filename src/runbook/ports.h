@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "src/common/clock.h"
 #include "src/common/result.h"
 
 namespace stepwatch::runbook {
@@ -44,6 +46,14 @@ struct OwnerScan {
 // Maps socket inodes to processes by reading every <proc_root>/<pid>/fd/* link ("socket:[N]").
 // Best effort: processes whose fds are not readable are counted, not fatal.
 OwnerScan socket_owners(const std::string& proc_root, const std::vector<uint64_t>& inodes);
+
+// Waits, polling every `poll_ns`, until nothing listens on `port` or `timeout_ns` has passed
+// (a socket can outlive its killed owner for a moment, in a child that inherited it). Returns
+// the listeners still there at the end: empty when the port is free. `sleep` waits that many
+// ns on `clock`'s time (tests pass a ManualClock and a sleep that advances it).
+Result<std::vector<Listener>> wait_port_free(const std::string& proc_root, int port, int64_t timeout_ns,
+                                             const Clock& clock, const std::function<void(int64_t)>& sleep,
+                                             int64_t poll_ns = 100 * kNsPerMs);
 
 // The rendezvous port named by a launch command: MASTER_PORT=N, --master_port N, --master-port=N,
 // --rdzv_endpoint host:N, --rdzv-endpoint=host:N. nullopt when none is named.

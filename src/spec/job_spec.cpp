@@ -45,6 +45,7 @@ std::map<std::string, PhaseBudget, std::less<>> builtin_phases() {
       {"init", {10 * kMin, false}},         {"compile", {30 * kMin, false}},
       {"compile_warm", {10 * kMin, false}}, {"data", {10 * kMin, false}},
       {"eval", {30 * kMin, false}},         {"checkpoint", {15 * kMin, false}},
+      {"finish", {10 * kMin, false}},
   };
 }
 

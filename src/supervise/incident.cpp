@@ -20,7 +20,6 @@ namespace stepwatch::supervise {
 
 namespace {
 
-bool firing(const detect::Verdict& v) { return v.state == detect::State::kStalled || v.state == detect::State::kDead; }
 
 std::string gpu_text(const probe::GpuSnapshot& s) {
   std::string out;
@@ -96,7 +95,7 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
                                           const PollReport& report, int* exit) {
   int64_t now = mono_now_ns();
   if (!incident_) {
-    if (!firing(v)) return Step::kContinue;
+    if (!detect::fires_runbook(v.state)) return Step::kContinue;
     store::NewIncident ni;
     ni.job = opt_.job;
     ni.incarnation = state_.incarnation;
@@ -136,10 +135,10 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
   }
   finish_paging(false);
   if (auto failed = incident_->alert->tick(now)) say("re-sending the alert failed: " + *failed);
-  incident_->misses = firing(v) ? incident_->misses + 1 : 0;
+  incident_->misses = detect::fires_runbook(v.state) ? incident_->misses + 1 : 0;
 
   bool running = !exit_status_;
-  if (!firing(v) && running && (v.state == detect::State::kHealthy || v.state == detect::State::kSlow)) {
+  if (!detect::fires_runbook(v.state) && running && (v.state == detect::State::kHealthy || v.state == detect::State::kSlow)) {
     finish_paging(true);
     say(fmt::format("incident {}: the job recovered ({})", incident_->id, v.summary));
     close_incident("recovered");
@@ -162,10 +161,11 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
     return Step::kContinue;
   }
   finish_paging(true);
+  std::optional<int> own_exit = exit_status_;  // it ended before the watchdog acted
   collect(v, obs, report);
   bool gone = preempt(report);
   if (!gone) say("some processes of the incarnation survived the preempt: the next launch's hygiene checks them");
-  return resume(obs, exit);
+  return resume(obs, own_exit, exit);
 }
 
 void Supervisor::collect(const detect::Verdict& v, const detect::Observation& obs, const PollReport& report) {
@@ -264,10 +264,11 @@ std::optional<std::pair<std::string, int64_t>> Supervisor::last_checkpoint(const
   return best;
 }
 
-Supervisor::Step Supervisor::resume(const detect::Observation& obs, int* exit) {
+Supervisor::Step Supervisor::resume(const detect::Observation& obs, std::optional<int> own_exit, int* exit) {
   if (!spec_.runbook.resume) {
-    close_incident("preempted; resume is off");
-    *exit = kExitStoppedByWatchdog;
+    // 75 only when the watchdog stopped it; a job that died by itself keeps its own status.
+    close_incident(own_exit ? fmt::format("ended with status {}; resume is off", *own_exit) : "preempted; resume is off");
+    *exit = own_exit.value_or(kExitStoppedByWatchdog);
     return Step::kExit;
   }
   std::string path;

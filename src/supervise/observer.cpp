@@ -35,6 +35,33 @@ std::optional<int> rank_from_environ(const std::string& proc_root, int pid) {
   return slurm;
 }
 
+void Observer::drop_outside_world(std::vector<contract::RankSnapshot>& ranks, PollReport& rep) const {
+  // The world: the spec's, else what most records say (a foreign file must not widen it).
+  int world = config_.world_size;
+  std::string from = "the spec's world_size";
+  if (world <= 0) {
+    std::map<int, int> votes;
+    for (const auto& r : ranks) ++votes[r.world_size];
+    int most = 0;
+    for (const auto& [w, n] : votes) {
+      if (n > most) {
+        most = n;
+        world = w;
+      }
+    }
+    from = "what the other ranks say";
+  }
+  if (world <= 0) return;
+  std::erase_if(ranks, [&](const contract::RankSnapshot& r) {
+    if (r.rank < world) return false;
+    rep.problems.push_back(Error{Errc::kInvalidField,
+                                 fmt::format("{}: rank {} is outside the job's world of {} ({}): ignored", r.path,
+                                             r.rank, world, from)});
+    ++rep.problems_total;
+    return true;
+  });
+}
+
 Observer::Observer(ObserverConfig config)
     : config_(std::move(config)),
       procs_(config_.proc_root),
@@ -56,6 +83,7 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
   rep.problems = std::move(view.problems);
   rep.problems_total = view.problems_total;
   obs.ranks = std::move(view.ranks);
+  drop_outside_world(obs.ranks, rep);
   for (const auto& r : obs.ranks) {
     if (r.pid > 0) rep.rank_pids[r.rank] = r.pid;
   }
@@ -133,6 +161,15 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
   } else {
     rank_facts(now, obs, rep);
   }
+
+  std::set<std::string> now_reported;
+  for (const auto& p : rep.problems) {
+    // A job directory not made yet (no rank wrote a beacon), a file gone mid-read: not faults.
+    if (p.code == Errc::kNotFound) continue;
+    if (!reported_.count(p.message)) rep.fresh_problems.push_back(p);
+    now_reported.insert(p.message);
+  }
+  reported_ = std::move(now_reported);
 
   std::optional<Result<probe::GpuSnapshot>> own;
   if (gpus == nullptr && config_.gpu) {

@@ -42,6 +42,9 @@ struct ObserverConfig {
 struct PollReport {
   std::vector<Error> problems;              // unreadable beacons, bad JSONL lines (a bounded list)
   size_t problems_total = 0;                // all of them, listed or not
+  // The problems not reported by the previous poll: a bad file is told once when it is first
+  // seen and again only when what is wrong with it changes (or after it was fixed and broke).
+  std::vector<Error> fresh_problems;
   std::optional<probe::ProcessTree> tree;   // the job's processes, when a selector was given
   std::optional<probe::GpuSnapshot> gpus;
   std::map<int, int> rank_pids;             // rank -> pid, from beacons or RANK in the environment
@@ -66,6 +69,8 @@ class Observer {
   void set_detail_budget(std::optional<int64_t> ns) { config_.detail_budget_ns = ns; }
 
  private:
+  // Ranks whose number is outside the job's world are a foreign file: reported, not judged.
+  void drop_outside_world(std::vector<contract::RankSnapshot>& ranks, PollReport& rep) const;
   // Process facts of the ranks when no selector names the job's processes (the agent's case).
   void rank_facts(const Stamp& now, detect::Observation& obs, PollReport& rep);
 
@@ -84,6 +89,7 @@ class Observer {
   contract::JobReader reader_;
   probe::PidWatch lives_;
   std::map<int, RankMemo> memo_;  // by rank
+  std::set<std::string> reported_;  // the problems of the previous poll
   uint64_t polls_ = 0;
   int64_t detail_credit_ns_ = 0;
 };

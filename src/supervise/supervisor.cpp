@@ -16,6 +16,7 @@
 #include "src/probe/nvml.h"
 #include "src/runbook/ack_server.h"
 #include "src/runbook/hygiene.h"
+#include "src/runbook/ports.h"
 #include "src/runbook/preempt.h"
 #include "src/spec/command_template.h"
 #include "src/common/proc_stat.h"
@@ -188,9 +189,39 @@ void Supervisor::hygiene() {
   }
 }
 
+void Supervisor::wait_for_port() {
+  if (!opt_.master_port) return;
+  int port = *opt_.master_port;
+  int64_t from = mono_now_ns();
+  auto sleep = [](int64_t ns) { wait_signal(ns); };
+  auto held = runbook::wait_port_free(opt_.proc_root, port, kPortWaitNs, SystemClock::instance(), sleep);
+  if (!held) {
+    say(fmt::format("cannot check the rendezvous port {}: {}", port, held.error().message));
+    return;
+  }
+  int64_t waited = mono_now_ns() - from;
+  if (held->empty()) {
+    if (waited >= 100 * kNsPerMs) say(fmt::format("rendezvous port {} free after {}", port, format_duration(waited)));
+    return;
+  }
+  std::vector<uint64_t> inodes;
+  for (const auto& l : *held) inodes.push_back(l.inode);
+  std::string owners;
+  for (const auto& o : runbook::socket_owners(opt_.proc_root, inodes).owners) {
+    owners += fmt::format("{}pid {} ({})", owners.empty() ? "" : ", ", o.pid, o.comm);
+  }
+  std::string line = fmt::format("rendezvous port {} still bound after {} by {}: launching anyway; the new "
+                                 "incarnation may hang at init",
+                                 port, format_duration(waited), owners.empty() ? "a process not visible here" : owners);
+  say(line);
+  leftovers_.push_back(line);
+}
+
 Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint,
                           const std::string& checkpoint_path) {
   hygiene();
+  wait_for_port();
+  ++launches_;
   LaunchSpec ls;
   ls.argv = opt_.argv;
   ls.env["STEPWATCH_DIR"] = opt_.beacon_root;
@@ -263,6 +294,7 @@ void Supervisor::record_processes(const PollReport& report) {
 
 void Supervisor::on_verdict(const detect::Verdict& v, const detect::Observation& obs) {
   last_verdict_json_ = detect::verdict_to_json(v, opt_.job);
+  last_verdict_summary_ = v.summary;
   (void)trace_->write_observation(obs);
   if (v.state == last_state_ && v.cause == last_cause_) return;
   (void)trace_->write_verdict(v);
@@ -305,6 +337,21 @@ int Supervisor::shutdown(int sig) {
   return 128 + sig;
 }
 
+int Supervisor::ended(int status) {
+  // The job ended by itself and nothing says it died: its status is stepwatch run's own.
+  child_->join_output();
+  if (incident_) {
+    finish_paging(true);
+    say(fmt::format("incident {}: the job ended by itself ({})", incident_->id, last_verdict_summary_));
+    close_incident("the job ended by itself");
+  }
+  say(status == 0 ? fmt::format("job {} finished", opt_.job)
+                  : fmt::format("job {} ended with status {}", opt_.job, status));
+  if (status == 0) state_.restarts_without_progress = 0;
+  if (auto st = store_->save_state(state_); !st) say(st.error().message);
+  return status;
+}
+
 int Supervisor::run() {
   sigset_t set = watched_signals();
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: they inherit it
@@ -323,16 +370,27 @@ int Supervisor::run() {
     PollReport report;
     detect::Observation obs = observer_->poll(now, log_->progress(opt_.job, static_cast<uint32_t>(state_.incarnation)),
                                               log_->facts(), &report);
-    if (exit_status_) obs.job_exit_code = *exit_status_;
+    if (exit_status_) {
+      obs.job_exit_code = *exit_status_;
+      // A job launched without a launcher is its own rank: its exit status is that rank's.
+      for (auto& f : obs.procs) {
+        auto it = report.rank_pids.find(f.rank);
+        if (it != report.rank_pids.end() && it->second == child_->pid()) f.exit_code = *exit_status_;
+      }
+    }
+    for (const auto& p : report.fresh_problems) say(p.message);
     record_processes(report);
     detect::Verdict v = detector_->observe(obs);
     on_verdict(v, obs);
-    if (exit_status_ && *exit_status_ == 0 && !incident_) {
+    if (exit_status_ && !detect::fires_runbook(v.state)) return ended(*exit_status_);
+    if (exit_status_ && launches_ == 1 && !v.last_step && !incident_) {
+      // A crash before the first step of the first launch (an ImportError, a bad flag) is a
+      // broken launch: a restart would fail the same way. docs/run.md.
       child_->join_output();
-      say(fmt::format("job {} finished", opt_.job));
-      state_.restarts_without_progress = 0;
-      (void)store_->save_state(state_);
-      return 0;
+      say(fmt::format("job {} exited with status {} before its first step: not restarted (a crash at start is "
+                      "not a stall)",
+                      opt_.job, *exit_status_));
+      return *exit_status_;
     }
     int code = 0;
     Step s = runbook_step(v, obs, report, &code);

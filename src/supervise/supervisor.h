@@ -28,7 +28,7 @@ namespace stepwatch::supervise {
 // Exit statuses of `stepwatch run` besides the job's own (docs/run.md).
 inline constexpr int kExitUsage = 2;             // bad arguments or spec: nothing was launched
 inline constexpr int kExitLaunchFailed = 3;      // the command could not be started
-inline constexpr int kExitStoppedByWatchdog = 75;  // preempted, and not resumed (resume = false)
+inline constexpr int kExitStoppedByWatchdog = 75;  // the watchdog preempted it and did not resume (resume = false)
 inline constexpr int kExitBudgetExhausted = 76;  // restart budget used up without checkpoint progress
 
 struct RunOptions {
@@ -68,7 +68,12 @@ class Supervisor {
     std::unique_ptr<runbook::AlertKeeper> alert;  // keeps the Alertmanager alert alive while open
   };
 
+  // How long a launch waits for the rendezvous port to be freed after restart hygiene.
+  static constexpr int64_t kPortWaitNs = 5 * kNsPerSec;
+
   Status setup();
+  void wait_for_port();
+  int ended(int status);  // the job ended by itself, nothing firing: its status
   Status launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint, const std::string& checkpoint_path);
   void hygiene();
   int64_t poll_interval() const;
@@ -84,7 +89,8 @@ class Supervisor {
   void finish_paging(bool wait);
   void collect(const detect::Verdict& v, const detect::Observation& obs, const PollReport& report);
   bool preempt(const PollReport& report);
-  Step resume(const detect::Observation& obs, int* exit);
+  // `own_exit`: the job's status when it ended by itself before the runbook acted.
+  Step resume(const detect::Observation& obs, std::optional<int> own_exit, int* exit);
   std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs, std::string* path);
   void action(std::string_view kind, bool ok, const std::string& detail);
   void say(const std::string& line) const;
@@ -105,6 +111,8 @@ class Supervisor {
   detect::State last_state_ = detect::State::kStarting;
   detect::Cause last_cause_ = detect::Cause::kNone;
   std::string last_verdict_json_;
+  std::string last_verdict_summary_;
+  int launches_ = 0;  // by this stepwatch run
   std::optional<detect::Learned> saved_learned_;
   std::optional<int> exit_status_;  // of the current incarnation, once it exited
   std::vector<std::string> leftovers_;  // what hygiene found before this incarnation's launch

@@ -496,6 +496,34 @@ TEST(DetectorEndings, UninstrumentedRanksFollowTheSameRule) {
   EXPECT_EQ(v.state, State::kDead) << v.summary;
 }
 
+TEST(DetectorEndings, ARankThatRunsOnAfterTheOthersFinishedIsFinishingNotStalled) {
+  SimJob job(2);
+  Config c = configured(2 * kSec);
+  c.phases["finish"] = {60 * kSec, false};
+  Detector d(c);
+  train(job, d, 0, 5, 2 * kSec);
+  job.finish(1);  // rank 1 said it finished; rank 0 saves the final checkpoint, unlabeled
+  job.advance(kSec);
+  d.observe(with_procs(job, {alive_fact(0), gone_fact(1)}));
+  job.advance(29 * kSec);  // 15 expected intervals without a step
+  Verdict v = d.observe(with_procs(job, {alive_fact(0), gone_fact(1)}));
+  EXPECT_EQ(v.state, State::kHealthy) << v.summary;
+  EXPECT_NE(v.ranks[0].note.find("finishing"), std::string::npos) << v.ranks[0].note;
+  job.advance(32 * kSec);  // past the finish budget
+  v = d.observe(with_procs(job, {alive_fact(0), gone_fact(1)}));
+  EXPECT_EQ(v.state, State::kStalled) << v.summary;
+  EXPECT_EQ(v.ranks[0].cause, Cause::kPhaseOverrun);
+  // A rank behind the finished one is not finishing: step time applies (here: stalled).
+  SimJob job2(2);
+  Detector d2(c);
+  train(job2, d2, 0, 5, 2 * kSec);
+  job2.step(1, 5);
+  job2.finish(1);
+  job2.advance(10 * kSec);
+  v = d2.observe(with_procs(job2, {alive_fact(0), gone_fact(1)}));
+  EXPECT_EQ(v.state, State::kStalled) << v.summary;
+}
+
 TEST(DetectorEndings, ZeroGraceActsOnTheNextPoll) {
   SimJob job(2);
   Config c = configured(2 * kSec);

@@ -19,6 +19,7 @@ import http.server
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -45,16 +46,19 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 
 class Receiver:
-    """A real local HTTP receiver that records every page."""
+    """A real local HTTP receiver that records every page (and when it came, in .times)."""
 
     def __init__(self):
         self.pages = []
+        self.times = []
         received = self.pages
+        times = self.times
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 received.append((self.path, json.loads(body)))
+                times.append(time.time())
                 self.send_response(200)
                 self.end_headers()
 
@@ -336,6 +340,63 @@ class RankCrash(RunTest):
         self.assertLess(took, 120)  # gloo's own timeout is 30 minutes
 
 
+@unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")
+class Endings(RunTest):
+    """A job that ends is not a dead job; a rank that dies is, within seconds."""
+
+    # (launcher stays on after its ranks, s; the rank that exits last; how much later, s)
+    TIMINGS = [
+        (4.0, 0, 3.0),  # rank 0 seconds after rank 1 (an unlabeled final save); a lingering launcher
+        (0.0, 1, 3.0),  # rank 1 last, the launcher right after it
+        (6.0, -1, 0.0),  # both together, then a launcher that takes its time (srun, torchrun's monitor)
+    ]
+
+    def test_a_trainer_without_finish_ends_clean_every_time(self):
+        for i, (launcher_linger, last_rank, linger) in enumerate(self.TIMINGS):
+            with self.subTest(timing=i):
+                job = f"end{i}"
+                cmd = ["/usr/bin/python3", LAUNCH, "--nproc", "2", "--grace", "3", "--linger", str(launcher_linger),
+                       TRAIN, "--ckpt-dir", os.path.join(self.ckpt, job), "--steps", "12", "--step-time", "0.05",
+                       "--ckpt-every", "5", "--no-finish", "--linger-rank", str(last_rank), "--linger", str(linger)]
+                rc, out, _ = self.run_job(self.spec(job), cmd)
+                self.assertEqual(rc, 0, out)
+                self.assertIn(f"job {job} finished", out)
+                self.assertNotIn("-> dead", out)
+                self.assertNotIn("incident", out)
+                self.assertNotIn("launched incarnation 1", out)
+                self.assertEqual(self.incidents(job), [])
+                for rank in (0, 1):
+                    beacon = swtest.read_beacon(os.path.join(self.dir, job, f"rank-{rank}.beacon"))
+                    self.assertEqual(beacon["status"], 1, f"rank {rank}: the exit hook marks it finished\n{out}")
+                    self.assertEqual(beacon["step"], 12)
+        self.assertEqual(self.receiver.pages, [])
+
+    def test_a_rank_that_raises_or_is_killed_while_the_other_blocks_is_dead_within_seconds(self):
+        for how in ("raise", "kill"):
+            with self.subTest(how=how):
+                del self.receiver.pages[:], self.receiver.times[:]
+                job = f"die-{how}"
+                rc, out, took = self.run_job(
+                    self.spec(job),
+                    self.ddp("--steps", "40", "--step-time", "0.05", "--ckpt-every", "10", "--crash-rank", "1",
+                             "--crash-at-step", "25", "--crash-how", how, "--hang-incarnation", "0", "--no-finish",
+                             keep_going=True))
+                self.assertEqual(rc, 0, out)
+                self.assertIn("-> dead", out)
+                [inc] = self.incidents(job)
+                self.assertEqual(inc["state"], "dead")
+                self.assertIn("resumed from step_20", inc["resolution"])
+                self.assertEqual(len(self.receiver.pages), 1, self.receiver.pages)
+                page = self.receiver.pages[0][1]
+                self.assertEqual(page["state"], "dead")
+                self.assertEqual([c["rank"] for c in page["culprits"]], [1], page)
+                crashed_at = float(re.search(r"crashing before step 25 \(--crash-rank, \w+\) at ([0-9.]+)", out)[1])
+                to_page = self.receiver.times[0] - crashed_at
+                print(f"\n{how}: crash to page {to_page:.2f} s", file=sys.stderr)
+                self.assertLess(to_page, 10.0, out)
+                self.assertLess(took, 120)
+
+
 class ExitStatuses(RunTest):
     """The distinct exit codes, with the plain trainer (no torch needed)."""
 
@@ -368,6 +429,35 @@ class ExitStatuses(RunTest):
         self.assertEqual(rc, 75, out)
         self.assertIn("preempt:", out)
         self.assertNotIn("launched incarnation 1", out)
+
+    def test_a_job_that_exits_3_by_itself_exits_3_even_with_resume_off(self):
+        spec = self.spec("three", extra='[log]\npreset = "plain"\n', pagers=False)
+        with open(spec) as f:
+            text = f.read().replace("restart_budget = 2", "restart_budget = 2\nresume = false", 1)
+        with open(spec, "w") as f:
+            f.write(text)
+        rc, out, _ = self.run_job(spec, self.plain("--exit-at-step", "15", "--exit-code", "3"))
+        self.assertEqual(rc, 3, out)  # its own status, not 75: the watchdog did not stop it
+        self.assertIn("-> dead", out)
+        self.assertNotIn("launched incarnation 1", out)
+        [inc] = self.incidents("three")
+        self.assertEqual(inc["state"], "dead")
+        self.assertIn("ended with status 3; resume is off", inc["resolution"])
+
+    def test_a_crash_before_the_first_step_is_not_restarted(self):
+        spec = self.spec("import", extra='[log]\npreset = "plain"\n', pagers=False)
+        rc, out, _ = self.run_job(spec, self.plain("--exit-at-step", "0", "--exit-code", "4"))
+        self.assertEqual(rc, 4, out)
+        self.assertIn("exited with status 4 before its first step: not restarted", out)
+        self.assertNotIn("launched incarnation 1", out)
+        self.assertEqual(self.incidents("import"), [])
+
+    def test_a_job_that_exits_0_is_0_and_leaves_no_incident(self):
+        spec = self.spec("clean", extra='[log]\npreset = "plain"\n', pagers=False)
+        rc, out, _ = self.run_job(spec, self.plain("--steps", "12"))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("job clean finished", out)
+        self.assertEqual(self.incidents("clean"), [])
 
     def test_sigterm_is_passed_to_the_job(self):
         spec = self.spec("term", extra='[log]\npreset = "plain"\n', pagers=False)

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -85,6 +86,39 @@ TEST(Ports, MapsSocketInodesToOwnersThroughFdLinks) {
   EXPECT_EQ(scan.owners[0].pid, 4242);
   EXPECT_EQ(scan.owners[0].start_ticks, 777u);
   EXPECT_EQ(scan.owners[0].comm, "python3");
+}
+
+// A socket that outlives its owner for a moment is waited for; one that stays is reported.
+TEST(Ports, WaitPortFreeWaitsForASocketThatGoesAndReportsOneThatStays) {
+  const char* brief =
+      "import socket, time\n"
+      "s = socket.socket()\n"
+      "s.bind(('127.0.0.1', 0))\n"
+      "s.listen()\n"
+      "print(s.getsockname()[1], flush=True)\n"
+      "time.sleep(0.4)\n";
+  Child child({test::kPython, "-c", brief});
+  int port = std::stoi(child.read_line());
+  auto sleep_real = [](int64_t ns) { ::usleep(static_cast<useconds_t>(ns / kNsPerUs)); };
+  ASSERT_FALSE(listeners_on_port("/proc", port)->empty());
+  auto freed = wait_port_free("/proc", port, 10 * kNsPerSec, SystemClock::instance(), sleep_real);
+  ASSERT_TRUE(freed.ok()) << freed.error().message;
+  EXPECT_TRUE(freed->empty());
+
+  Listener held;
+  ManualClock clock;
+  int sleeps = 0;
+  auto sleep_fake = [&](int64_t ns) {
+    ++sleeps;
+    clock.advance(ns);
+  };
+  auto still = wait_port_free("/proc", held.port, 2 * kNsPerSec, clock, sleep_fake, 500 * kNsPerMs);
+  ASSERT_TRUE(still.ok()) << still.error().message;
+  ASSERT_EQ(still->size(), 1u);
+  EXPECT_EQ((*still)[0].port, held.port);
+  EXPECT_EQ(sleeps, 4);  // 2 s of waiting in 500 ms polls, then the answer
+  // No /proc/net at all: the error, not a wait.
+  EXPECT_FALSE(wait_port_free("/nonexistent", held.port, kNsPerSec, clock, sleep_fake).ok());
 }
 
 TEST(Ports, PortFromLaunchCommand) {
