@@ -2,6 +2,7 @@
 beacon in a temporary STEPWATCH_DIR, step, and then end in each way a process can end. The
 beacon's status is read back from the file. Every case runs under both bindings."""
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -103,6 +104,16 @@ class NormalEndTest(EndingCase):
         b.step(1)
         """
         self.check(body, rc=0, status=FINISHED)
+
+    def test_an_explicit_beacon_dropped_before_exit_says_nothing(self):
+        # The hook holds Beacons weakly: one the trainer let go of was closed without a word.
+        body = """\
+        stepwatch.close()
+        b = stepwatch.Beacon(rank=0)
+        b.step(1)
+        del b
+        """
+        self.check(body, rc=0, status=RUNNING)
 
     def test_a_beacon_replaced_by_init_is_left_as_it_was(self):
         body = """\
@@ -277,6 +288,19 @@ class ForkTest(EndingCase):
             q.get(timeout=30)
             w.join(30)
             assert w.exitcode == 0, w.exitcode
+            """
+        )
+
+    @unittest.skipUnless(importlib.util.find_spec("torch"), "PyTorch is not installed for this python")
+    def test_torch_dataloader_workers(self):
+        self.in_parent(
+            """\
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+            loader = DataLoader(TensorDataset(torch.arange(16.0)), batch_size=4, num_workers=2)
+            assert sum(len(b[0]) for b in loader) == 16
+            del loader
             """
         )
 
