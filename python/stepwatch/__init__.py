@@ -11,7 +11,8 @@
                 for batch in val:
                     evaluate(batch)
                     stepwatch.beat()      # still working inside a long phase
-    stepwatch.finish()
+    # No finish() needed: at exit the beacon says finished, or failed after an uncaught
+    # exception or a non-zero exit status (see stepwatch._exit_hook). finish(ok) says it now.
 
 Every call returns True, or False when the beacon was busy (nothing written: the trainer is
 never blocked), and raises StepwatchError on a real error. The binding is a C extension
@@ -22,7 +23,7 @@ through ctypes instead. stepwatch.BINDING says which one is in use.
 import functools as _functools
 import os as _os
 
-from . import errors
+from . import _exit_hook, errors
 from .errors import NotInitializedError, StepwatchError
 
 __all__ = [
@@ -83,17 +84,41 @@ beat = _b.beat
 phase_begin = _b.phase_begin
 phase_end = _b.phase_end
 checkpoint_committed = _b.checkpoint_committed
-finish = _b.finish
 path = _b.path
 
 
 class Beacon(_b.Beacon):
     """An explicit handle: Beacon(*, job=None, dir=None, rank=None, local_rank=None,
     world_size=None, incarnation=None). Same calls as the module-level functions, plus
-    .phase(name). None means: take it from the environment."""
+    .phase(name). None means: take it from the environment.
+
+    Like the default beacon, an explicit one that is still open at the interpreter's exit and was
+    never finished says how the process ended (finished, or failed after an uncaught exception or
+    a non-zero exit status); the hook holds it weakly, so a Beacon garbage-collected earlier is
+    closed without a word."""
+
+    def __init__(self, *, job=None, dir=None, rank=None, local_rank=None, world_size=None, incarnation=None):  # noqa: A002
+        super().__init__(
+            job=job, dir=dir, rank=rank, local_rank=local_rank, world_size=world_size, incarnation=incarnation
+        )
+        _exit_hook.watch(self, _b.finish_at_exit)
+
+    def finish(self, ok=True):
+        """finish(ok=True) -> bool: marks the rank finished (or failed) now. The word is final: the
+        exit hook no longer touches this beacon. False when the beacon was busy (nothing written)."""
+        done = super().finish(ok)
+        if done:
+            _exit_hook.said(self)
+        return done
 
     def phase(self, name):
         return phase(name, beacon=self)
+
+
+def finish(ok=True):
+    """finish(ok=True) -> bool: marks the default beacon finished (or failed) now; the exit hook
+    then leaves it alone. Without it, the exit hook says it at the interpreter's exit."""
+    return _current("finish").finish(ok)
 
 
 def init(job=None, dir=None, rank=None, local_rank=None, world_size=None, incarnation=None):  # noqa: A002
@@ -115,7 +140,9 @@ def init(job=None, dir=None, rank=None, local_rank=None, world_size=None, incarn
 
 
 def close():
-    """Unmaps the default beacon (the file stays for the watchdog). Idempotent."""
+    """Unmaps the default beacon (the file stays for the watchdog). Idempotent. A beacon closed
+    without finish() says nothing at exit: its status stays as it was (running, usually), and the
+    watchdog judges the rank from its process's exit."""
     old = _b.get_default()
     _b.set_default(None)
     if old is not None:
@@ -191,6 +218,7 @@ def _forget_default_in_child():
     # beacon through the inherited mapping. It may call init() itself.
     try:
         _b.set_default(None)
+        _exit_hook.forget_in_child()
     except Exception:  # noqa: BLE001 - never break a fork
         pass
 

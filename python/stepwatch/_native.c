@@ -4,11 +4,18 @@
  * few stores into the mapped beacon, so holding the GIL is cheaper than releasing it, and it
  * serialises Python threads on one handle (the C handle's phase stack is not thread-safe).
  * Errors are built by stepwatch.errors so both bindings word them the same way.
+ *
+ * finish_at_exit(beacon) hands the end of a beacon to exit(3): stepwatch's atexit hook calls it
+ * when the interpreter ends without an uncaught exception, and the glibc on_exit handler then
+ * marks the beacon finished if the process's exit status is 0 and failed otherwise
+ * (sys.exit(3), a non-int sys.exit message). Python code cannot see that status.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "stepwatch/stepwatch.h"
 
@@ -23,6 +30,52 @@ static PyObject* g_error_for = NULL;
 static PyObject* g_not_initialized = NULL;
 /* The module-level default handle (a strong reference), or NULL before init. */
 static BeaconObject* g_default = NULL;
+
+/* ---- the end of the process (finish_at_exit) ---- */
+
+/* Handles whose status the exit status decides, in the process that armed them. They are never
+ * closed by Python once armed (the interpreter may free the objects before exit runs), only by
+ * an explicit close(), which disarms them first. */
+#define AT_EXIT_MAX 64
+static stepwatch_t* g_at_exit[AT_EXIT_MAX];
+static pid_t g_at_exit_pid = 0; /* the process that registered the on_exit handler */
+
+static int armed_index(const stepwatch_t* sw) {
+  if (sw == NULL || g_at_exit_pid != getpid()) return -1;
+  for (int i = 0; i < AT_EXIT_MAX; ++i) {
+    if (g_at_exit[i] == sw) return i;
+  }
+  return -1;
+}
+
+static void disarm(const stepwatch_t* sw) {
+  int i = armed_index(sw);
+  if (i >= 0) g_at_exit[i] = NULL;
+}
+
+#ifdef __GLIBC__
+static void finish_by_exit_status(int status, void* arg) {
+  (void)arg;
+  if (g_at_exit_pid != getpid()) return; /* a forked child that inherited the registration */
+  for (int i = 0; i < AT_EXIT_MAX; ++i) {
+    if (g_at_exit[i] != NULL) stepwatch_finish(g_at_exit[i], status == 0);
+    g_at_exit[i] = NULL; /* the process ends: the mapping goes with it */
+  }
+}
+
+/* True once the handler is registered for this process. */
+static int exit_handler_ready(void) {
+  if (g_at_exit_pid == getpid()) return 1;
+  memset(g_at_exit, 0, sizeof g_at_exit); /* a forked child's copy of its parent's list */
+  if (on_exit(finish_by_exit_status, NULL) != 0) return 0;
+  g_at_exit_pid = getpid();
+  return 1;
+}
+#else
+static int exit_handler_ready(void) {
+  return 0; /* no on_exit: the caller marks the beacon itself */
+}
+#endif
 
 /* ---- errors ---- */
 
@@ -203,7 +256,10 @@ static PyObject* do_finish(BeaconObject* b, PyObject* const* args, Py_ssize_t na
     ok = PyObject_IsTrue(ok_obj);
     if (ok < 0) return NULL;
   }
-  return result(stepwatch_finish(b->sw, ok), "finish", NULL);
+  int rc = stepwatch_finish(b->sw, ok);
+  if (rc == STEPWATCH_OK)
+    disarm(b->sw); /* the trainer said it: the exit status no longer decides */
+  return result(rc, "finish", NULL);
 }
 
 static PyObject* do_path(BeaconObject* b) {
@@ -277,13 +333,14 @@ static int Beacon_init(BeaconObject* self, PyObject* args, PyObject* kwds) {
     Py_DECREF(detail);
     return -1;
   }
+  disarm(self->sw);
   stepwatch_close(self->sw); /* __init__ called twice: the new beacon replaces the old */
   self->sw = sw;
   return 0;
 }
 
 static void Beacon_dealloc(BeaconObject* self) {
-  stepwatch_close(self->sw);
+  if (armed_index(self->sw) < 0) stepwatch_close(self->sw); /* an armed one is exit()'s */
   self->sw = NULL;
   Py_TYPE(self)->tp_free((PyObject*)self);
 }
@@ -322,6 +379,7 @@ static PyObject* Beacon_path(BeaconObject* self, PyObject* Py_UNUSED(ignored)) {
 }
 
 static PyObject* Beacon_close(BeaconObject* self, PyObject* Py_UNUSED(ignored)) {
+  disarm(self->sw);
   stepwatch_close(self->sw);
   self->sw = NULL;
   Py_RETURN_NONE;
@@ -455,6 +513,24 @@ static PyObject* mod_set_default(PyObject* Py_UNUSED(m), PyObject* obj) {
   Py_RETURN_NONE;
 }
 
+static PyObject* mod_finish_at_exit(PyObject* Py_UNUSED(m), PyObject* obj) {
+  if (!PyObject_TypeCheck(obj, &BeaconType)) {
+    PyErr_Format(PyExc_TypeError, "finish_at_exit needs a Beacon, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return NULL;
+  }
+  BeaconObject* b = (BeaconObject*)obj;
+  if (b->sw == NULL || !exit_handler_ready()) Py_RETURN_FALSE;
+  if (armed_index(b->sw) >= 0) Py_RETURN_TRUE;
+  for (int i = 0; i < AT_EXIT_MAX; ++i) {
+    if (g_at_exit[i] == NULL) {
+      g_at_exit[i] = b->sw;
+      Py_RETURN_TRUE;
+    }
+  }
+  Py_RETURN_FALSE; /* full: the caller marks it itself */
+}
+
 static PyObject* mod_strerror(PyObject* Py_UNUSED(m), PyObject* code) {
   long c = PyLong_AsLong(code);
   if (c == -1 && PyErr_Occurred()) return NULL;
@@ -485,6 +561,9 @@ static PyMethodDef module_methods[] = {
     {"get_default", (PyCFunction)mod_get_default, METH_NOARGS, "The default Beacon, or None."},
     {"set_default", (PyCFunction)mod_set_default, METH_O,
      "Sets (or clears, with None) the default Beacon."},
+    {"finish_at_exit", (PyCFunction)mod_finish_at_exit, METH_O,
+     "finish_at_exit(beacon) -> bool\n\nAt exit(3), marks the beacon finished if the exit status "
+     "is 0, failed otherwise. False when that cannot be arranged (no glibc on_exit)."},
     {"strerror", (PyCFunction)mod_strerror, METH_O, "stepwatch_strerror(code)"},
     {"abi_version", (PyCFunction)mod_abi_version, METH_NOARGS, "stepwatch_abi_version()"},
     {NULL, NULL, 0, NULL},

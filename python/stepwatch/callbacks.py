@@ -9,6 +9,15 @@ first access, and accessing it without the framework raises ImportError.
 Both callbacks open the default beacon lazily (rank identity from the trainer) when init() was
 not called. A stepwatch failure inside a hook never stops training: it is reported once as a
 warning and the callback carries on (strict=True raises instead).
+
+How the rank ended follows the package's rule (see stepwatch._exit_hook): the end of fit()/train()
+is not the end of the process (a test run, a save, an upload, a second fit() may follow), so by
+default the callbacks do not say "finished" there; the exit hook says it when the interpreter
+exits cleanly, and "failed" after an uncaught exception or a non-zero exit status. A training
+exception that Lightning reports (on_exception) marks the rank failed at once (fail_on_exception),
+and that word is final. finish_on_end=True restores "finished at the end of training" for
+scripts that end there: the watchdog then stops judging the rank at that point, and what comes
+after (an exception included) is no longer seen.
 """
 
 import os
@@ -25,9 +34,10 @@ class _Reporter:
     """The framework-independent part: lazy init, error policy, eval phase and checkpoint
     bookkeeping. Framework classes mix it in."""
 
-    def _sw_setup(self, strict, finish_on_end, report_loss, init_kwargs):
+    def _sw_setup(self, strict, finish_on_end, report_loss, init_kwargs, fail_on_exception=True):
         self.strict = strict
         self.finish_on_end = finish_on_end
+        self.fail_on_exception = fail_on_exception
         self.report_loss = report_loss
         self.init_kwargs = dict(init_kwargs or {})
         self._sw_disabled = False
@@ -83,10 +93,17 @@ class _Reporter:
             self._sw_eval_open = False
             self._sw_call(stepwatch.phase_end)
 
-    def _sw_finish(self, ok):
+    def _sw_train_end(self):
+        """The end of fit()/train(): not the end of the process, so "finished" only when asked."""
         self._sw_eval_end()
         if self.finish_on_end:
-            self._sw_call(stepwatch.finish, ok)
+            self._sw_call(stepwatch.finish, True)
+
+    def _sw_exception(self):
+        """Training raised: failed now (it will not complete), unless told to leave it to exit."""
+        self._sw_eval_end()
+        if self.fail_on_exception:
+            self._sw_call(stepwatch.finish, False)
 
 
 def _loss_value(outputs):
@@ -136,13 +153,17 @@ def lightning_callback_class(package=None):
         on_train_batch_end -> step(trainer.global_step, loss) when an optimizer step completed
         (beat otherwise); validation -> phase "eval" with a beat per batch; a checkpoint is
         reported as committed at the next hook after on_save_checkpoint, once the file the
-        ModelCheckpoint callback names exists (Lightning has no hook after the write); fit end ->
-        finish(True), an exception -> finish(False).
+        ModelCheckpoint callback names exists (Lightning has no hook after the write); test and
+        predict -> phase "eval" with a beat per batch; fit end -> nothing (the exit hook says
+        finished at a clean exit; finish_on_end=True: finish(True) here); an exception ->
+        finish(False) (fail_on_exception=False: left to the exit hook).
         """
 
-        def __init__(self, *, strict=False, finish_on_end=True, report_loss=True, init_kwargs=None):
+        def __init__(
+            self, *, strict=False, finish_on_end=False, fail_on_exception=True, report_loss=True, init_kwargs=None
+        ):
             super().__init__()
-            self._sw_setup(strict, finish_on_end, report_loss, init_kwargs)
+            self._sw_setup(strict, finish_on_end, report_loss, init_kwargs, fail_on_exception)
             self._sw_pending_ckpt = None
 
         def setup(self, trainer, pl_module, stage=None):
@@ -167,6 +188,26 @@ def lightning_callback_class(package=None):
             self._sw_eval_end()
             self._sw_flush_checkpoint(trainer)
 
+        # trainer.test() / trainer.predict(), often after fit(): labeled, so a long one is judged
+        # by the eval budget rather than as a training stall.
+        def on_test_start(self, trainer, pl_module):
+            self._sw_eval_begin()
+
+        def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args):
+            self._sw_call(stepwatch.beat)
+
+        def on_test_end(self, trainer, pl_module):
+            self._sw_eval_end()
+
+        def on_predict_start(self, trainer, pl_module):
+            self._sw_eval_begin()
+
+        def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args):
+            self._sw_call(stepwatch.beat)
+
+        def on_predict_end(self, trainer, pl_module):
+            self._sw_eval_end()
+
         def on_save_checkpoint(self, trainer, pl_module, checkpoint):
             # Called while the checkpoint dict is built, before the file is written.
             self._sw_pending_ckpt = int(getattr(trainer, "global_step", 0) or 0)
@@ -179,10 +220,10 @@ def lightning_callback_class(package=None):
 
         def on_fit_end(self, trainer, pl_module):
             self._sw_flush_checkpoint(trainer)
-            self._sw_finish(True)
+            self._sw_train_end()
 
         def on_exception(self, trainer, pl_module, exception):
-            self._sw_finish(False)
+            self._sw_exception()
 
         def _sw_flush_checkpoint(self, trainer):
             if self._sw_pending_ckpt is None:
@@ -220,10 +261,12 @@ def hf_callback_class():
         on_step_end -> step(state.global_step); on_substep_end (gradient accumulation) -> beat;
         on_log with "loss" -> loss; evaluation: the first on_prediction_step begins phase "eval"
         and beats, on_evaluate / on_predict end it; on_save -> checkpoint_committed(
-        "checkpoint-<step>", step) (the Trainer's directory name); on_train_end -> finish(True).
+        "checkpoint-<step>", step) (the Trainer's directory name); on_train_end -> nothing (the
+        exit hook says finished at a clean exit, failed after an uncaught exception: transformers
+        has no exception hook; finish_on_end=True: finish(True) here).
         """
 
-        def __init__(self, *, strict=False, finish_on_end=True, report_loss=True, init_kwargs=None):
+        def __init__(self, *, strict=False, finish_on_end=False, report_loss=True, init_kwargs=None):
             super().__init__()
             self._sw_setup(strict, finish_on_end, report_loss, init_kwargs)
 
@@ -269,7 +312,7 @@ def hf_callback_class():
             self._sw_call(stepwatch.checkpoint_committed, f"checkpoint-{step}", step)
 
         def on_train_end(self, args, state, control, **kwargs):
-            self._sw_finish(True)
+            self._sw_train_end()
 
     return StepwatchHFCallback
 

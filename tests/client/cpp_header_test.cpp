@@ -1,17 +1,19 @@
 // stepwatch.hpp: the RAII handle and scoped phase over the C ABI.
-#include "stepwatch/stepwatch.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "src/contract/beacon_reader.h"
+#include "stepwatch/stepwatch.hpp"
 #include "tests/contract/test_support.h"
 
 namespace {
 
+using stepwatch::OnDestroy;
+using stepwatch::contract::RankStatus;
 using ::testing::HasSubstr;
 
 static_assert(!std::is_copy_constructible_v<stepwatch::Handle>);
@@ -19,9 +21,9 @@ static_assert(std::is_nothrow_move_constructible_v<stepwatch::Handle>);
 static_assert(noexcept(stepwatch::Handle::from_env()));
 
 class CppHeader : public ::testing::Test {
- protected:
+ public:
   void SetUp() override { env_.clear_identity(); }
-  stepwatch::Handle open(int rank = 0) {
+  stepwatch::Handle open(int rank = 0, OnDestroy on_destroy = OnDestroy::kFailIfUnwinding) {
     stepwatch_options o;
     stepwatch_options_init(&o);
     root_s_ = root_ / "root";
@@ -29,7 +31,16 @@ class CppHeader : public ::testing::Test {
     o.job = "cpp";
     o.rank = rank;
     o.world_size = 2;
-    return stepwatch::Handle::open(o);
+    return stepwatch::Handle::open(o, on_destroy);
+  }
+  // The status a beacon file says, read after its handle is gone.
+  RankStatus status_of(const std::string& path) {
+    auto s = stepwatch::contract::read_beacon_file(path);
+    if (!s) {
+      ADD_FAILURE() << s.error().message;
+      return RankStatus::kRunning;
+    }
+    return s->status;
   }
   std::string phase(const stepwatch::Handle& h) {
     auto s = stepwatch::contract::read_beacon_file(h.path());
@@ -138,7 +149,8 @@ TEST_F(CppHeader, MovesTransferTheHandle) {
   ASSERT_TRUE(a) << a.open_error();
   stepwatch_t* raw = a.raw();
   stepwatch::Handle b(std::move(a));
-  EXPECT_FALSE(a.enabled());  // NOLINT(bugprone-use-after-move): the moved-from state is part of the API
+  EXPECT_FALSE(
+      a.enabled());  // NOLINT(bugprone-use-after-move): the moved-from state is part of the API
   EXPECT_EQ(a.step(1), STEPWATCH_ENULL);
   EXPECT_EQ(b.raw(), raw);
   EXPECT_EQ(b.open_code(), STEPWATCH_OK);
@@ -158,6 +170,124 @@ TEST_F(CppHeader, MovesTransferTheHandle) {
   stepwatch::Handle& self = c;
   c = std::move(self);
   EXPECT_EQ(c.raw(), raw) << "self-move keeps the handle";
+}
+
+// ---- what a handle says when it is destroyed without finish() ----
+
+TEST_F(CppHeader, NormalDestructionSaysNothingByDefault) {
+  std::string path;
+  {
+    stepwatch::Handle h = open();
+    ASSERT_TRUE(h) << h.open_error();
+    EXPECT_EQ(h.on_destroy(), OnDestroy::kFailIfUnwinding);
+    ASSERT_EQ(h.step(1), STEPWATCH_OK);
+    path = h.path();
+  }
+  // A destructor cannot tell `return 0` from `return 1` or an early scope exit: the watchdog
+  // judges the rank from its process's exit.
+  EXPECT_EQ(status_of(path), RankStatus::kRunning);
+}
+
+TEST_F(CppHeader, UnwindingSaysFailed) {
+  std::string path;
+  try {
+    stepwatch::Handle h = open();
+    ASSERT_TRUE(h) << h.open_error();
+    ASSERT_EQ(h.step(1), STEPWATCH_OK);
+    path = h.path();
+    throw std::runtime_error("the training loop threw");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(status_of(path), RankStatus::kFailed);
+}
+
+TEST_F(CppHeader, FinishOrFailSaysFinishedOnNormalDestruction) {
+  std::string finished, failed;
+  {
+    stepwatch::Handle h = open(0, OnDestroy::kFinishOrFail);
+    ASSERT_TRUE(h) << h.open_error();
+    finished = h.path();
+  }
+  try {
+    stepwatch::Handle h = open(1);
+    h.set_on_destroy(OnDestroy::kFinishOrFail);
+    failed = h.path();
+    throw std::runtime_error("boom");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(status_of(finished), RankStatus::kFinished);
+  EXPECT_EQ(status_of(failed), RankStatus::kFailed);
+}
+
+TEST_F(CppHeader, NothingNeverWritesAtDestruction) {
+  std::string path;
+  try {
+    stepwatch::Handle h = open(0, OnDestroy::kNothing);
+    path = h.path();
+    throw std::runtime_error("boom");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(status_of(path), RankStatus::kRunning);
+}
+
+TEST_F(CppHeader, AnExplicitFinishIsFinal) {
+  std::string finished, failed;
+  try {
+    stepwatch::Handle h = open(0);
+    finished = h.path();
+    ASSERT_EQ(h.finish(true), STEPWATCH_OK);
+    throw std::runtime_error("after the end");  // e.g. a crash in teardown code
+  } catch (const std::runtime_error&) {
+  }
+  {
+    stepwatch::Handle h = open(1, OnDestroy::kFinishOrFail);
+    failed = h.path();
+    ASSERT_EQ(h.finish(false), STEPWATCH_OK);
+  }
+  EXPECT_EQ(status_of(finished), RankStatus::kFinished);
+  EXPECT_EQ(status_of(failed), RankStatus::kFailed);
+}
+
+// Opens a handle inside a destructor that runs while an exception unwinds: that handle is not
+// itself being unwound when it goes out of scope.
+struct OpensWhileUnwinding {
+  CppHeader* test;
+  int rank;
+  OnDestroy on_destroy;
+  std::string* path;
+  ~OpensWhileUnwinding() {
+    stepwatch::Handle h = test->open(rank, on_destroy);
+    *path = h.path();
+  }
+};
+
+TEST_F(CppHeader, AHandleOpenedDuringUnwindingIsNotUnwound) {
+  std::string quiet, finished;
+  try {
+    OpensWhileUnwinding a{this, 0, OnDestroy::kFailIfUnwinding, &quiet};
+    OpensWhileUnwinding b{this, 1, OnDestroy::kFinishOrFail, &finished};
+    throw std::runtime_error("boom");
+  } catch (const std::runtime_error&) {
+  }
+  ASSERT_FALSE(quiet.empty());
+  EXPECT_EQ(status_of(quiet), RankStatus::kRunning);
+  EXPECT_EQ(status_of(finished), RankStatus::kFinished);
+}
+
+TEST_F(CppHeader, MovesCarryThePolicyAndAReplacedHandleEnds) {
+  std::string moved_path, replaced_path;
+  {
+    stepwatch::Handle a = open(0, OnDestroy::kFinishOrFail);
+    moved_path = a.path();
+    stepwatch::Handle b(std::move(a));
+    EXPECT_EQ(b.on_destroy(), OnDestroy::kFinishOrFail);
+    stepwatch::Handle c = open(1, OnDestroy::kFinishOrFail);
+    replaced_path = c.path();
+    c = std::move(b);  // rank 1's handle ends here, as at destruction
+    EXPECT_EQ(status_of(replaced_path), RankStatus::kFinished);
+    EXPECT_EQ(status_of(moved_path), RankStatus::kRunning);
+  }  // a and b are empty; c (rank 0) ends
+  EXPECT_EQ(status_of(moved_path), RankStatus::kFinished);
 }
 
 }  // namespace

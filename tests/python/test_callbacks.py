@@ -1,10 +1,13 @@
 """The Lightning and transformers callbacks, driven through their hooks with stand-in framework
 modules injected into sys.modules (neither framework is installed here). The beacon is read back
-after each hook."""
+after each hook; the end of a run is also checked in real trainer processes, where the exit
+hook has the last word."""
 
 import math
 import os
+import subprocess
 import sys
+import textwrap
 import types
 import unittest
 import warnings
@@ -14,7 +17,7 @@ import swtest  # noqa: F401 - makes the built package importable
 
 import stepwatch
 import stepwatch.callbacks as callbacks
-from swtest import IsolatedCase, read_beacon
+from swtest import IsolatedCase, python_env, read_beacon
 
 
 class FakeTensor:
@@ -152,7 +155,44 @@ class LightningCallbackTest(_FrameworkCase):
         self.assertEqual((raw["ckpt_id"], raw["ckpt_step"], raw["step"]), ("epoch=0-step=2.ckpt", 2, 4))
 
         cb.on_fit_end(trainer, None)
+        # The end of fit() is not the end of the process: the exit hook says how that ends.
+        self.assertEqual(self.beacon()["status"], 0)
+
+    def test_finish_on_end(self):
+        cb = self.make(finish_on_end=True)
+        trainer = Trainer(global_step=1)
+        cb.setup(trainer, None)
+        cb.on_train_batch_end(trainer, None, None, None, 0)
+        cb.on_fit_end(trainer, None)
         self.assertEqual(self.beacon()["status"], 1)
+
+    def test_test_and_predict_are_labeled(self):
+        cb = self.make()
+        trainer = Trainer(global_step=1)
+        cb.setup(trainer, None, "test")
+        cb.on_train_batch_end(trainer, None, None, None, 0)
+        for start, batch, end in (
+            (cb.on_test_start, cb.on_test_batch_end, cb.on_test_end),
+            (cb.on_predict_start, cb.on_predict_batch_end, cb.on_predict_end),
+        ):
+            beats = self.beacon()["beat_count"]
+            start(trainer, None)
+            self.assertEqual(self.beacon()["phase"], "eval")
+            batch(trainer, None, None, None, 0)
+            batch(trainer, None, None, None, 1, 0)
+            self.assertEqual(self.beacon()["beat_count"], beats + 2)
+            end(trainer, None)
+            self.assertEqual(self.beacon()["phase"], "train")
+        self.assertEqual(self.beacon()["status"], 0)
+
+    def test_exception_left_to_the_exit_hook(self):
+        cb = self.make(fail_on_exception=False)
+        trainer = Trainer()
+        cb.setup(trainer, None)
+        cb.on_validation_start(trainer, None)
+        cb.on_exception(trainer, None, RuntimeError("boom"))
+        raw = self.beacon()
+        self.assertEqual((raw["status"], raw["phase"]), (0, "init"))
 
     def test_checkpoint_without_a_checkpoint_callback(self):
         cb = self.make()
@@ -281,17 +321,107 @@ class HFCallbackTest(_FrameworkCase):
         self.hook("on_predict", metrics={})
         self.assertEqual(self.beacon()["phase"], "train")
 
+        self.hook("on_prediction_step")  # an evaluation cut short by the end of training
         self.hook("on_train_end")
-        self.assertEqual(self.beacon()["status"], 1)
+        raw = self.beacon()
+        self.assertEqual((raw["status"], raw["phase"]), (0, "train"), "the exit hook says how the process ends")
 
-    def test_finish_on_end_off(self):
+    def test_finish_on_end(self):
         from stepwatch.callbacks import StepwatchHFCallback
 
-        cb = StepwatchHFCallback(finish_on_end=False, init_kwargs={"job": "from-kwargs"})
+        cb = StepwatchHFCallback(finish_on_end=True, init_kwargs={"job": "from-kwargs"})
         cb.on_train_begin(self.args, self.state, self.control)
         self.assertEqual(self.beacon()["job"], "from-kwargs")
         cb.on_train_end(self.args, self.state, self.control)
-        self.assertEqual(self.beacon()["status"], 0)
+        self.assertEqual(self.beacon()["status"], 1)
+
+
+# A trainer process: stand-in frameworks, the callbacks' end-of-training hooks, then BODY.
+_PROCESS = """\
+import sys, types
+lightning = types.ModuleType("pytorch_lightning")
+lightning.Callback = type("Callback", (), {})
+transformers = types.ModuleType("transformers")
+transformers.TrainerCallback = type("TrainerCallback", (), {})
+sys.modules.update({"lightning": None, "lightning.pytorch": None,
+                    "pytorch_lightning": lightning, "transformers": transformers})
+import stepwatch
+from stepwatch.callbacks import StepwatchHFCallback, StepwatchLightningCallback
+trainer = types.SimpleNamespace(global_step=1, global_rank=0, local_rank=0, world_size=1,
+                                checkpoint_callback=None)
+args = types.SimpleNamespace(process_index=0, local_process_index=0, world_size=1)
+state = types.SimpleNamespace(global_step=1)
+"""
+
+
+class EndOfProcessTest(IsolatedCase):
+    """The callbacks and the exit hook together, in real processes."""
+
+    def run_trainer(self, body):
+        env = python_env()
+        script = os.path.join(self.tmp, "trainer.py")
+        with open(script, "w") as f:
+            f.write(_PROCESS + textwrap.dedent(body))
+        p = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=60)
+        raw = read_beacon(os.path.join(self.dir, self.job, "rank-0.beacon"))
+        self.assertEqual(raw["step"], 1, p.stderr)
+        return p.returncode, raw["status"]
+
+    def test_lightning_fit_then_a_clean_exit_is_finished(self):
+        body = """\
+        cb = StepwatchLightningCallback()
+        cb.setup(trainer, None, "fit")
+        cb.on_train_batch_end(trainer, None, None, None, 0)
+        cb.on_fit_end(trainer, None)
+        """
+        self.assertEqual(self.run_trainer(body), (0, 1))
+
+    def test_lightning_fit_then_a_crash_after_it_is_failed(self):
+        body = """\
+        cb = StepwatchLightningCallback()
+        cb.setup(trainer, None, "fit")
+        cb.on_train_batch_end(trainer, None, None, None, 0)
+        cb.on_fit_end(trainer, None)
+        raise RuntimeError("the upload after training failed")
+        """
+        self.assertEqual(self.run_trainer(body), (1, 2))
+
+    def test_lightning_exception_then_a_clean_exit_stays_failed(self):
+        body = """\
+        cb = StepwatchLightningCallback()
+        cb.setup(trainer, None, "fit")
+        cb.on_train_batch_end(trainer, None, None, None, 0)
+        cb.on_exception(trainer, None, RuntimeError("boom"))  # the script catches it and exits 0
+        """
+        self.assertEqual(self.run_trainer(body), (0, 2))
+
+    def test_lightning_finish_on_end_is_final(self):
+        body = """\
+        cb = StepwatchLightningCallback(finish_on_end=True)
+        cb.setup(trainer, None, "fit")
+        cb.on_train_batch_end(trainer, None, None, None, 0)
+        cb.on_fit_end(trainer, None)
+        raise RuntimeError("after fit")
+        """
+        self.assertEqual(self.run_trainer(body), (1, 1))
+
+    def test_hf_train_then_a_clean_exit_is_finished(self):
+        body = """\
+        cb = StepwatchHFCallback()
+        cb.on_train_begin(args, state, None)
+        cb.on_step_end(args, state, None)
+        cb.on_train_end(args, state, None)
+        """
+        self.assertEqual(self.run_trainer(body), (0, 1))
+
+    def test_hf_an_exception_in_training_is_failed(self):
+        body = """\
+        cb = StepwatchHFCallback()
+        cb.on_train_begin(args, state, None)
+        cb.on_step_end(args, state, None)
+        raise RuntimeError("CUDA error: an illegal memory access")  # no hook in transformers
+        """
+        self.assertEqual(self.run_trainer(body), (1, 2))
 
 
 if __name__ == "__main__":
