@@ -287,7 +287,8 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   t.observer->set_detail_after(v.expected_interval_ns > 0 ? v.expected_interval_ns : config_.poll_interval_ns);
   transition(t, v, now);
   if (v.state == detect::State::kFinished) {
-    if (!t.retired_at_wall_ns) retire(t, now, "job finished");
+    // Ranks that end under our own preempt have not finished: the preempt closes the incident.
+    if (!t.retired_at_wall_ns && !t.preempting) retire(t, now, "job finished");
   } else if (t.retired_at_wall_ns && !t.vanished) {
     log_info("agent: job {} runs again ({})", t.job, v.summary);  // a restart after finishing
     t.retired_at_wall_ns.reset();

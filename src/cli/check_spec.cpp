@@ -47,6 +47,8 @@ std::string summary(const JobSpec& s) {
                 "learned (warmup {}, window {}); stalled after {:g} intervals without a step",
                 plural(s.learn.warmup_steps, "step"), s.learn.window, s.grace_intervals);
   out += fmt::format("  interval  {}; slow above {:g}x\n", interval, s.slow_factor);
+  out += fmt::format("  endings   a rank gone without a word is dead once another runs on {} after it\n",
+                     format_duration(s.exit_grace_ns));
 
   std::string phases;
   for (const auto& [name, budget] : s.phases) {

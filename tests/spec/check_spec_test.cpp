@@ -82,7 +82,7 @@ TEST_F(CheckSpec, EmptyFileShowsTheDefaults) {
       << out_;
   EXPECT_NE(
       out_.find(
-          "checkpoint 15m00s, compile 30m00s (warm 10m00s), data 10m00s, eval 30m00s, init 10m00s"),
+          "checkpoint 15m00s, compile 30m00s (warm 10m00s), data 10m00s, eval 30m00s, finish 10m00s, init 10m00s"),
       std::string::npos)
       << out_;
   EXPECT_NE(out_.find("  paging    nobody;"), std::string::npos) << out_;

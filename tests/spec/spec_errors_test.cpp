@@ -141,6 +141,8 @@ TEST(SpecErrors, RangesAndNames) {
       {"grace_intervals = 0\n", "got 0"},
       {"slow_factor = 1\n", "t.toml:1: slow_factor: must be > 1 and <= 1000"},
       {"slow_factor = nan\n", "slow_factor: must be > 1"},
+      {"exit_grace = \"2h\"\n", "t.toml:1: exit_grace: must be between 0s and 1h"},
+      {"exit_grace = \"soon\"\n", "t.toml:1: exit_grace:"},
       {"world_size = -1\n", "world_size: must be >= 0, got -1"},
       {"[auto_preempt]\nmisses = 0\n", "t.toml:2: auto_preempt.misses: must be >= 1, got 0"},
       {"[learn]\nwindow = 1\n", "learn.window: must be >= 2, got 1"},

@@ -41,6 +41,7 @@ TEST(Spec, EmptyFileGivesDefaults) {
     EXPECT_FALSE(s.expected_interval_ns.has_value()) << "learn is the default";
     EXPECT_DOUBLE_EQ(s.grace_intervals, 2.0);
     EXPECT_DOUBLE_EQ(s.slow_factor, 1.5);
+    EXPECT_EQ(s.exit_grace_ns, 5 * kSec);
     EXPECT_FALSE(s.poll_interval_ns.has_value());
     EXPECT_EQ(s.learn.warmup_steps, 3);
     EXPECT_EQ(s.learn.window, 32);
@@ -126,6 +127,7 @@ world_size = 16
 expected_interval = "45s"
 grace_intervals = 2.5
 slow_factor = 1.25
+exit_grace = "2s"
 poll_interval = "5s"
 
 [phases]
@@ -183,6 +185,7 @@ time_limit = "2m"
   EXPECT_EQ(s.expected_interval_ns, 45 * kSec);
   EXPECT_DOUBLE_EQ(s.grace_intervals, 2.5);
   EXPECT_DOUBLE_EQ(s.slow_factor, 1.25);
+  EXPECT_EQ(s.exit_grace_ns, 2 * kSec);
   EXPECT_EQ(s.poll_interval_ns, 5 * kSec);
 
   EXPECT_EQ(s.phase("init", false)->budget_ns, 20 * kMin);
