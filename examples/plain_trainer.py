@@ -40,7 +40,7 @@ def main():
     args = p.parse_args()
     incarnation = int(os.environ.get("STEPWATCH_INCARNATION", "0"))
     if args.exit_at_step == 0:
-        print("ImportError: cannot import the model code (--exit-at-step=0)", flush=True)
+        print("ModuleNotFoundError: No module named 'model_code'", flush=True)
         return args.exit_code
     start = newest_committed(args.ckpt_dir)
     print(f"starting at step {start + 1} (incarnation {incarnation})", flush=True)

@@ -196,5 +196,59 @@ class AgentPreempts(AgentBase):
         self.assertEqual(len(json.loads(get(api + "/api/v1/incidents?job=torch-hang"))["incidents"]), 1)
 
 
+class AgentEndings(AgentBase):
+    """A real 2-rank PyTorch (gloo) job without stepwatch.finish(), its ranks exiting seconds apart
+    and a launcher that outlives them, watched by an agent with a real webhook: it ends, and the
+    agent says finished: no page, no incident. A rank killed while the other blocks is dead."""
+
+    def job_spec(self, specs, job, receiver):
+        with open(os.path.join(specs, f"{job}.toml"), "w") as f:
+            f.write(f'job = "{job}"\nexpected_interval = "1s"\ngrace_intervals = 3\n[learn]\nwarmup_steps = 1\n'
+                    f'[[runbook.pager]]\nurl = "{receiver.url}"\ntimeout = "2s"\nretries = 1\n')
+
+    def launch(self, beacons, job, *train_args, launcher_args=()):
+        env = python_env()
+        env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB=job)
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
+            env.pop(k, None)
+        src = os.environ.get("STEPWATCH_SOURCE_DIR", os.path.join(HERE, "..", ".."))
+        return self.start(["/usr/bin/python3", os.path.join(src, "examples", "launch.py"), "--nproc", "2",
+                           *launcher_args, os.path.join(src, "examples", "train_ddp.py"), "--step-time", "0.05",
+                           "--no-finish", *train_args], env=env)
+
+    def test_a_job_that_ends_is_finished_and_one_whose_rank_is_killed_is_dead(self):
+        receiver = Receiver()
+        self.addCleanup(receiver.close)
+        beacons = os.path.join(self.tmp, "beacons")
+        specs = os.path.join(self.tmp, "specs")
+        os.makedirs(specs)
+        port = free_port()
+        self.start([self.bin, "agent", "--config", self.agent_config(beacons, specs, port)])
+        api = f"http://127.0.0.1:{port}"
+        for i, (linger_rank, launcher_linger) in enumerate([(0, 4), (1, 0), (-1, 5)]):
+            job = f"ends-{i}"
+            self.job_spec(specs, job, receiver)
+            launcher = self.launch(beacons, job, "--steps", "15", "--linger-rank", str(linger_rank), "--linger", "3",
+                                   launcher_args=("--linger", str(launcher_linger)))
+            self.assertEqual(launcher.wait(timeout=120), 0)
+            self.wait_for(f"{job} finished",
+                          lambda: json.loads(get(api + f"/api/v1/jobs/{job}"))["state"] == "finished")
+        time.sleep(1.5)  # a few more polls of the ended jobs
+        self.assertEqual(receiver.pages, [])
+        self.assertEqual(json.loads(get(api + "/api/v1/incidents"))["incidents"], [])
+
+        # SIGKILL while the other rank blocks in gloo: dead within seconds, that rank named, paged once.
+        self.job_spec(specs, "killed-rank", receiver)
+        self.launch(beacons, "killed-rank", "--steps", "400", "--crash-rank", "1", "--crash-at-step", "15",
+                    "--crash-how", "kill", launcher_args=("--keep-going",))
+        job = self.wait_for("dead", lambda: (lambda j: j if j["state"] == "dead" else None)(
+            json.loads(get(api + "/api/v1/jobs/killed-rank"))), timeout=90)
+        self.assertEqual([c["rank"] for c in job["culprits"]], [1], job)
+        self.wait_for("the page", lambda: receiver.pages)
+        time.sleep(1.5)
+        self.assertEqual(len(receiver.pages), 1, receiver.pages)
+        self.assertEqual(receiver.pages[0]["state"], "dead")
+
+
 if __name__ == "__main__":
     unittest.main()

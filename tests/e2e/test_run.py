@@ -376,6 +376,7 @@ class Endings(RunTest):
             with self.subTest(how=how):
                 del self.receiver.pages[:], self.receiver.times[:]
                 job = f"die-{how}"
+                self.ckpt = os.path.join(self.tmp, f"ckpt-{how}")
                 rc, out, took = self.run_job(
                     self.spec(job),
                     self.ddp("--steps", "40", "--step-time", "0.05", "--ckpt-every", "10", "--crash-rank", "1",
