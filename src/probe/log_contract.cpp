@@ -35,11 +35,22 @@ struct Pattern {
 }  // namespace
 
 struct LogMatchers {
+  std::string_view preset;  // the preset's name (log_presets.cpp owns the string)
   std::vector<Pattern> noise;
   std::vector<Pattern> step;  // one per line shape, tried in order
   std::optional<Pattern> phase_start;
   std::optional<Pattern> phase_end;
   bool step_from_preset = false;  // preset steps never come from a nested bar (see classify)
+};
+
+struct LogAutoMatchers {
+  struct Candidate {
+    std::shared_ptr<const LogMatchers> matchers;  // the preset's patterns and the explicit ones
+    std::vector<Pattern> detect;                  // its signatures
+    int refines = -1;                             // the candidate this one refines; -1: none
+    bool refined = false;                         // another candidate refines this one
+  };
+  std::vector<Candidate> candidates;  // presets that refine another come first
 };
 
 namespace {
@@ -310,6 +321,7 @@ int telling(LogEventKind k) {
 Result<std::shared_ptr<LogMatchers>> compile_matchers(const LogPresetPatterns& preset,
                                                       const LogPatterns& patterns) {
   auto c = std::make_shared<LogMatchers>();
+  c->preset = preset.name;
   auto add_step = [&](const std::string& field, std::string_view text) -> Result<void> {
     auto p = compile_pattern(field, text);
     if (!p) return p.error();
@@ -363,6 +375,40 @@ Result<std::shared_ptr<LogMatchers>> compile_matchers(const LogPresetPatterns& p
   return c;
 }
 
+// auto: every preset with signatures, those that refine another first (NeMo before Lightning:
+// a NeMo bar is also a Lightning bar).
+Result<std::shared_ptr<LogAutoMatchers>> compile_auto(const LogPatterns& patterns) {
+  auto a = std::make_shared<LogAutoMatchers>();
+  for (bool refining : {true, false}) {
+    for (const auto& preset : log_presets()) {
+      if (preset.detect.empty() || preset.refines.empty() == refining) continue;
+      auto m = compile_matchers(preset, patterns);
+      if (!m) return m.error();
+      LogAutoMatchers::Candidate c;
+      c.matchers = std::move(*m);
+      for (size_t i = 0; i < preset.detect.size(); ++i) {
+        auto p =
+            compile_pattern(fmt::format("preset {} detect[{}]", preset.name, i), preset.detect[i]);
+        if (!p) return p.error();
+        p->nsub = 0;  // only whether it matches
+        c.detect.push_back(std::move(*p));
+      }
+      a->candidates.push_back(std::move(c));
+    }
+  }
+  auto& cs = a->candidates;
+  for (auto& c : cs) {
+    std::string_view refines = find_log_preset(c.matchers->preset)->refines;
+    for (size_t j = 0; j < cs.size() && !refines.empty(); ++j) {
+      if (cs[j].matchers->preset == refines) {
+        c.refines = static_cast<int>(j);
+        cs[j].refined = true;
+      }
+    }
+  }
+  return a;
+}
+
 }  // namespace
 
 const char* log_event_kind_name(LogEventKind kind) {
@@ -379,8 +425,11 @@ LogEventKind LogLine::kind() const {
   return best;
 }
 
-LogContract::LogContract(std::shared_ptr<const LogMatchers> matchers)
-    : matchers_(std::move(matchers)) {}
+LogContract::LogContract(std::shared_ptr<const LogMatchers> matchers,
+                         std::shared_ptr<const LogAutoMatchers> candidates)
+    : matchers_(std::move(matchers)), auto_(std::move(candidates)) {
+  if (!auto_) state_.preset = std::string(matchers_->preset);
+}
 
 Result<LogContract> LogContract::compile(const LogPatterns& patterns) {
   const LogPresetPatterns* preset = find_log_preset(patterns.preset);
@@ -390,7 +439,13 @@ Result<LogContract> LogContract::compile(const LogPatterns& patterns) {
   }
   auto c = compile_matchers(*preset, patterns);
   if (!c) return c.error();
-  return LogContract(std::move(*c));
+  std::shared_ptr<LogAutoMatchers> a;
+  if (preset->name == kLogPresetAuto) {
+    auto r = compile_auto(patterns);
+    if (!r) return r.error();
+    a = std::move(*r);
+  }
+  return LogContract(std::move(*c), std::move(a));
 }
 
 LogLine LogContract::classify(std::string_view line) const {
@@ -407,11 +462,35 @@ LogLine LogContract::feed(std::string_view line, int64_t wall_ns) {
   if (state_.phase_since_wall_ns == 0) state_.phase_since_wall_ns = wall_ns;
   LogLine out;
   for_each_segment(bounded(line, &out.truncated), [&](const Segment& seg) {
+    bool picked = auto_ && pick(seg.text);
     out.events.push_back(classify_segment(*matchers_, seg));
+    if (picked) out.events.back().picked = matchers_->preset;
   });
   if (out.kind() == LogEventKind::kNoise) ++state_.noise_lines;
   for (LogEvent& e : out.events) apply(e, wall_ns);
   return out;
+}
+
+bool LogContract::pick(std::string_view text) {
+  const auto& cs = auto_->candidates;
+  if (picked_ >= 0 && !cs[static_cast<size_t>(picked_)].refined) return false;  // settled
+  std::vector<re2::StringPiece> g;
+  for (const Pattern& p : matchers_->noise) {
+    if (p.match(text, 0, g)) return false;  // noise never picks, whatever it quotes
+  }
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const auto& c = cs[i];
+    if (picked_ >= 0 && c.refines != picked_) continue;  // once picked, only a refinement
+    for (const Pattern& d : c.detect) {
+      if (!d.match(text, 0, g)) continue;
+      picked_ = static_cast<int>(i);
+      matchers_ = c.matchers;
+      state_.preset = std::string(c.matchers->preset);
+      state_.preset_line = state_.lines_total;
+      return true;
+    }
+  }
+  return false;
 }
 
 void LogContract::apply(LogEvent& e, int64_t wall_ns) {
@@ -504,7 +583,11 @@ void LogContract::set_phase(std::string phase, int64_t wall_ns) {
 }
 
 void LogContract::reset(int64_t wall_ns) {
+  std::string preset = std::move(state_.preset);
+  uint64_t preset_line = state_.preset_line;
   state_ = LogState{};
+  state_.preset = std::move(preset);
+  state_.preset_line = preset_line;
   state_.phase_since_wall_ns = wall_ns;
   pos_ = Position{};
 }

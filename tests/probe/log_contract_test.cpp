@@ -201,7 +201,7 @@ TEST(LogPresets, DocsQuoteEveryPatternVerbatim) {
         EXPECT_NE(doc.find(s), std::string::npos) << p.name << ": " << s;
       }
     }
-    for (auto list : {p.step, p.noise}) {
+    for (auto list : {p.step, p.noise, p.detect}) {
       for (std::string_view s : list)
         EXPECT_NE(doc.find(s), std::string::npos) << p.name << ": " << s;
     }
@@ -232,7 +232,7 @@ TEST(LogContractCompile, ErrorsQuoteThePatternAndRe2) {
   m = compile_error({.preset = "deepspeeed"});
   EXPECT_EQ(m,
             "unknown log preset \"deepspeeed\"; allowed: none, plain, huggingface, lightning, "
-            "megatron, torchtitan, nemo, deepspeed");
+            "megatron, torchtitan, nemo, deepspeed, auto");
   EXPECT_EQ(LogContract::compile({.preset = "x"}).error().code, Errc::kInvalidArgument);
 }
 

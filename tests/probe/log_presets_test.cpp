@@ -1,8 +1,9 @@
 // Real-format samples: lines of the shapes users pasted into the trackers of NeMo, Lightning,
 // transformers, DeepSpeed and GPT-NeoX, with the noise around them. Each line carries what its
-// preset must read from it. Every sample is replayed through its preset (line by line) and
-// through every other preset (which may read nothing or the same steps, never a different one).
-// Then the rules these samples rely on: whole step numbers, epochs and inner-loop redraws.
+// preset must read from it. Every sample is replayed through its preset (line by line), through
+// auto (which must pick that preset and then agree with it) and through every other preset
+// (which may read nothing or the same steps, never a different one). Then the rules these
+// samples rely on: whole step numbers, epochs, inner-loop redraws and auto's choices.
 #include "src/probe/log_presets.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +51,7 @@ struct Sample {
   std::string name;
   std::string preset;             // the preset that reads it
   std::vector<std::string> also;  // presets that must read it exactly the same
+  size_t picked_at;               // auto: the line from which auto reads it with `preset`
   std::vector<Line> lines;
 };
 
@@ -142,6 +144,36 @@ size_t no_false_steps(const Sample& s, const std::string& preset) {
   return right;
 }
 
+// auto: before picked_at no false step; from it on, the same state as the sample's preset.
+size_t auto_right(const Sample& s) {
+  LogContract a = make({.preset = "auto"});
+  LogContract own = make({.preset = s.preset});
+  std::set<int64_t> truth = true_steps(s);
+  size_t right = 0;
+  for (size_t i = 0; i < s.lines.size(); ++i) {
+    int64_t t = kT0 + static_cast<int64_t>(i) * kNsPerSec;
+    Got g = feed(a, s.lines[i].text, t);
+    feed(own, s.lines[i].text, t);
+    bool ok;
+    if (i < s.picked_at) {
+      ok = (!g.step || truth.count(*g.step)) && a.state().preset != s.preset;
+    } else {
+      const LogState& x = a.state();
+      const LogState& y = own.state();
+      ok = x.preset == s.preset && x.step == y.step && same_loss(x.loss, y.loss) &&
+           x.phase == y.phase;
+      if (i == s.picked_at) ok = ok && x.preset_line == i + 1;
+    }
+    if (ok) {
+      ++right;
+    } else {
+      ADD_FAILURE() << s.name << " via auto (picked \"" << a.state().preset << "\" at line "
+                    << a.state().preset_line << "), line " << i << ": " << s.lines[i].text;
+    }
+  }
+  return right;
+}
+
 // The lines of a nested tqdm bar (position 1) as a pipe sees them: drawn, then the cursor up.
 std::string nested(const std::string& bar) {
   return "\r" + bar + "\x1b[A";
@@ -158,6 +190,7 @@ std::vector<Sample> samples() {
       {"nemo1-bars",
        "nemo",
        {"lightning"},
+       0,
        {
            {ok_nemo_w},
            {"GPU available: True (cuda), used: True"},
@@ -213,6 +246,7 @@ std::vector<Sample> samples() {
       {"nemo2-lines",
        "nemo",
        {},
+       0,
        {
            {"[NeMo I 2024-10-01 12:00:00 nemo_logging:393] Experiments will be logged at "
             "/results/llama3_8b/2024-10-01_12-00-00"},
@@ -250,6 +284,7 @@ std::vector<Sample> samples() {
       {"lightning-nobar",
        "lightning",
        {},
+       0,
        {
            {"GPU available: True, used: True"},
            {"TPU available: False, using: 0 TPU cores"},
@@ -278,6 +313,7 @@ std::vector<Sample> samples() {
       {"lightning-one-batch",
        "lightning",
        {"nemo"},
+       0,
        {
            {"GPU available: True (cuda), used: True"},
            {"`Trainer(limit_train_batches=1)` was configured so 1 batch per epoch will be used."},
@@ -322,6 +358,7 @@ std::vector<Sample> samples() {
       {"lightning1-val",
        "lightning",
        {},
+       0,
        {
            {"GPU available: True, used: True"},
            {"/opt/conda/lib/python3.9/site-packages/pytorch_lightning/trainer/connectors/"
@@ -357,6 +394,7 @@ std::vector<Sample> samples() {
       {"hf-nobar",
        "huggingface",
        {},
+       0,
        {
            {"[INFO|trainer.py:2078] 2024-05-01 12:00:10,001 >> ***** Running training *****"},
            {"[INFO|trainer.py:2079] 2024-05-01 12:00:10,001 >>   Num examples = 80"},
@@ -388,6 +426,7 @@ std::vector<Sample> samples() {
   out.push_back({"hf-tftrainer",
                  "huggingface",
                  {},
+                 0,
                  {
                      {tf + "***** Running training *****"},
                      {tf + "  Num examples = 1000"},
@@ -418,6 +457,7 @@ std::vector<Sample> samples() {
       {"deepspeed-engine",
        "deepspeed",
        {},
+       3,
        {
            {"[2024-03-01 10:00:00,123] [INFO] [real_accelerator.py:191:get_accelerator] Setting "
             "ds_accelerator to cuda (auto detect)"},
@@ -445,6 +485,7 @@ std::vector<Sample> samples() {
       {"deepspeed-pipeline",
        "deepspeed",
        {},
+       2,
        {
            {"[2024-03-01 11:00:00,000] [INFO] [engine.py:151:__init__] is_pipe_partitioned= "
             "False is_grad_partitioned= False"},
@@ -468,6 +509,7 @@ std::vector<Sample> samples() {
       {"neox",
        "megatron",
        {},
+       4,
        {
            {"[2023-05-01 12:00:00,000] [INFO] [launch.py:229:main] process 4012 spawned with "
             "command: ['/usr/bin/python', '-u', 'train.py', '--local_rank=0']"},
@@ -496,16 +538,17 @@ std::vector<Sample> samples() {
   return out;
 }
 
-TEST(LogPresetSamples, EachSampleReadsRightThroughItsPresetAndNoOther) {
+TEST(LogPresetSamples, EachSampleReadsRightThroughItsPresetAutoAndNoOther) {
   for (const Sample& s : samples()) {
     size_t n = s.lines.size();
     std::cout << "[ sample   ] " << s.name << " (" << n << " lines): " << s.preset << " "
               << read_right(s, s.preset) << "/" << n;
     for (const std::string& p : s.also)
       std::cout << ", " << p << " " << read_right(s, p) << "/" << n;
+    std::cout << ", auto " << auto_right(s) << "/" << n;
     for (const auto& p : log_presets()) {
       std::string name(p.name);
-      if (name == s.preset || name == "none") continue;
+      if (name == s.preset || name == "none" || name == "auto") continue;
       if (std::find(s.also.begin(), s.also.end(), name) != s.also.end()) continue;
       std::cout << ", " << name << " " << no_false_steps(s, name) << "/" << n;
     }
@@ -642,15 +685,127 @@ TEST(LogStepRules, LightningPrefersNemosReducedTrainLossToItsPlaceholder) {
   EXPECT_EQ(c.classify("Validation sanity check: 0it [00:00, ?it/s]").events[0].phase, "eval");
 }
 
+// auto over the lines of a sample: the preset it ends with (empty: none).
+std::string auto_pick(const std::vector<std::string>& lines) {
+  LogContract a = make({.preset = "auto"});
+  for (size_t i = 0; i < lines.size(); ++i) a.feed(lines[i], kT0 + static_cast<int64_t>(i));
+  EXPECT_EQ(a.state().preset.empty(), a.state().step_count == 0)
+      << "auto reads no step before it picks";
+  return a.state().preset;
+}
+
+TEST(LogAuto, StaysQuietWithoutAnUnmistakableLine) {
+  // Hand-written loops look like many things: auto never picks plain.
+  EXPECT_EQ(auto_pick({"step 1 loss 2.3", "step=2 loss=2.2", "Step [3/100], Loss: 2.1"}), "");
+  // A tqdm bar named "Epoch 0" is anybody's loop; a bare bar too.
+  EXPECT_EQ(auto_pick({"Epoch 0:  50%|█████     | 1/2 [00:00<00:00,  6.54it/s]",
+                       " 45%|████▌     | 27/60 [00:10<00:13,  2.50it/s]"}),
+            "");
+  // DeepSpeed runs under Hugging Face, Lightning and NeoX: its banner picks nothing.
+  EXPECT_EQ(auto_pick({"[2024-03-01 10:00:05,456] [INFO] [logging.py:96:log_dist] [Rank 0] "
+                       "DeepSpeed info: version=0.13.1, git-hash=unknown, git-branch=unknown"}),
+            "");
+  // Noise never picks, whatever it quotes.
+  EXPECT_EQ(auto_pick({"/w/train.py:9: UserWarning: Epoch 0: 1/2 [00:00, v_num=0, "
+                       "reduced_train_loss=3.9]",
+                       "node1:1:1 [0] NCCL INFO steps: 10 loss: 2.3 iter time (s): 0.5 ",
+                       "W0501 12:00:40.123000 1 torch/x.py:1] ***** Running training *****"}),
+            "");
+  EXPECT_EQ(auto_pick({"megatron-like: iteration 10/ 500 | lm loss: 2.0 |"}), "")
+      << "without Megatron's timing column";
+}
+
+TEST(LogAuto, PicksRefinesAndKeepsItsChoice) {
+  LogContract a = make({.preset = "auto"});
+  EXPECT_EQ(a.state().preset, "");
+  a.feed("some banner", kT0);
+  LogLine l = a.feed("GPU available: True (cuda), used: True", kT0 + 1);
+  EXPECT_EQ(l.events[0].picked, "lightning");
+  EXPECT_EQ(a.state().preset, "lightning");
+  EXPECT_EQ(a.state().preset_line, 2u);
+  a.feed("Epoch 0:  50%|█████     | 1/2 [00:00<00:00, 2.0it/s, loss=nan, v_num=0]", kT0 + 2);
+  EXPECT_EQ(a.state().step, 1);
+  // NeMo prints Lightning's banners first: its first own line moves auto to nemo, and the
+  // step read so far stays.
+  l = a.feed("[NeMo I 2023-09-12 08:14:05 exp_manager:394] Experiments will be logged at /r",
+             kT0 + 3);
+  EXPECT_EQ(l.events[0].picked, "nemo");
+  EXPECT_EQ(a.state().preset, "nemo");
+  l = a.feed(
+      "Epoch 0: 100%|██████████| 2/2 [00:01<00:00, 1.1it/s, loss=nan, v_num=0, "
+      "reduced_train_loss=3.910]",
+      kT0 + 4);
+  EXPECT_TRUE(l.events[0].counted);
+  EXPECT_EQ(a.state().step, 2);
+  EXPECT_EQ(a.state().loss, 3.910);
+  // Settled: nothing moves it now; a new incarnation keeps it and reads at once.
+  a.feed("[rank0]:[titan] 2025-01-15 10:00:01,137 - root - INFO - Starting job", kT0 + 5);
+  EXPECT_EQ(a.state().preset, "nemo");
+  a.reset(kT0 + 6);
+  EXPECT_EQ(a.state().preset, "nemo");
+  EXPECT_FALSE(a.state().step.has_value());
+  a.feed("Training epoch 0, iteration 9/99 | reduced_train_loss: 11.02", kT0 + 7);
+  EXPECT_EQ(a.state().step, 9);
+  EXPECT_EQ(a.classify("Validation: iteration 10/10").events[0].phase, "eval")
+      << "classify reads with the preset picked";
+
+  // A preset named in the spec is in force from the first line, and says so.
+  EXPECT_EQ(make({.preset = "megatron"}).state().preset, "megatron");
+  EXPECT_EQ(make({}).state().preset, "none");
+}
+
+TEST(LogAuto, ExplicitPatternsApplyFromTheFirstLine) {
+  LogContract a = make({.preset = "auto", .step = R"(^it (?P<step>\d+))", .noise = {"^DEBUG"}});
+  a.feed("it 3", kT0);
+  EXPECT_EQ(a.state().step, 3) << "your step pattern needs no pick";
+  EXPECT_EQ(a.state().preset, "");
+  a.feed("DEBUG GPU available: True (cuda), used: True", kT0 + 1);
+  EXPECT_EQ(a.state().preset, "") << "your noise never picks";
+  a.feed("GPU available: True (cuda), used: True", kT0 + 2);
+  EXPECT_EQ(a.state().preset, "lightning");
+  EXPECT_EQ(a.classify("Epoch 0:  50%|█████     | 1/2 [00:00<00:00, v_num=0]").kind(),
+            LogEventKind::kOther)
+      << "your step pattern still replaces the preset's";
+  EXPECT_EQ(a.classify("Validation: 0it [00:00, ?it/s]").events[0].phase, "eval")
+      << "the preset's phases fill in";
+}
+
+TEST(LogAuto, PicksTheRightPresetForEachCheckedInSample) {
+  const std::pair<const char*, const char*> cases[] = {{"huggingface", "huggingface"},
+                                                       {"lightning", "lightning"},
+                                                       {"megatron", "megatron"},
+                                                       {"torchtitan", "torchtitan"},
+                                                       {"plain", ""}};
+  for (const auto& [file, want] : cases) {
+    const char* d = std::getenv("STEPWATCH_SOURCE_DIR");
+    std::ifstream in(std::string(d != nullptr ? d : ".") + "/tests/probe/data/" + file + ".txt");
+    ASSERT_TRUE(in.good()) << file;
+    LogContract a = make({.preset = "auto"});
+    LogContract own = make({.preset = file});
+    std::string line;
+    for (int64_t i = 0; std::getline(in, line); ++i) {
+      a.feed(line, kT0 + i);
+      own.feed(line, kT0 + i);
+      if (a.state().preset.empty()) continue;
+      EXPECT_EQ(a.state().step, own.state().step) << file << " line " << i;
+      EXPECT_EQ(a.state().phase, own.state().phase) << file << " line " << i;
+    }
+    EXPECT_EQ(a.state().preset, want) << file;
+    if (*want == '\0') {
+      EXPECT_EQ(a.state().step_count, 0u) << file;
+    }
+  }
+}
+
 TEST(LogPresetErrors, BadPresetsAndPatternsNameTheKey) {
   auto message = [](const LogPatterns& p) {
     auto r = LogContract::compile(p);
     return r.ok() ? std::string() : r.error().message;
   };
-  EXPECT_EQ(message({.preset = "NeMo"}),
-            "unknown log preset \"NeMo\"; allowed: none, plain, huggingface, lightning, "
-            "megatron, torchtitan, nemo, deepspeed");
-  EXPECT_NE(message({.preset = "nemo", .step = "(?P<step>\\d+"}).find("step: invalid RE2 pattern"),
+  EXPECT_EQ(message({.preset = "Auto"}),
+            "unknown log preset \"Auto\"; allowed: none, plain, huggingface, lightning, "
+            "megatron, torchtitan, nemo, deepspeed, auto");
+  EXPECT_NE(message({.preset = "auto", .step = "(?P<step>\\d+"}).find("step: invalid RE2 pattern"),
             std::string::npos);
   EXPECT_NE(message({.preset = "nemo", .step = R"(^(?P<epoch>\d+))"})
                 .find("step: pattern \"^(?P<epoch>\\d+)\" has no named group (?P<step>...)"),
