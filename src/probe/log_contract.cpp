@@ -225,11 +225,13 @@ bool decimal_part(std::string_view text, const re2::StringPiece& g) {
 }
 
 // Reads one step pattern into e. False when it does not match; a match whose step is part of
-// a decimal number is no match, and the search goes on after it.
+// a decimal number is no match, and the search goes on after it, a few times at most (each
+// search is linear in the segment: a line full of decimals must not cost quadratic time).
 bool read_step(const Pattern& p, std::string_view text, std::vector<re2::StringPiece>& g,
                LogEvent& e) {
+  constexpr int kMaxSearches = 8;
   size_t from = 0;
-  while (from <= text.size() && p.match(text, from, g)) {
+  for (int n = 0; n < kMaxSearches && from <= text.size() && p.match(text, from, g); ++n) {
     const auto& s = g[static_cast<size_t>(p.step_group)];
     if (took_part(s) && decimal_part(text, s)) {
       from = std::max(from + 1, static_cast<size_t>(s.data() + s.size() - text.data()));

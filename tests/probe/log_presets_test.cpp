@@ -580,6 +580,10 @@ TEST(LogStepRules, AStepNumberIsNeverADecimal) {
   EXPECT_EQ(own.classify("1.5/10 [ then 3/10 [").events[0].step, 3);
   LogContract anchored = make({.step = R"(^it (?P<step>\d+))"});
   EXPECT_EQ(anchored.classify("it 1.5 it 3").kind(), LogEventKind::kOther);
+  // A line full of decimals costs a bounded number of searches, and gives no step.
+  std::string decimals;
+  while (decimals.size() < kMaxLogLineBytes - 32) decimals += "step: 1172.13 | ";
+  EXPECT_EQ(plain.classify(decimals + "step 5").kind(), LogEventKind::kOther);
   // The issue: DeepSpeed's timers made step 1172, then the real step 35 went "backwards".
   std::vector<std::string> lines = {
       "[Rank 0] time (ms) | forward: 230.12 | backward: 500.33 | step: 1172.13",
