@@ -17,15 +17,17 @@ namespace {
 struct Pattern {
   std::unique_ptr<RE2> re;
   int step_group = -1;
+  int epoch_group = -1;
   int loss_group = -1;
   int phase_group = -1;
   std::vector<std::pair<int, std::string>> named_phases;  // (?P<phase_NAME>...) groups
   int nsub = 0;  // submatches to ask for: the highest group used + 1
 
-  // Matches anywhere in text; on success groups[i] is group i (data() == nullptr: no part).
-  bool match(std::string_view text, std::vector<re2::StringPiece>& groups) const {
+  // Matches text[from..] (text is the context for ^ and \b); on success groups[i] is group i
+  // (data() == nullptr: no part).
+  bool match(std::string_view text, size_t from, std::vector<re2::StringPiece>& groups) const {
     groups.assign(static_cast<size_t>(nsub), re2::StringPiece());
-    return re->Match(re2::StringPiece(text.data(), text.size()), 0, text.size(), RE2::UNANCHORED,
+    return re->Match(re2::StringPiece(text.data(), text.size()), from, text.size(), RE2::UNANCHORED,
                      groups.data(), nsub);
   }
 };
@@ -33,11 +35,22 @@ struct Pattern {
 }  // namespace
 
 struct LogMatchers {
+  std::string_view preset;  // the preset's name (log_presets.cpp owns the string)
   std::vector<Pattern> noise;
-  std::optional<Pattern> step;
+  std::vector<Pattern> step;  // one per line shape, tried in order
   std::optional<Pattern> phase_start;
   std::optional<Pattern> phase_end;
   bool step_from_preset = false;  // preset steps never come from a nested bar (see classify)
+};
+
+struct LogAutoMatchers {
+  struct Candidate {
+    std::shared_ptr<const LogMatchers> matchers;  // the preset's patterns and the explicit ones
+    std::vector<Pattern> detect;                  // its signatures
+    int refines = -1;                             // the candidate this one refines; -1: none
+    bool refined = false;                         // another candidate refines this one
+  };
+  std::vector<Candidate> candidates;  // presets that refine another come first
 };
 
 namespace {
@@ -55,6 +68,8 @@ Result<Pattern> compile_pattern(const std::string& field, std::string_view text)
     bool used = true;
     if (name == "step") {
       p.step_group = index;
+    } else if (name == "epoch") {
+      p.epoch_group = index;
     } else if (name == "loss") {
       p.loss_group = index;
     } else if (name == "phase") {
@@ -199,16 +214,67 @@ std::string_view bounded(std::string_view line, bool* truncated) {
   return line.substr(start, kMaxLogLineBytes);
 }
 
+// Whether the number g holds is part of a decimal ("1172.13": DeepSpeed's optimizer-step time
+// in milliseconds, "| step: 1172.13"): a step number is a whole number.
+bool decimal_part(std::string_view text, const re2::StringPiece& g) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  size_t b = static_cast<size_t>(g.data() - text.data());
+  size_t e = b + g.size();
+  return (b >= 2 && text[b - 1] == '.' && digit(text[b - 2])) ||
+         (e + 1 < text.size() && text[e] == '.' && digit(text[e + 1]));
+}
+
+// Reads one step pattern into e. False when it does not match; a match whose step is part of
+// a decimal number is no match, and the search goes on after it, a few times at most (each
+// search is linear in the segment: a line full of decimals must not cost quadratic time).
+bool read_step(const Pattern& p, std::string_view text, std::vector<re2::StringPiece>& g,
+               LogEvent& e) {
+  constexpr int kMaxSearches = 8;
+  size_t from = 0;
+  for (int n = 0; n < kMaxSearches && from <= text.size() && p.match(text, from, g); ++n) {
+    const auto& s = g[static_cast<size_t>(p.step_group)];
+    if (took_part(s) && decimal_part(text, s)) {
+      from = std::max(from + 1, static_cast<size_t>(s.data() + s.size() - text.data()));
+      continue;
+    }
+    std::optional<double> loss;
+    if (p.loss_group >= 0 && took_part(g[static_cast<size_t>(p.loss_group)])) {
+      const auto& l = g[static_cast<size_t>(p.loss_group)];
+      loss = parse_loss(std::string_view(l.data(), l.size()));
+    }
+    std::optional<int64_t> epoch;
+    if (p.epoch_group >= 0 && took_part(g[static_cast<size_t>(p.epoch_group)])) {
+      const auto& ep = g[static_cast<size_t>(p.epoch_group)];
+      epoch = parse_step(std::string_view(ep.data(), ep.size()));
+      if (!epoch) return true;  // an epoch beyond 64 bits: nothing this line says is trusted
+    }
+    if (took_part(s)) {
+      if (auto step = parse_step(std::string_view(s.data(), s.size()))) {
+        e.kind = LogEventKind::kStep;
+        e.step = *step;
+        e.epoch = epoch;
+        e.loss = loss;
+      }
+    } else if (loss) {
+      e.kind = LogEventKind::kLoss;
+      e.loss = loss;
+    }
+    return true;
+  }
+  return false;
+}
+
 LogEvent classify_segment(const LogMatchers& c, const Segment& seg) {
   LogEvent e;
+  e.nested = seg.nested;
   std::vector<re2::StringPiece> g;
   for (const Pattern& p : c.noise) {
-    if (p.match(seg.text, g)) {
+    if (p.match(seg.text, 0, g)) {
       e.kind = LogEventKind::kNoise;
       return e;
     }
   }
-  if (c.phase_start && c.phase_start->match(seg.text, g)) {
+  if (c.phase_start && c.phase_start->match(seg.text, 0, g)) {
     std::string name = matched_phase(*c.phase_start, g);
     if (!name.empty()) {
       e.kind = LogEventKind::kPhaseStart;
@@ -216,33 +282,33 @@ LogEvent classify_segment(const LogMatchers& c, const Segment& seg) {
       return e;
     }
   }
-  if (c.phase_end && c.phase_end->match(seg.text, g)) {
+  if (c.phase_end && c.phase_end->match(seg.text, 0, g)) {
     e.kind = LogEventKind::kPhaseEnd;
     e.phase = matched_phase(*c.phase_end, g);
     return e;
   }
   // A preset's step is never read from a nested progress bar (tqdm position >= 1): that is an
   // inner loop such as Hugging Face's evaluation bar, which looks exactly like the training bar.
-  if (c.step && !(seg.nested && c.step_from_preset) && c.step->match(seg.text, g)) {
-    const Pattern& p = *c.step;
-    std::optional<double> loss;
-    if (p.loss_group >= 0 && took_part(g[static_cast<size_t>(p.loss_group)])) {
-      const auto& s = g[static_cast<size_t>(p.loss_group)];
-      loss = parse_loss(std::string_view(s.data(), s.size()));
-    }
-    const auto& s = g[static_cast<size_t>(p.step_group)];
-    if (took_part(s)) {
-      if (auto step = parse_step(std::string_view(s.data(), s.size()))) {
-        e.kind = LogEventKind::kStep;
-        e.step = *step;
-        e.loss = loss;
-      }
-    } else if (loss) {
-      e.kind = LogEventKind::kLoss;
-      e.loss = loss;
-    }
+  if (seg.nested && c.step_from_preset) return e;
+  for (const Pattern& p : c.step) {
+    if (read_step(p, seg.text, g, e)) break;  // the first shape that matches decides
   }
   return e;
+}
+
+// Calls f(segment) for every non-blank segment of an already bounded line.
+template <typename F>
+void for_each_segment(std::string_view text, F&& f) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find_first_of("\r\n", pos);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > pos) {
+      Segment seg = clean(text.substr(pos, end - pos));
+      if (!blank(seg.text)) f(seg);
+    }
+    pos = end + 1;
+  }
 }
 
 // How telling a kind is, indexed by LogEventKind: step > phase start > phase end > loss > noise.
@@ -250,6 +316,99 @@ constexpr int kTelling[] = {0, 1, 5, 2, 4, 3};
 
 int telling(LogEventKind k) {
   return kTelling[static_cast<int>(k)];
+}
+
+// One preset's patterns with the explicit ones: explicit step, phase_start and phase_end
+// replace the preset's (an empty one keeps the preset's), explicit noise is added.
+Result<std::shared_ptr<LogMatchers>> compile_matchers(const LogPresetPatterns& preset,
+                                                      const LogPatterns& patterns) {
+  auto c = std::make_shared<LogMatchers>();
+  c->preset = preset.name;
+  auto add_step = [&](const std::string& field, std::string_view text) -> Result<void> {
+    auto p = compile_pattern(field, text);
+    if (!p) return p.error();
+    if (p->step_group < 0) {
+      return Error{Errc::kInvalidArgument,
+                   fmt::format("{}: pattern \"{}\" has no named group (?P<step>...)", field, text)};
+    }
+    c->step.push_back(std::move(*p));
+    return {};
+  };
+  if (!patterns.step.empty()) {
+    if (auto r = add_step("step", patterns.step); !r) return r.error();
+  } else {
+    for (size_t i = 0; i < preset.step.size(); ++i) {
+      auto r = add_step(fmt::format("preset {} step[{}]", preset.name, i), preset.step[i]);
+      if (!r) return r.error();
+    }
+    c->step_from_preset = true;
+  }
+  auto pick = [](const std::string& own, std::string_view preset_text) {
+    return own.empty() ? preset_text : std::string_view(own);
+  };
+  std::string_view start = pick(patterns.phase_start, preset.phase_start);
+  if (!start.empty()) {
+    auto p = compile_pattern("phase_start", start);
+    if (!p) return p.error();
+    if (p->phase_group < 0 && p->named_phases.empty()) {
+      return Error{Errc::kInvalidArgument,
+                   fmt::format("phase_start: pattern \"{}\" has no named group (?P<phase>...) "
+                               "or (?P<phase_NAME>...)",
+                               start)};
+    }
+    c->phase_start = std::move(*p);
+  }
+  std::string_view end = pick(patterns.phase_end, preset.phase_end);
+  if (!end.empty()) {
+    auto p = compile_pattern("phase_end", end);
+    if (!p) return p.error();
+    c->phase_end = std::move(*p);
+  }
+  for (std::string_view text : preset.noise) {
+    auto p = compile_pattern(fmt::format("preset {} noise", preset.name), text);
+    if (!p) return p.error();
+    c->noise.push_back(std::move(*p));
+  }
+  for (size_t i = 0; i < patterns.noise.size(); ++i) {
+    auto p = compile_pattern(fmt::format("noise[{}]", i), patterns.noise[i]);
+    if (!p) return p.error();
+    c->noise.push_back(std::move(*p));
+  }
+  return c;
+}
+
+// auto: every preset with signatures, those that refine another first (NeMo before Lightning:
+// a NeMo bar is also a Lightning bar).
+Result<std::shared_ptr<LogAutoMatchers>> compile_auto(const LogPatterns& patterns) {
+  auto a = std::make_shared<LogAutoMatchers>();
+  for (bool refining : {true, false}) {
+    for (const auto& preset : log_presets()) {
+      if (preset.detect.empty() || preset.refines.empty() == refining) continue;
+      auto m = compile_matchers(preset, patterns);
+      if (!m) return m.error();
+      LogAutoMatchers::Candidate c;
+      c.matchers = std::move(*m);
+      for (size_t i = 0; i < preset.detect.size(); ++i) {
+        auto p =
+            compile_pattern(fmt::format("preset {} detect[{}]", preset.name, i), preset.detect[i]);
+        if (!p) return p.error();
+        p->nsub = 0;  // only whether it matches
+        c.detect.push_back(std::move(*p));
+      }
+      a->candidates.push_back(std::move(c));
+    }
+  }
+  auto& cs = a->candidates;
+  for (auto& c : cs) {
+    std::string_view refines = find_log_preset(c.matchers->preset)->refines;
+    for (size_t j = 0; j < cs.size() && !refines.empty(); ++j) {
+      if (cs[j].matchers->preset == refines) {
+        c.refines = static_cast<int>(j);
+        cs[j].refined = true;
+      }
+    }
+  }
+  return a;
 }
 
 }  // namespace
@@ -268,8 +427,11 @@ LogEventKind LogLine::kind() const {
   return best;
 }
 
-LogContract::LogContract(std::shared_ptr<const LogMatchers> matchers)
-    : matchers_(std::move(matchers)) {}
+LogContract::LogContract(std::shared_ptr<const LogMatchers> matchers,
+                         std::shared_ptr<const LogAutoMatchers> candidates)
+    : matchers_(std::move(matchers)), auto_(std::move(candidates)) {
+  if (!auto_) state_.preset = std::string(matchers_->preset);
+}
 
 Result<LogContract> LogContract::compile(const LogPatterns& patterns) {
   const LogPresetPatterns* preset = find_log_preset(patterns.preset);
@@ -277,106 +439,76 @@ Result<LogContract> LogContract::compile(const LogPatterns& patterns) {
     return Error{Errc::kInvalidArgument, fmt::format("unknown log preset \"{}\"; allowed: {}",
                                                      patterns.preset, log_preset_names())};
   }
-  auto c = std::make_shared<LogMatchers>();
-  // Explicit patterns replace the preset's; an empty one keeps the preset's (if any).
-  auto pick = [](const std::string& own, std::string_view preset_text) {
-    return own.empty() ? preset_text : std::string_view(own);
-  };
-  std::string_view step = pick(patterns.step, preset->step);
-  if (!step.empty()) {
-    auto p = compile_pattern("step", step);
-    if (!p) return p.error();
-    if (p->step_group < 0) {
-      return Error{Errc::kInvalidArgument,
-                   fmt::format("step: pattern \"{}\" has no named group (?P<step>...)", step)};
-    }
-    c->step = std::move(*p);
-    c->step_from_preset = patterns.step.empty();
+  auto c = compile_matchers(*preset, patterns);
+  if (!c) return c.error();
+  std::shared_ptr<LogAutoMatchers> a;
+  if (preset->name == kLogPresetAuto) {
+    auto r = compile_auto(patterns);
+    if (!r) return r.error();
+    a = std::move(*r);
   }
-  std::string_view start = pick(patterns.phase_start, preset->phase_start);
-  if (!start.empty()) {
-    auto p = compile_pattern("phase_start", start);
-    if (!p) return p.error();
-    if (p->phase_group < 0 && p->named_phases.empty()) {
-      return Error{Errc::kInvalidArgument,
-                   fmt::format("phase_start: pattern \"{}\" has no named group (?P<phase>...) "
-                               "or (?P<phase_NAME>...)",
-                               start)};
-    }
-    c->phase_start = std::move(*p);
-  }
-  std::string_view end = pick(patterns.phase_end, preset->phase_end);
-  if (!end.empty()) {
-    auto p = compile_pattern("phase_end", end);
-    if (!p) return p.error();
-    c->phase_end = std::move(*p);
-  }
-  for (std::string_view text : preset->noise) {
-    auto p = compile_pattern(fmt::format("preset {} noise", preset->name), text);
-    if (!p) return p.error();
-    c->noise.push_back(std::move(*p));
-  }
-  for (size_t i = 0; i < patterns.noise.size(); ++i) {
-    auto p = compile_pattern(fmt::format("noise[{}]", i), patterns.noise[i]);
-    if (!p) return p.error();
-    c->noise.push_back(std::move(*p));
-  }
-  return LogContract(std::move(c));
+  return LogContract(std::move(*c), std::move(a));
 }
 
 LogLine LogContract::classify(std::string_view line) const {
   LogLine out;
-  std::string_view text = bounded(line, &out.truncated);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find_first_of("\r\n", pos);
-    if (end == std::string_view::npos) end = text.size();
-    if (end > pos) {
-      Segment seg = clean(text.substr(pos, end - pos));
-      if (!blank(seg.text)) out.events.push_back(classify_segment(*matchers_, seg));
-    }
-    pos = end + 1;
-  }
+  for_each_segment(bounded(line, &out.truncated), [&](const Segment& seg) {
+    out.events.push_back(classify_segment(*matchers_, seg));
+  });
   return out;
 }
 
 LogLine LogContract::feed(std::string_view line, int64_t wall_ns) {
-  LogLine out = classify(line);
   ++state_.lines_total;
   state_.last_line_wall_ns = wall_ns;
   if (state_.phase_since_wall_ns == 0) state_.phase_since_wall_ns = wall_ns;
+  LogLine out;
+  for_each_segment(bounded(line, &out.truncated), [&](const Segment& seg) {
+    bool picked = auto_ && pick(seg.text);
+    out.events.push_back(classify_segment(*matchers_, seg));
+    if (picked) out.events.back().picked = matchers_->preset;
+  });
   if (out.kind() == LogEventKind::kNoise) ++state_.noise_lines;
   for (LogEvent& e : out.events) apply(e, wall_ns);
   return out;
+}
+
+bool LogContract::pick(std::string_view text) {
+  const auto& cs = auto_->candidates;
+  if (picked_ >= 0 && !cs[static_cast<size_t>(picked_)].refined) return false;  // settled
+  std::vector<re2::StringPiece> g;
+  for (const Pattern& p : matchers_->noise) {
+    if (p.match(text, 0, g)) return false;  // noise never picks, whatever it quotes
+  }
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const auto& c = cs[i];
+    if (picked_ >= 0 && c.refines != picked_) continue;  // once picked, only a refinement
+    for (const Pattern& d : c.detect) {
+      if (!d.match(text, 0, g)) continue;
+      picked_ = static_cast<int>(i);
+      matchers_ = c.matchers;
+      state_.preset = std::string(c.matchers->preset);
+      state_.preset_line = state_.lines_total;
+      return true;
+    }
+  }
+  return false;
 }
 
 void LogContract::apply(LogEvent& e, int64_t wall_ns) {
   LogState& s = state_;
   switch (e.kind) {
     case LogEventKind::kStep:
-      if (s.step && *s.step == e.step) {  // the same step again (a redraw, another rank): once
-        if (e.loss) {  // a redraw may add the loss (Lightning sets the postfix after the count)
-          s.loss = e.loss;
-          s.loss_wall_ns = wall_ns;
-        }
-        return;
-      }
-      if (s.step && e.step < *s.step) ++s.steps_backwards;
-      e.counted = true;
-      s.step = e.step;
-      ++s.step_count;
-      s.step_wall_ns = wall_ns;
-      if (e.loss) {
-        s.loss = e.loss;
-        s.loss_wall_ns = wall_ns;
-      }
-      if (s.phase != "train") set_phase("train", wall_ns);
+      apply_step(e, wall_ns);
       return;
     case LogEventKind::kLoss:
       s.loss = e.loss;
       s.loss_wall_ns = wall_ns;
       return;
     case LogEventKind::kPhaseStart:
+      // A bar drawn below the step bar that starts a phase is an inner loop (Lightning's
+      // validation bar): Lightning 1.x advances the step bar right after redrawing it.
+      if (e.nested) pos_.inner_pending = true;
       if (e.phase != s.phase) set_phase(e.phase, wall_ns);  // a redraw of the same marker
       return;
     case LogEventKind::kPhaseEnd: {
@@ -392,6 +524,60 @@ void LogContract::apply(LogEvent& e, int64_t wall_ns) {
   }
 }
 
+void LogContract::apply_step(LogEvent& e, int64_t wall_ns) {
+  LogState& s = state_;
+  Position& p = pos_;
+  auto take_loss = [&] {
+    if (!e.loss) return;
+    s.loss = e.loss;
+    s.loss_wall_ns = wall_ns;
+  };
+  bool same_epoch = p.seen && p.epoch == e.epoch;
+  bool inner = std::exchange(p.inner_pending, false);
+  if (same_epoch && e.step == p.number) {
+    // The same position again (a redraw, another rank): once. A redraw may add the loss
+    // (Lightning sets the postfix after the count).
+    take_loss();
+    return;
+  }
+  if (same_epoch && e.epoch && inner && e.step > p.number) {
+    // The step bar advanced by the inner loop that was just drawn (Lightning 1.x counts
+    // validation batches in the epoch bar): not a step, and not counted in this epoch's steps.
+    p.skipped += e.step - p.number;
+    p.number = e.step;
+    e.inner = true;
+    ++s.inner_redraws;
+    take_loss();
+    return;
+  }
+  if (!e.epoch) {
+    if (p.seen && !p.epoch && e.step < p.number) ++s.steps_backwards;
+    p.base = 0;
+    p.skipped = 0;
+  } else if (!same_epoch) {
+    // A new epoch. A counter that starts again (it shows no more than the last epoch's last
+    // number) continues from the last step counted; one that runs on keeps its numbers.
+    if (p.seen && p.epoch && *e.epoch < *p.epoch) ++s.steps_backwards;
+    if (p.seen && e.step <= p.number) {
+      p.base = s.step.value_or(0);
+      p.skipped = 0;
+    }
+  } else if (e.step < p.number) {  // lower in the same epoch: the loop started again
+    ++s.steps_backwards;
+    p.skipped = 0;
+  }
+  p.seen = true;
+  p.epoch = e.epoch;
+  p.number = e.step;
+  e.counted = true;
+  s.step = p.base + e.step - p.skipped;
+  s.epoch = e.epoch;
+  ++s.step_count;
+  s.step_wall_ns = wall_ns;
+  take_loss();
+  if (s.phase != "train") set_phase("train", wall_ns);
+}
+
 void LogContract::set_phase(std::string phase, int64_t wall_ns) {
   state_.phase = std::move(phase);
   state_.phase_since_wall_ns = wall_ns;
@@ -399,8 +585,13 @@ void LogContract::set_phase(std::string phase, int64_t wall_ns) {
 }
 
 void LogContract::reset(int64_t wall_ns) {
+  std::string preset = std::move(state_.preset);
+  uint64_t preset_line = state_.preset_line;
   state_ = LogState{};
+  state_.preset = std::move(preset);
+  state_.preset_line = preset_line;
   state_.phase_since_wall_ns = wall_ns;
+  pos_ = Position{};
 }
 
 }  // namespace stepwatch::probe

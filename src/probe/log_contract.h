@@ -17,7 +17,8 @@
 
 namespace stepwatch::probe {
 
-struct LogMatchers;  // the compiled patterns (log_contract.cpp)
+struct LogMatchers;      // the compiled patterns (log_contract.cpp)
+struct LogAutoMatchers;  // auto mode: every preset it may pick, with its signatures
 
 // At most this much of one line is matched (the last segments of a '\r'-redrawn line, or the
 // head of one very long segment); the rest is skipped, so a runaway line costs bounded work.
@@ -28,10 +29,12 @@ inline constexpr size_t kMaxLogPhaseBytes = 31;
 // What the job's spec says about its log. Explicit patterns replace the preset's step,
 // phase_start and phase_end; noise patterns are added to the preset's.
 struct LogPatterns {
-  std::string preset = "none";  // none (or ""), plain, huggingface, lightning, megatron, torchtitan
-  std::string step{};           // (?P<step>\d+) required, (?P<loss>...) optional
-  std::string phase_start{};    // (?P<phase>...) captures the name, or (?P<phase_NAME>...) names it
-  std::string phase_end{};      // the same groups, optional: without one, ends the current phase
+  // none (or ""), plain, huggingface, lightning, megatron, torchtitan, nemo, deepspeed, or auto
+  // (pick one of them from the output: docs/log-contract.md#auto)
+  std::string preset = "none";
+  std::string step{};         // (?P<step>\d+) required, (?P<loss>...) and (?P<epoch>\d+) optional
+  std::string phase_start{};  // (?P<phase>...) captures the name, or (?P<phase_NAME>...) names it
+  std::string phase_end{};    // the same groups, optional: without one, ends the current phase
   std::vector<std::string> noise{};  // matching lines are never progress and never reset anything
 };
 
@@ -51,10 +54,14 @@ const char* log_event_kind_name(LogEventKind kind);
 // tqdm) and '\n'; blank segments say nothing.
 struct LogEvent {
   LogEventKind kind = LogEventKind::kOther;
-  int64_t step = -1;           // kStep: the step number
-  std::optional<double> loss;  // kStep (when the loss group matched) and kLoss; NaN stays NaN
-  std::string phase;           // kPhaseStart: the phase; kPhaseEnd: the phase named, or empty
-  bool counted = false;        // feed() only: this kStep was a new step (not a repeat)
+  int64_t step = -1;             // kStep: the number the line shows (see LogState::step)
+  std::optional<int64_t> epoch;  // kStep: the epoch group, when the pattern has one and it matched
+  std::optional<double> loss;    // kStep (when the loss group matched) and kLoss; NaN stays NaN
+  std::string phase;             // kPhaseStart: the phase; kPhaseEnd: the phase named, or empty
+  bool nested = false;           // drawn below the main line (a tqdm bar at position >= 1)
+  bool counted = false;          // feed() only: this kStep was a new step (not a repeat)
+  bool inner = false;         // feed() only: this kStep was the step bar redrawn by an inner loop
+  std::string_view picked{};  // feed() only, auto: the preset this segment picked (or moved to)
 };
 
 // What one line said, segment by segment, in order.
@@ -69,7 +76,10 @@ struct LogLine {
 // The progress an uninstrumented trainer shows through its log, shaped like a rank's beacon
 // (contract::RankSnapshot) so the supervisor can hand it to the detector as one rank.
 struct LogProgress {
-  std::optional<int64_t> step;      // the last step read; empty before the first
+  // The last step counted: the number the line showed or, when the pattern reads an epoch,
+  // that number plus the steps of the earlier epochs (docs/log-contract.md: it never goes
+  // back at a new epoch). Empty before the first.
+  std::optional<int64_t> step;
   uint64_t step_count = 0;          // step lines counted (a log may print every Nth step only)
   int64_t step_wall_ns = 0;         // when the last counted step line arrived; 0: never
   std::string phase = "init";       // "init" until the first step, then "train" or a labeled phase
@@ -84,41 +94,70 @@ struct LogState : LogProgress {
   uint64_t lines_total = 0;       // every line fed, noise and blank ones included
   uint64_t noise_lines = 0;       // lines whose most telling segment was noise
   int64_t last_line_wall_ns = 0;  // any line at all: output, not progress
-  uint64_t steps_backwards = 0;   // counted steps lower than the one before (a restart, an epoch)
+  uint64_t steps_backwards = 0;   // counted steps lower than the one before in the same epoch
+  std::optional<int64_t> epoch;   // the epoch of the last step line, when the pattern reads one
+  uint64_t inner_redraws = 0;     // step-bar advances drawn by an inner loop: not counted
+  // The preset whose patterns read the log: the configured one, or the one auto picked (empty
+  // until then). Kept by reset(): a new incarnation runs the same trainer.
+  std::string preset;
+  uint64_t preset_line = 0;  // auto: the line (1-based, as lines_total counts) that picked it
 };
 
-// Compiled once per job; feed() from one thread (classify() may be called from any).
+// Compiled once per job; feed() and classify() from one thread at a time (in auto mode feed()
+// switches the patterns that classify() uses).
 class LogContract {
  public:
   // Compiles the preset's and the explicit patterns. Errors (kInvalidArgument) name the field,
   // quote the pattern and carry RE2's message; an unknown preset lists the allowed ones.
   static Result<LogContract> compile(const LogPatterns& patterns);
 
-  // Classifies a line without touching the state. A trailing "\n" or "\r\n" is allowed.
+  // Classifies a line without touching the state. A trailing "\n" or "\r\n" is allowed. In
+  // auto mode it uses the preset picked so far and never picks one.
   LogLine classify(std::string_view line) const;
 
   // Classifies a line that arrived at wall_ns and folds it into the state:
   // - every line counts in lines_total and last_line_wall_ns;
-  // - a step counts unless it repeats the last step's number (a redraw, two ranks printing the
-  //   same step): a repeat changes only the loss; a lower number (a restart, an epoch-local
-  //   counter) counts;
+  // - a step counts unless it repeats the last step's position (number, and epoch when the
+  //   pattern reads one: a redraw, two ranks printing the same step): a repeat changes only
+  //   the loss; a lower number in the same epoch (a restart) counts, and so does any number
+  //   under a new epoch;
+  // - after a phase-start line drawn as a nested bar (Lightning's validation bar), the next
+  //   advance of the step bar in the same epoch is that inner loop's: not counted;
   // - a counted step ends "init" or a labeled phase: the loop is training again;
-  // - noise and other lines never change step, loss or phase.
+  // - noise and other lines never change step, loss or phase;
+  // - in auto mode, a segment that is unmistakably one framework's picks its preset first.
   LogLine feed(std::string_view line, int64_t wall_ns);
 
-  // Forgets steps, losses and phases (a new incarnation): "init" since wall_ns.
+  // Forgets steps, losses and phases (a new incarnation): "init" since wall_ns. A preset that
+  // auto picked stays picked.
   void reset(int64_t wall_ns);
 
   const LogState& state() const { return state_; }
   LogProgress progress() const { return state_; }
 
  private:
-  explicit LogContract(std::shared_ptr<const LogMatchers> matchers);
+  // Where the last step line stood, to tell repeats, new epochs and inner-loop redraws apart.
+  struct Position {
+    bool seen = false;             // a step line since reset()
+    std::optional<int64_t> epoch;  // its epoch
+    int64_t number = 0;            // the number it showed
+    int64_t base = 0;              // steps of the earlier epochs
+    int64_t skipped = 0;           // inner-loop advances of the step bar in this epoch
+    bool inner_pending = false;    // a nested phase-start bar since the last step line
+  };
+
+  LogContract(std::shared_ptr<const LogMatchers> matchers,
+              std::shared_ptr<const LogAutoMatchers> candidates);
+  bool pick(std::string_view text);  // auto: picks (or refines) a preset from one segment
   void apply(LogEvent& event, int64_t wall_ns);
+  void apply_step(LogEvent& event, int64_t wall_ns);
   void set_phase(std::string phase, int64_t wall_ns);
 
   std::shared_ptr<const LogMatchers> matchers_;  // shared: copies of a contract share the RE2s
+  std::shared_ptr<const LogAutoMatchers> auto_;  // auto mode: the presets it may pick; else null
+  int picked_ = -1;                              // auto: the candidate picked; -1: none yet
   LogState state_;
+  Position pos_;
 };
 
 }  // namespace stepwatch::probe

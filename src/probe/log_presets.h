@@ -1,6 +1,7 @@
 // Built-in log formats for trainers that cannot be changed: the RE2 patterns that read steps,
-// losses and phases from the output of Hugging Face Trainer, PyTorch Lightning, Megatron-LM,
-// torchtitan and plain "step N loss X" loops. docs/log-contract.md quotes every pattern
+// losses and phases from the output of Hugging Face Trainer, PyTorch Lightning, Megatron-LM
+// (and GPT-NeoX), torchtitan, NeMo, DeepSpeed and plain "step N loss X" loops, and the
+// signatures that let `auto` pick one of them. docs/log-contract.md quotes every pattern
 // verbatim (a test checks it); change both together.
 #pragma once
 
@@ -12,19 +13,30 @@ namespace stepwatch::probe {
 
 struct LogPresetPatterns {
   std::string_view name;                    // as written in a spec: "huggingface"
-  std::string_view step;                    // (?P<step>...), optional (?P<loss>...); empty: none
+  std::span<const std::string_view> step;   // one per line shape, tried in order; empty: none
   std::string_view phase_start;             // (?P<phase>...) or (?P<phase_NAME>...); empty: none
   std::string_view phase_end;               // optional phase group; empty: none
   std::span<const std::string_view> noise;  // the preset's own noise and the common noise
+  // auto: a line (not noise) that matches one of these is unmistakably this framework's.
+  // Empty: auto never picks this preset.
+  std::span<const std::string_view> detect;
+  // auto: the preset this one refines (NeMo prints Lightning's bars and banners, GPT-NeoX and
+  // Megatron-DeepSpeed print DeepSpeed's step lines): after auto picked `refines`, a line
+  // matching `detect` still moves it here. Empty: none.
+  std::string_view refines;
 };
 
-// Every preset, "none" first, in the order the spec documents them.
+// "auto": not a preset of its own but the mode that picks one of the others from the output.
+inline constexpr std::string_view kLogPresetAuto = "auto";
+
+// Every preset, "none" first and "auto" last, in the order the spec documents them. auto's
+// entry holds only the common noise, which applies until it has picked a preset.
 std::span<const LogPresetPatterns> log_presets();
 
 // The preset called `name`; "" means "none". nullptr: no such preset.
 const LogPresetPatterns* find_log_preset(std::string_view name);
 
-// "none, plain, huggingface, lightning, megatron, torchtitan": for error messages.
+// "none, plain, huggingface, ..., auto": for error messages.
 std::string log_preset_names();
 
 }  // namespace stepwatch::probe

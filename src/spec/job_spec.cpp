@@ -19,6 +19,12 @@ const char* log_preset_name(LogPreset preset) {
       return "megatron";
     case LogPreset::kTorchtitan:
       return "torchtitan";
+    case LogPreset::kNemo:
+      return "nemo";
+    case LogPreset::kDeepspeed:
+      return "deepspeed";
+    case LogPreset::kAuto:
+      return "auto";
   }
   return "?";
 }

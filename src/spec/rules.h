@@ -53,8 +53,9 @@ class IssueSink {
 std::optional<LogPreset> parse_log_preset(std::string_view name);
 std::optional<PagerKind> parse_pager_kind(std::string_view name);
 std::optional<CheckpointSource> parse_checkpoint_source(std::string_view name);
-inline constexpr std::string_view kLogPresetNames[] = {"none",      "plain",    "huggingface",
-                                                       "lightning", "megatron", "torchtitan"};
+inline constexpr std::string_view kLogPresetNames[] = {"none",      "plain",     "huggingface",
+                                                       "lightning", "megatron",  "torchtitan",
+                                                       "nemo",      "deepspeed", "auto"};
 inline constexpr std::string_view kPagerKindNames[] = {"webhook", "alertmanager", "command"};
 inline constexpr std::string_view kCheckpointSourceNames[] = {"marker", "beacon"};
 

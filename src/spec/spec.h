@@ -17,8 +17,19 @@
 
 namespace stepwatch::spec {
 
-// Built-in log formats. Only the name is validated here; the probe owns the patterns.
-enum class LogPreset { kNone, kPlain, kHuggingface, kLightning, kMegatron, kTorchtitan };
+// Built-in log formats. Only the name is validated here; the probe owns the patterns. kAuto
+// picks one of the others from the trainer's output (docs/log-contract.md#auto).
+enum class LogPreset {
+  kNone,
+  kPlain,
+  kHuggingface,
+  kLightning,
+  kMegatron,
+  kTorchtitan,
+  kNemo,
+  kDeepspeed,
+  kAuto
+};
 
 // Where the last committed checkpoint is learned from.
 enum class CheckpointSource {

@@ -130,6 +130,10 @@ void expect_noise_segments(const std::string& preset, int want_at_least) {
 
 const double kNan = std::nan("");
 
+std::string fmt_heading(std::string_view name) {
+  return "### `" + std::string(name) + "`";
+}
+
 TEST(LogPresets, HuggingfaceReadsTheTrainingBarNotTheEvalBar) {
   Replay r = replay("huggingface");
   // Step 3's redraw has a Dynamo warning glued to it (no newline in between): noise wins.
@@ -144,7 +148,10 @@ TEST(LogPresets, HuggingfaceReadsTheTrainingBarNotTheEvalBar) {
 TEST(LogPresets, LightningCountsBatchesOfEachEpoch) {
   Replay r = replay("lightning");
   EXPECT_EQ(r.steps, cat(range(1, 12), range(1, 12)));
-  EXPECT_EQ(r.state.steps_backwards, 1u);
+  EXPECT_EQ(r.state.steps_backwards, 0u) << "a new epoch is progress, not a step backwards";
+  EXPECT_EQ(r.state.step, 24) << "epoch 1's batches continue from epoch 0's 12";
+  EXPECT_EQ(r.state.epoch, 1);
+  EXPECT_EQ(r.state.inner_redraws, 0u) << "Lightning 2.x only redraws the bar after validation";
   EXPECT_EQ(
       show(r.losses),
       "1:10.9 2:9.87 3:9.12 4:8.64 5:8.21 6:7.93 7:7.61 8:7.33 9:7.02 10:6.78 11:6.51 12:6.12 "
@@ -189,12 +196,16 @@ TEST(LogPresets, PlainStepLinesRepeatsAndARestart) {
 TEST(LogPresets, DocsQuoteEveryPatternVerbatim) {
   std::string doc = source_file("docs/log-contract.md");
   for (const auto& p : log_presets()) {
-    for (std::string_view s : {p.step, p.phase_start, p.phase_end}) {
+    for (std::string_view s : {p.phase_start, p.phase_end}) {
       if (!s.empty()) {
         EXPECT_NE(doc.find(s), std::string::npos) << p.name << ": " << s;
       }
     }
-    for (std::string_view s : p.noise) EXPECT_NE(doc.find(s), std::string::npos) << s;
+    for (auto list : {p.step, p.noise, p.detect}) {
+      for (std::string_view s : list)
+        EXPECT_NE(doc.find(s), std::string::npos) << p.name << ": " << s;
+    }
+    EXPECT_NE(doc.find(fmt_heading(p.name)), std::string::npos) << p.name;
     EXPECT_TRUE(LogContract::compile({.preset = std::string(p.name)}).ok()) << p.name;
   }
   EXPECT_TRUE(LogContract::compile({.preset = ""}).ok()) << "empty means none";
@@ -218,10 +229,10 @@ TEST(LogContractCompile, ErrorsQuoteThePatternAndRe2) {
   EXPECT_NE(m.find("has no named group (?P<step>...)"), std::string::npos) << m;
   m = compile_error({.phase_start = R"(begin (\w+))"});
   EXPECT_NE(m.find("phase_start: pattern \"begin (\\w+)\" has no named group"), std::string::npos);
-  m = compile_error({.preset = "deepspeed"});
+  m = compile_error({.preset = "deepspeeed"});
   EXPECT_EQ(m,
-            "unknown log preset \"deepspeed\"; allowed: none, plain, huggingface, lightning, "
-            "megatron, torchtitan");
+            "unknown log preset \"deepspeeed\"; allowed: none, plain, huggingface, lightning, "
+            "megatron, torchtitan, nemo, deepspeed, auto");
   EXPECT_EQ(LogContract::compile({.preset = "x"}).error().code, Errc::kInvalidArgument);
 }
 
@@ -254,7 +265,7 @@ TEST(LogContractRules, TqdmBarIsAStepOnlyWhenThePatternSaysSo) {
   // Drawn below the main bar (tqdm position 1): a preset never reads it, your pattern does.
   const std::string nested = "\r" + bar + "\x1b[A";
   EXPECT_EQ(make({.preset = "huggingface"}).classify(nested).kind(), LogEventKind::kOther);
-  std::string hf_step(find_log_preset("huggingface")->step);
+  std::string hf_step(find_log_preset("huggingface")->step[0]);
   EXPECT_EQ(make({.step = hf_step}).classify(nested).events[0].step, 450);
 }
 
@@ -398,7 +409,8 @@ TEST(LogContractLines, LongLinesAreBounded) {
 
 TEST(LogContractLines, BinaryGarbageIsHarmless) {
   std::mt19937 rng(42);
-  for (const char* preset : {"plain", "huggingface", "lightning", "megatron", "torchtitan"}) {
+  for (const auto& p : log_presets()) {
+    const std::string preset(p.name);
     LogContract c = make({.preset = preset});
     for (int i = 0; i < 300; ++i) {
       std::string line(rng() % 600, '\0');

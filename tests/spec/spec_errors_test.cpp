@@ -158,8 +158,7 @@ TEST(SpecErrors, RangesAndNames) {
       {"owner = \"a\\nb\"\n", "owner: must not hold control characters"},
       {"[log]\npreset = \"megatorn\"\n",
        "t.toml:2: log.preset: unknown value \"megatorn\"; one of none, plain, huggingface, "
-       "lightning, megatron or "
-       "torchtitan (did you mean \"megatron\"?)"},
+       "lightning, megatron, torchtitan, nemo, deepspeed or auto (did you mean \"megatron\"?)"},
       {"[checkpoint]\nsource = \"disk\"\n",
        "checkpoint.source: unknown value \"disk\"; one of marker or beacon"},
   };
