@@ -300,6 +300,9 @@ class Reader {
                if (k == "phase_end") read(e, p, &l.phase_end);
                if (k == "noise") read_strings(e, p, &l.noise);
              });
+    // Patterns of your own without a preset: only yours read the log, as they always did.
+    bool own = !l.step_pattern.empty() || !l.phase_start.empty() || !l.phase_end.empty();
+    if (own && t->get("preset") == nullptr) l.preset = LogPreset::kNone;
   }
 
   void checkpoint(const toml::node& v, const std::string& path) {

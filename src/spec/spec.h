@@ -66,7 +66,8 @@ struct AutoPreempt {
 
 // The log contract that `stepwatch run` applies to the trainer's output.
 struct LogContract {
-  LogPreset preset = LogPreset::kNone;  // kNone: no built-in patterns
+  // kAuto: a preset once a line is unmistakably one framework's; kNone: the log is not read.
+  LogPreset preset = LogPreset::kAuto;
   std::string
       step_pattern;         // RE2 with (?P<step>\d+), optional (?P<loss>...); set: overrides preset
   std::string phase_start;  // RE2 with (?P<phase>...): the named phase begins

@@ -1,5 +1,7 @@
 #include "src/supervise/log_feed.h"
 
+#include <fmt/format.h>
+
 namespace stepwatch::supervise {
 
 Result<std::unique_ptr<LogFeed>> LogFeed::create(const spec::LogContract& log, size_t keep_lines) {
@@ -16,6 +18,7 @@ Result<std::unique_ptr<LogFeed>> LogFeed::create(const spec::LogContract& log, s
     auto c = probe::LogContract::compile(p);
     if (!c) return c.error();
     f->contract_ = std::move(*c);
+    f->auto_ = log.preset == spec::LogPreset::kAuto;
   }
   return f;
 }
@@ -33,6 +36,8 @@ std::optional<contract::RankSnapshot> LogFeed::progress(const std::string& job, 
   std::lock_guard lock(mu_);
   if (!contract_) return std::nullopt;
   const probe::LogState& st = contract_->state();
+  // Auto before its pick: the log has promised nothing, so it is no rank (nor an init stall).
+  if (st.preset.empty()) return std::nullopt;
   contract::RankSnapshot r;
   r.source = contract::Source::kLog;
   r.path = "log";
@@ -53,6 +58,13 @@ std::optional<contract::RankSnapshot> LogFeed::progress(const std::string& job, 
     r.loss_at = Stamp{st.loss_wall_ns, 0};
   }
   return r;
+}
+
+std::optional<std::string> LogFeed::take_pick() {
+  std::lock_guard lock(mu_);
+  if (!contract_ || !auto_ || contract_->state().preset == told_preset_) return std::nullopt;
+  told_preset_ = contract_->state().preset;
+  return fmt::format("{} (from output line {})", told_preset_, contract_->state().preset_line);
 }
 
 std::optional<detect::LogFacts> LogFeed::facts() const {

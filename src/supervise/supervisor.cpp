@@ -379,6 +379,9 @@ int Supervisor::run() {
       }
     }
     for (const auto& p : report.fresh_problems) say(p.message);
+    if (auto pick = log_->take_pick()) {
+      say("log preset auto: reading the output as " + *pick);
+    }
     record_processes(report);
     detect::Verdict v = detector_->observe(obs);
     on_verdict(v, obs);

@@ -48,7 +48,7 @@ TEST(Spec, EmptyFileGivesDefaults) {
     EXPECT_EQ(s.phases.size(), d.phases.size());
     EXPECT_TRUE(s.auto_preempt.enabled);
     EXPECT_EQ(s.auto_preempt.misses, 1);
-    EXPECT_EQ(s.log.preset, LogPreset::kNone);
+    EXPECT_EQ(s.log.preset, LogPreset::kAuto);
     EXPECT_EQ(s.checkpoint.marker, "step_*/COMMITTED");
     EXPECT_EQ(s.checkpoint.source, CheckpointSource::kBeacon);
     EXPECT_EQ(s.runbook.ack_timeout_ns, 10 * kMin);

@@ -85,6 +85,71 @@ TEST_F(ObserverTest, BeaconRanksGetTheirProcessFacts) {
   EXPECT_TRUE(facts(o2, 0)->cpu_delta_ns.has_value());
 }
 
+// A junk or foreign file among the beacons is told once, when first seen, and again only when
+// what is wrong with it changes; the verdict never sees it.
+TEST_F(ObserverTest, JunkAndForeignBeaconsAreToldOnceAndNotJudged) {
+  std::vector<std::unique_ptr<contract::BeaconWriter>> writers;
+  for (int rank = 0; rank < 2; ++rank) {
+    contract::Identity id;
+    id.dir = root_.string();
+    id.job = "obs";
+    id.rank = rank;
+    id.local_rank = rank;
+    id.world_size = 2;
+    auto w = contract::BeaconWriter::create(id);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    (*w)->step(3);
+    writers.push_back(std::move(*w));
+  }
+  // rank 9 of a world of 16: a valid beacon, but not of this job's world of 2.
+  contract::Identity foreign;
+  foreign.dir = root_.string();
+  foreign.job = "obs";
+  foreign.rank = 9;
+  foreign.local_rank = 1;
+  foreign.world_size = 16;
+  auto f = contract::BeaconWriter::create(foreign);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  std::string junk = (root_ / "obs" / "rank-5.beacon").string();
+  {
+    std::FILE* out = std::fopen(junk.c_str(), "wb");
+    ASSERT_NE(out, nullptr);
+    std::string bytes(1024, '\x5a');
+    std::fwrite(bytes.data(), 1, bytes.size(), out);
+    std::fclose(out);
+  }
+  Observer ob(config());
+  PollReport first;
+  detect::Observation o = ob.poll(SystemClock::instance().now(), {}, {}, &first);
+  ASSERT_EQ(o.ranks.size(), 2u);  // ranks 0 and 1 only
+  std::string told;
+  for (const auto& p : first.fresh_problems) told += p.message + "\n";
+  EXPECT_NE(told.find("rank-9.beacon: rank 9 is outside the job's world of 2"), std::string::npos) << told;
+  EXPECT_NE(told.find("rank-5.beacon"), std::string::npos) << told;
+  EXPECT_EQ(first.fresh_problems.size(), 2u) << told;
+
+  PollReport second;
+  ob.poll(SystemClock::instance().now(), {}, {}, &second);
+  EXPECT_TRUE(second.fresh_problems.empty()) << second.fresh_problems.front().message;
+  EXPECT_EQ(second.problems.size(), 2u);  // still there, not told again
+
+  // The junk file changes into another fault: told again, that file alone.
+  fs::resize_file(junk, 10);
+  PollReport third;
+  for (int i = 0; i < 20 && third.fresh_problems.empty(); ++i) {
+    third = PollReport{};
+    ob.poll(SystemClock::instance().now(), {}, {}, &third);  // size audits come round every few polls
+  }
+  ASSERT_EQ(third.fresh_problems.size(), 1u);
+  EXPECT_NE(third.fresh_problems[0].message.find("rank-5.beacon"), std::string::npos);
+
+  // With the spec's world_size, that is the world.
+  ObserverConfig wide = config();
+  wide.world_size = 16;
+  Observer ob16(wide);
+  EXPECT_EQ(ob16.poll(SystemClock::instance().now()).ranks.size(), 3u);
+}
+
 TEST_F(ObserverTest, ABeaconWhosePidWasReusedIsNotTheSameProcess) {
   contract::Identity id;
   id.dir = root_.string();
