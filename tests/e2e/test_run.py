@@ -405,6 +405,15 @@ class ExitStatuses(RunTest):
         return ["/usr/bin/python3", PLAIN, "--steps", "40", "--step-time", "0.05", "--ckpt-dir", self.ckpt,
                 "--ckpt-every", "10", *args]
 
+    def resume_off_spec(self, job):
+        """A plain-log spec with runbook.resume = false."""
+        spec = self.spec(job, extra='[log]\npreset = "plain"\n', pagers=False)
+        with open(spec) as f:
+            text = f.read().replace("restart_budget = 2", "restart_budget = 2\nresume = false", 1)
+        with open(spec, "w") as f:
+            f.write(text)
+        return spec
+
     def test_restart_budget_exhausted_without_progress_is_76(self):
         # Hangs at step 8 in every incarnation (after the warmup steps): no checkpoint is ever
         # committed.
@@ -421,22 +430,14 @@ class ExitStatuses(RunTest):
         self.assertNotIn("launched incarnation 2", out)
 
     def test_resume_off_stops_with_75(self):
-        spec = self.spec("noresume", extra='[log]\npreset = "plain"\n', pagers=False)
-        with open(spec) as f:
-            text = f.read().replace("restart_budget = 2", "restart_budget = 2\nresume = false", 1)
-        with open(spec, "w") as f:
-            f.write(text)
+        spec = self.resume_off_spec("noresume")
         rc, out, _ = self.run_job(spec, self.plain("--hang-at-step", "15"))
         self.assertEqual(rc, 75, out)
         self.assertIn("preempt:", out)
         self.assertNotIn("launched incarnation 1", out)
 
     def test_a_job_that_exits_3_by_itself_exits_3_even_with_resume_off(self):
-        spec = self.spec("three", extra='[log]\npreset = "plain"\n', pagers=False)
-        with open(spec) as f:
-            text = f.read().replace("restart_budget = 2", "restart_budget = 2\nresume = false", 1)
-        with open(spec, "w") as f:
-            f.write(text)
+        spec = self.resume_off_spec("three")
         rc, out, _ = self.run_job(spec, self.plain("--exit-at-step", "15", "--exit-code", "3"))
         self.assertEqual(rc, 3, out)  # its own status, not 75: the watchdog did not stop it
         self.assertIn("-> dead", out)

@@ -13,6 +13,7 @@
 
 #include "src/common/clock.h"
 #include "src/probe/log_presets.h"
+#include "tests/probe/log_test_support.h"
 
 namespace stepwatch::probe {
 
@@ -33,14 +34,7 @@ std::string source_file(const std::string& rel) {
   return ss.str();
 }
 
-LogContract make(const LogPatterns& p) {
-  auto r = LogContract::compile(p);
-  if (!r.ok()) {
-    ADD_FAILURE() << r.error().message;
-    return std::move(LogContract::compile({}).value());
-  }
-  return std::move(r).value();
-}
+using test::make;
 
 using StepLoss = std::pair<int64_t, double>;
 

@@ -17,6 +17,7 @@
 
 #include "src/common/clock.h"
 #include "src/probe/log_contract.h"
+#include "tests/probe/log_test_support.h"
 
 namespace stepwatch::probe {
 namespace {
@@ -24,14 +25,7 @@ namespace {
 constexpr int64_t kT0 = int64_t{1'700'000'000} * kNsPerSec;
 const double kNan = std::nan("");
 
-LogContract make(const LogPatterns& p) {
-  auto r = LogContract::compile(p);
-  if (!r.ok()) {
-    ADD_FAILURE() << r.error().message;
-    return std::move(LogContract::compile({}).value());
-  }
-  return std::move(r).value();
-}
+using test::make;
 
 // What one line should give. Default: nothing at all.
 struct Want {

@@ -26,7 +26,8 @@ TEST(LogFeed, AutoByDefaultSaysNothingUntilItPicksThenReadsAndTellsThePickOnce) 
   EXPECT_FALSE(f->take_pick().has_value());
 
   f->feed("GPU available: True (cuda), used: True", 1003 * kSec);
-  f->feed("Epoch 0:  50%|#####     | 1/2 [00:00<00:00,  6.54it/s, loss=2.29, v_num=0]", 1004 * kSec);
+  f->feed("Epoch 0:  50%|#####     | 1/2 [00:00<00:00,  6.54it/s, loss=2.29, v_num=0]",
+          1004 * kSec);
   auto pick = f->take_pick();
   ASSERT_TRUE(pick.has_value());
   EXPECT_EQ(pick->rfind("lightning", 0), 0u) << *pick;
@@ -47,7 +48,8 @@ TEST(LogFeed, NoneReadsNothingAndOwnPatternsWithoutAPresetReadFromTheFirstLine) 
 
   auto parsed = spec::check_spec("[log]\nstep_pattern = 'it (?P<step>\\d+)'\n", "t.toml");
   ASSERT_TRUE(parsed.ok());
-  EXPECT_EQ(parsed.spec.log.preset, spec::LogPreset::kNone) << "your patterns alone, as before auto";
+  EXPECT_EQ(parsed.spec.log.preset, spec::LogPreset::kNone)
+      << "your patterns alone, as before auto";
   auto own = feed_for(parsed.spec.log);
   own->reset(0);
   own->feed("it 7", kSec);
