@@ -89,6 +89,16 @@ Agent::~Agent() {
   }
 }
 
+void Agent::note_poll_outcome(bool ok) {
+  std::lock_guard lock(mu_);
+  if (ok) {
+    health_.consecutive_poll_failures = 0;
+  } else if (++health_.consecutive_poll_failures == serve::kPollFailuresUnhealthy) {
+    log_error("agent: {} polls in a row failed: /healthz now fails and jobs are not being watched",
+              health_.consecutive_poll_failures);
+  }
+}
+
 void Agent::note_problem(const std::string& message) {
   // Each distinct problem is logged once; a junk file would otherwise be logged every poll.
   if (logged_problems_.size() > 4096) logged_problems_.clear();
@@ -142,7 +152,7 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
 
 Status Agent::poll_once(Stamp now) {
   int64_t started = mono_now_ns();
-  uint64_t beacons = 0, errors = 0;
+  uint64_t beacons = 0, errors = 0, job_failures = 0;
   // One NVML read per poll, shared by every job (each device query costs real time).
   std::optional<Result<probe::GpuSnapshot>> gpus;
   if (deps_.gpu) gpus.emplace(deps_.gpu->poll());
@@ -179,8 +189,15 @@ Status Agent::poll_once(Stamp now) {
         tracked_.erase(it);  // it came back: a new run, judged afresh
         it = tracked_.end();
       }
-      if (it == tracked_.end()) it = tracked_.emplace(job, start_tracking(root, job, now)).first;
-      observe(*it->second, now, gpus ? &*gpus : nullptr, &beacons, &errors);
+      // One job's hostile or broken files must never stop the poll of the others.
+      try {
+        if (it == tracked_.end()) it = tracked_.emplace(job, start_tracking(root, job, now)).first;
+        observe(*it->second, now, gpus ? &*gpus : nullptr, &beacons, &errors);
+      } catch (const std::exception& e) {
+        ++errors;
+        ++job_failures;
+        note_problem(fmt::format("job {}: its poll failed, the other jobs go on: {}", job, e.what()));
+      }
     }
   }
   for (auto it = tracked_.begin(); it != tracked_.end();) {
@@ -247,6 +264,7 @@ Status Agent::poll_once(Stamp now) {
   health_.polls_total++;
   health_.beacons_read_total += beacons;
   health_.read_errors_total += errors;
+  health_.job_poll_failures_total += job_failures;
   health_.last_poll_duration_ns = mono_now_ns() - started;
   last_poll_wall_ns_ = now.wall_ns;
   if (!any_root)
@@ -300,13 +318,17 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
 void Agent::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     int64_t next = mono_now_ns() + config_.poll_interval_ns;
+    bool ok = false;
     try {
-      if (auto st = poll_once(SystemClock::instance().now()); !st) note_problem(st.error().message);
+      auto st = poll_once(SystemClock::instance().now());
+      if (!st) note_problem(st.error().message);
+      ok = st.ok();
     } catch (const std::exception& e) {  // the thread's boundary (STYLE rule 4)
       log_error("agent: poll failed: {}", e.what());
     } catch (...) {
       log_error("agent: poll failed with a non-standard exception");
     }
+    note_poll_outcome(ok);
     for (int64_t left = next - mono_now_ns(); left > 0 && !stop.load();
          left = next - mono_now_ns()) {
       std::this_thread::sleep_for(

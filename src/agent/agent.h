@@ -86,6 +86,8 @@ class Agent {
   void finish_preempt(Tracked& t, Stamp now, bool wait);
   void retire(Tracked& t, Stamp now, const char* why);
   void note_problem(const std::string& message);
+  // After each poll of run(): counts the polls in a row that failed as a whole.
+  void note_poll_outcome(bool ok);
 
   AgentConfig config_;
   AgentDeps deps_;

@@ -243,8 +243,11 @@ struct ApiServer::Impl {
   void healthz(const httplib::Request&, httplib::Response& res) {
     serve::AgentHealth h = agent->health();
     int64_t last = agent->last_poll_wall_ns();
-    reply(res, 200,
-          {{"status", "ok"},
+    bool failing = h.consecutive_poll_failures >= serve::kPollFailuresUnhealthy;
+    reply(res, failing ? 503 : 200,
+          {{"status", failing ? "failing" : "ok"},
+           {"consecutive_poll_failures", h.consecutive_poll_failures},
+           {"job_poll_failures_total", h.job_poll_failures_total},
            {"polls_total", h.polls_total},
            {"jobs", agent->jobs().size()},
            {"last_poll", last ? json(runbook::rfc3339_utc(last)) : json(nullptr)},

@@ -250,6 +250,19 @@ Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes) {
     partial_.clear();
     skipping_long_line_ = false;
   }
+  if (size - offset_ > kJsonlMaxBacklog) {
+    // Too far behind to read it all: resume near the end, at the next line boundary (the part
+    // line there is dropped like an over-long one). Line numbers count on from the last read.
+    uint64_t resume = size - std::min<uint64_t>(kJsonlPollBytes, max_bytes);
+    bad.push_back(Error{Errc::kSizeMismatch,
+                        fmt::format("{}: {} bytes behind the writer, more than {}: skipped {} bytes to its tail "
+                                    "(line numbers after this count from line {})",
+                                    path_, size - offset_, kJsonlMaxBacklog, resume - offset_, line_no_ + 1)});
+    skipped_bytes_ += resume - offset_;
+    offset_ = resume;
+    partial_.clear();
+    skipping_long_line_ = true;
+  }
   std::string buf;
   size_t want = static_cast<size_t>(std::min<uint64_t>(size - offset_, max_bytes));
   buf.resize(want);
@@ -265,6 +278,7 @@ Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes) {
   offset_ += got;
 
   size_t start = 0;
+  uint64_t unlisted = 0;  // bad lines beyond the listed ones
   while (start < buf.size()) {
     size_t nl = buf.find('\n', start);
     if (nl == std::string::npos) {
@@ -282,10 +296,20 @@ Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes) {
       skipping_long_line_ = false;
     } else {
       partial_.append(buf, start, nl - start);
-      if (auto s = folder_.feed(partial_, line_no_); !s) bad.push_back(s.error());
+      if (auto s = folder_.feed(partial_, line_no_); !s) {
+        if (bad.size() < kMaxBadLinesPerPoll) {
+          bad.push_back(s.error());
+        } else {
+          ++unlisted;
+        }
+      }
     }
     partial_.clear();
     start = nl + 1;
+  }
+  if (unlisted > 0) {
+    bad.push_back(Error{Errc::kParse, fmt::format("{}: {} more bad line(s) up to line {}, not listed", path_, unlisted,
+                                                  line_no_)});
   }
   return bad;
 }

@@ -59,8 +59,18 @@ class JsonlFolder {
   std::map<int, RankSnapshot> ranks_;
 };
 
+// How much of a progress.jsonl one poll reads, and how far behind a reader may fall before it
+// skips to the file's tail: a writer (or a hostile user: `truncate -s 100G`) can grow the file
+// faster than any poll reads it, and the newest lines are the ones that say where the job is.
+inline constexpr size_t kJsonlPollBytes = 4 << 20;
+inline constexpr uint64_t kJsonlMaxBacklog = 16 << 20;
+// Bad lines listed by one poll; the rest are counted in one more line.
+inline constexpr size_t kMaxBadLinesPerPoll = 32;
+
 // Follows a progress.jsonl as it grows: reads only new bytes, keeps an unterminated last line
-// for the next poll, restarts from the top when the file is truncated or replaced.
+// for the next poll, restarts from the top when the file is truncated or replaced. Work is
+// bounded: at most max_bytes a poll, and a backlog beyond kJsonlMaxBacklog is skipped (said once
+// per skip) so that reading resumes at the line boundary after the last kJsonlPollBytes.
 class JsonlTail {
  public:
   explicit JsonlTail(std::string path, std::optional<std::string> expected_job = {})
@@ -68,7 +78,8 @@ class JsonlTail {
 
   // Reads what was appended since the last poll (at most max_bytes). Returns the bad lines seen
   // in this poll; a missing file is not an error (nothing written yet).
-  Result<std::vector<Error>> poll(size_t max_bytes = 4 << 20);
+  Result<std::vector<Error>> poll(size_t max_bytes = kJsonlPollBytes);
+  uint64_t skipped_bytes() const { return skipped_bytes_; }  // by backlog skips, in all
 
   const JsonlFolder& folder() const { return folder_; }
   int64_t lines() const { return line_no_; }
@@ -81,6 +92,7 @@ class JsonlTail {
   int64_t line_no_ = 0;
   std::string partial_;
   bool skipping_long_line_ = false;
+  uint64_t skipped_bytes_ = 0;
 };
 
 }  // namespace stepwatch::contract

@@ -37,6 +37,12 @@ struct AgentHealth {
   uint64_t beacons_read_total = 0;
   uint64_t read_errors_total = 0;
   int64_t started_wall_ns = 0;
+  // Polls in a row that failed as a whole (no beacon root readable, or the poll threw); jobs
+  // whose own poll failed are counted apart. /healthz fails from kPollFailuresUnhealthy on.
+  uint64_t consecutive_poll_failures = 0;
+  uint64_t job_poll_failures_total = 0;
 };
+
+inline constexpr uint64_t kPollFailuresUnhealthy = 3;
 
 }  // namespace stepwatch::serve

@@ -248,6 +248,12 @@ std::string render_metrics(const std::vector<JobState>& jobs, const AgentHealth&
                      "Beacon or probe reads that failed.");
   Family start_time("stepwatch_agent_start_time_seconds", "gauge",
                     "When the agent started, in seconds since the Unix epoch.");
+  Family poll_failures("stepwatch_agent_consecutive_poll_failures", "gauge",
+                       "Polls in a row that failed as a whole: no job is being watched.");
+  Family job_failures("stepwatch_agent_job_poll_failures_total", "counter",
+                      "Polls of one job that failed while the others went on.");
+  poll_failures.add({}, number(static_cast<uint64_t>(health.consecutive_poll_failures)));
+  job_failures.add({}, number(static_cast<uint64_t>(health.job_poll_failures_total)));
   if (health.polls_total > 0) poll_duration.add({}, seconds(health.last_poll_duration_ns));
   polls.add({}, number(static_cast<uint64_t>(health.polls_total)));
   beacons.add({}, number(static_cast<uint64_t>(health.beacons_read_total)));
@@ -259,7 +265,8 @@ std::string render_metrics(const std::vector<JobState>& jobs, const AgentHealth&
        {&job_info,      &job_state,     &job_cause,  &job_step,       &job_step_age,  &job_interval,
         &rank_step,     &rank_step_age, &rank_phase, &rank_phase_age, &rank_beat_age, &rank_ckpt,
         &rank_ckpt_age, &gpu_sm,        &gpu_power,  &gpu_mem,        &incidents,     &actions,
-        &poll_duration, &polls,         &beacons,    &read_errors,    &start_time}) {
+        &poll_duration, &polls,         &beacons,    &read_errors,    &start_time,
+        &poll_failures, &job_failures}) {
     f->write_to(out);
   }
   return out;

@@ -674,6 +674,63 @@ TEST_F(AgentTest, RetiredJobsStayListedThenVanish) {
   ASSERT_TRUE(incs.ok());
 }
 
+// D1: one sparse progress.jsonl of 100 GiB once made every poll fail in std::bad_alloc, every
+// job frozen "healthy" and no stall paged. Now it costs one bounded read, and the real job
+// beside it stalls and is paged on time.
+TEST_F(AgentTest, AHugeSparseProgressFileBesideAStalledJobFreezesNothing) {
+  Receiver rx;
+  write_spec("victim", rx.url());
+  auto w = beacon("victim");
+  for (int i = 1; i <= 8; ++i) {
+    w->step(i);
+    std::this_thread::sleep_for(2ms);
+  }
+  fs::create_directories(root() + "/hostile");
+  std::string sparse = root() + "/hostile/progress.jsonl";
+  std::ofstream(sparse) << R"({"job":"hostile","rank":0,"time":1,"step":1})" << "\n";
+  ASSERT_EQ(::truncate(sparse.c_str(), int64_t{100} << 30), 0);
+  auto a = open_agent();
+  ASSERT_TRUE(a->poll_once(at(0.5)).ok());
+  EXPECT_EQ(a->job("victim")->verdict.state, detect::State::kHealthy);
+  ASSERT_TRUE(a->job("hostile").has_value()) << "the hostile job is watched too";
+  ASSERT_TRUE(a->poll_once(at(10)).ok());
+  EXPECT_EQ(a->job("victim")->verdict.state, detect::State::kStalled);
+  EXPECT_TRUE(rx.wait_for(1)) << "the stall beside the hostile file is paged";
+  EXPECT_GT(a->health().read_errors_total, 0u);  // the skip is counted
+  EXPECT_EQ(a->health().consecutive_poll_failures, 0u);
+}
+
+// A poll that keeps failing as a whole makes /healthz fail (and the metric that alerts rise).
+TEST_F(AgentTest, PollsThatKeepFailingMakeHealthFail) {
+  auto c = config();
+  std::string not_a_dir = (base_ / "a-file").string();
+  std::ofstream(not_a_dir) << "x";
+  c.beacon_roots = {not_a_dir};
+  c.poll_interval_ns = 10 * kNsPerMs;
+  auto a = Agent::open(c);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ApiConfig ac;
+  ac.port = 0;
+  ApiServer api(**a, ac);
+  ASSERT_TRUE(api.start().ok());
+  auto http = client(api);
+  auto res = http.Get("/healthz");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << "no poll yet is not a failure";
+  std::atomic<bool> stop{false};
+  std::thread t([&] { (*a)->run(stop); });
+  for (int i = 0; i < 500 && (*a)->health().consecutive_poll_failures < serve::kPollFailuresUnhealthy; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  stop = true;
+  t.join();
+  EXPECT_GE((*a)->health().consecutive_poll_failures, serve::kPollFailuresUnhealthy);
+  res = http.Get("/healthz");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_EQ(json::parse(res->body)["status"], "failing");
+}
+
 TEST_F(AgentTest, RunPollsUntilStopped) {
   auto c = config();
   c.poll_interval_ns = 20 * kNsPerMs;

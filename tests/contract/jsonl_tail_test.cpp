@@ -183,6 +183,36 @@ TEST_F(JsonlTailTest, OverlongLineGrowingAcrossPollsIsSkipped) {
   EXPECT_EQ(t.folder().ranks().at(0).step_count, 2u);
 }
 
+// D1: `truncate -s 100G progress.jsonl` once froze every agent poll in std::bad_alloc. A sparse
+// file costs no disk and one bounded window of reading; the lines after it are read.
+TEST_F(JsonlTailTest, AHugeSparseFileCostsOneWindowAndTheLinesAfterItAreRead) {
+  test::write_file(path_, ev(0, 10, R"("step":1)"));
+  JsonlTail t(path_, "j");
+  EXPECT_THAT(poll(t), IsEmpty());
+  ASSERT_EQ(::truncate(path_.c_str(), int64_t{100} << 30), 0);  // 100 GiB of holes
+  auto bad = poll(t);
+  ASSERT_EQ(bad.size(), 1u);  // said once; the window of NULs after it is the dropped part line
+  EXPECT_THAT(bad[0].message, HasSubstr("bytes behind the writer"));
+  EXPECT_THAT(bad[0].message, HasSubstr("skipped"));
+  EXPECT_GT(t.skipped_bytes(), uint64_t{99} << 30);
+  EXPECT_EQ(step(t), 1) << "what was read stays";
+  EXPECT_THAT(poll(t), IsEmpty()) << "nothing new: no work";
+  test::append_file(path_, "\n" + ev(0, 11, R"("step":2)"));
+  poll(t);
+  EXPECT_EQ(step(t), 2) << "a writer that appends after the holes is read";
+}
+
+TEST_F(JsonlTailTest, AFloodOfBadLinesIsListedUpToABoundAndCounted) {
+  std::string junk;
+  for (int i = 0; i < 10000; ++i) junk += "x\n";
+  test::write_file(path_, junk + ev(0, 10, R"("step":3)"));
+  JsonlTail t(path_, "j");
+  auto bad = poll(t);
+  ASSERT_EQ(bad.size(), kMaxBadLinesPerPoll + 1);
+  EXPECT_THAT(bad.back().message, HasSubstr(std::to_string(10000 - kMaxBadLinesPerPoll) + " more bad line(s)"));
+  EXPECT_EQ(step(t), 3) << "the good line after the flood is folded";
+}
+
 TEST_F(JsonlTailTest, SymlinkAndDirectoryAreRefused) {
   std::string real = dir_ / "real.jsonl";
   test::write_file(real, ev(0, 10, R"("step":1)"));

@@ -77,6 +77,8 @@ AgentHealth sample_health() {
   h.beacons_read_total = 20;
   h.read_errors_total = 0;
   h.started_wall_ns = 1'700'000'000 * kNsPerSec;
+  h.consecutive_poll_failures = 2;
+  h.job_poll_failures_total = 7;
   return h;
 }
 
@@ -164,6 +166,12 @@ stepwatch_agent_read_errors_total 0
 # HELP stepwatch_agent_start_time_seconds When the agent started, in seconds since the Unix epoch.
 # TYPE stepwatch_agent_start_time_seconds gauge
 stepwatch_agent_start_time_seconds 1700000000
+# HELP stepwatch_agent_consecutive_poll_failures Polls in a row that failed as a whole: no job is being watched.
+# TYPE stepwatch_agent_consecutive_poll_failures gauge
+stepwatch_agent_consecutive_poll_failures 2
+# HELP stepwatch_agent_job_poll_failures_total Polls of one job that failed while the others went on.
+# TYPE stepwatch_agent_job_poll_failures_total counter
+stepwatch_agent_job_poll_failures_total 7
 )";
   EXPECT_EQ(render_metrics({sample_job()}, sample_health()), expected);
 }
