@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "src/common/duration.h"
+#include "src/common/text_file.h"
 
 namespace stepwatch::agent {
 
@@ -258,32 +259,14 @@ Result<AgentConfig> parse_agent_config(std::string_view text, const std::string&
 }
 
 Result<std::string> read_token_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    int e = errno;
-    Errc code = e == ENOENT ? Errc::kNotFound : e == EACCES ? Errc::kPermission : Errc::kIo;
-    return Error{code, fmt::format("{}: cannot open: {}", path,
-                                   e == ELOOP ? "is a symlink" : std::strerror(e))};
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error{Errc::kInvalidArgument, fmt::format("{}: not a regular file", path)};
-  }
-  if ((st.st_mode & 077) != 0) {
-    ::close(fd);
+  auto f = read_text_file(path, 64 << 10, Symlinks::kRefuse);
+  if (!f) return f.error();
+  if ((f->mode & 077) != 0) {
     return Error{Errc::kPermission,
                  fmt::format("{}: mode {:04o} lets others read or change the token; chmod 600 it",
-                             path, st.st_mode & 07777)};
+                             path, f->mode & 07777)};
   }
-  std::string token;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0 && token.size() < 65536)
-    token.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  if (n < 0)
-    return Error{Errc::kIo, fmt::format("{}: read failed: {}", path, std::strerror(errno))};
+  std::string& token = f->text;
   size_t b = token.find_first_not_of(" \t\r\n");
   size_t e = token.find_last_not_of(" \t\r\n");
   token = b == std::string::npos ? "" : token.substr(b, e - b + 1);
@@ -293,14 +276,9 @@ Result<std::string> read_token_file(const std::string& path) {
 }
 
 Result<AgentConfig> load_agent_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return Error{errno == ENOENT ? Errc::kNotFound : Errc::kIo,
-                 fmt::format("{}: cannot read: {}", path, std::strerror(errno))};
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_impl(text.str(), path, true);
+  auto f = read_text_file(path, 1 << 20);
+  if (!f) return f.error();
+  return parse_impl(f->text, path, true);
 }
 
 bool may_preempt(const AgentConfig& config, const std::string& job) {

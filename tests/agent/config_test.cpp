@@ -151,6 +151,15 @@ TEST_F(TokenFile, ReadableByOthersIsRefused) {
 TEST_F(TokenFile, MissingEmptyOrSymlinkedIsRefused) {
   EXPECT_FALSE(read_token_file((dir_ / "nope").string()).ok());
   EXPECT_FALSE(read_token_file(write("empty", " \n", 0600)).ok());
+  // A FIFO is refused at once, never waited on (D19).
+  std::string fifo = (dir_ / "tokfifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto t = read_token_file(fifo);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message.find("is a FIFO"), std::string::npos) << t.error().message;
+  auto cfg = load_agent_config(fifo);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.error().message.find("is a FIFO"), std::string::npos) << cfg.error().message;
   std::string real = write("real", "t", 0600);
   fs::create_symlink(real, dir_ / "link");
   auto r = read_token_file((dir_ / "link").string());

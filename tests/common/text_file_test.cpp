@@ -1,0 +1,84 @@
+// read_text_file: whole small files that a user may have put there, without waiting or bound.
+#include "src/common/text_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace stepwatch {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TextFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sw-text-file-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const char* name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(TextFileTest, ReadsARegularFileWithItsModeAndOwner) {
+  std::ofstream(path("a")) << "hello\n";
+  ::chmod(path("a").c_str(), 0640);
+  auto f = read_text_file(path("a"), 100);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->text, "hello\n");
+  EXPECT_EQ(f->mode & 0777, 0640u);
+  EXPECT_EQ(f->uid, ::getuid());
+}
+
+// D19: a FIFO as a spec or token file once hung the agent at start; it is refused at once.
+TEST_F(TextFileTest, AFifoIsRefusedWithoutWaiting) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto f = read_text_file(path("fifo"), 100);
+  ASSERT_FALSE(f.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(f.error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(f.error().message, path("fifo") + ": is a FIFO, not a regular file");
+}
+
+TEST_F(TextFileTest, DirectoriesSocketsMissingOversizeAndRefusedSymlinksAreNamed) {
+  fs::create_directories(path("d"));
+  EXPECT_EQ(read_text_file(path("d"), 100).error().message, path("d") + ": is a directory");
+
+  int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string sock = path("s");
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  auto on_socket = read_text_file(sock, 100);
+  ::close(s);
+  ASSERT_FALSE(on_socket.ok());  // open(2) of a socket fails (ENXIO) or fstat names it
+  EXPECT_NE(on_socket.error().message.find(sock), std::string::npos);
+
+  auto missing = read_text_file(path("nope"), 100);
+  EXPECT_EQ(missing.error().code, Errc::kNotFound);
+  EXPECT_EQ(missing.error().message, path("nope") + ": cannot read: No such file or directory");
+
+  std::ofstream(path("big")) << std::string(101, 'x');
+  EXPECT_EQ(read_text_file(path("big"), 100).error().message, path("big") + ": larger than 100 bytes");
+  EXPECT_TRUE(read_text_file(path("big"), 101).ok());
+
+  ASSERT_EQ(::symlink(path("a").c_str(), path("link").c_str()), 0);
+  std::ofstream(path("a")) << "x";
+  EXPECT_TRUE(read_text_file(path("link"), 100).ok());
+  EXPECT_EQ(read_text_file(path("link"), 100, Symlinks::kRefuse).error().message,
+            path("link") + ": cannot open: is a symlink");
+}
+
+}  // namespace
+}  // namespace stepwatch
