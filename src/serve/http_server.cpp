@@ -1,5 +1,8 @@
 #include "src/serve/http_server.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 #include <sys/socket.h>
 
@@ -19,6 +22,17 @@ bool same_secret(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
   return diff == 0;
+}
+
+bool bearer_ok(const httplib::Request& req, const std::string& token) {
+  if (req.get_header_value_count("Authorization") != 1) return false;
+  const std::string auth = req.get_header_value("Authorization");
+  constexpr std::string_view kScheme = "bearer ";
+  if (auth.size() <= kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(auth[i])) != kScheme[i]) return false;
+  }
+  return same_secret(auth.substr(kScheme.size()), token);
 }
 
 void error_reply(httplib::Response& res, int status, const std::string& message) {
@@ -42,7 +56,7 @@ httplib::Server::Handler guarded(const std::string& name, Handler h) {
 }
 
 Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::string& host, int port, int threads,
-                           size_t max_body) {
+                           size_t max_body, std::string bearer_token) {
   std::lock_guard lock(mu_);
   if (server_) return Error{Errc::kInvalidArgument, fmt::format("{} already listening on {}", name_, format_address(host, port_.load()))};
   httplib::Server& s = *server;
@@ -55,6 +69,24 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   s.set_payload_max_length(max_body);
+  s.set_pre_routing_handler([name = name_, token = std::move(bearer_token)](const httplib::Request& req,
+                                                                          httplib::Response& res) {
+    using R = httplib::Server::HandlerResponse;
+    std::string te = req.get_header_value("Transfer-Encoding");
+    std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (te.find("chunked") != std::string::npos) {
+      error_reply(res, 411, fmt::format("{} {}: send the body with a Content-Length (chunked bodies are refused)",
+                                        req.method, req.path));
+      return R::Handled;
+    }
+    if (!token.empty() && req.method != "GET" && req.method != "HEAD" && !bearer_ok(req, token)) {
+      res.set_header("WWW-Authenticate", "Bearer realm=\"stepwatch\"");
+      log_warn("{}: {} {} from {} without a valid bearer token", name, req.method, req.path, req.remote_addr);
+      error_reply(res, 401, fmt::format("{} {} needs \"Authorization: Bearer <token>\"", req.method, req.path));
+      return R::Handled;
+    }
+    return R::Unhandled;
+  });
   // One request per connection and a short idle wait: stop() never waits on an idle client.
   s.set_keep_alive_max_count(1);
   s.set_keep_alive_timeout(1);

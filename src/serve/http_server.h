@@ -23,6 +23,10 @@ std::string format_address(const std::string& host, int port);
 // Equal-time comparison, so a token cannot be guessed byte by byte from response times.
 bool same_secret(const std::string& a, const std::string& b);
 
+// Whether `req` carries exactly one "Authorization: Bearer <token>" header with this token
+// (the scheme in any case, RFC 7235; compared in equal time).
+bool bearer_ok(const httplib::Request& req, const std::string& token);
+
 // {"error": message} with the status.
 void error_reply(httplib::Response& res, int status, const std::string& message);
 
@@ -42,8 +46,12 @@ class HttpListener {
   // process share the port; one request per connection; 5 s timeouts; a pool of `threads`),
   // binds host:port (0: any free port) and serves until stop(). Returns once the accept loop
   // runs, because httplib's stop() does nothing before that.
+  // Before any body is read: a chunked body is refused (411: every body here is a small JSON
+  // with a Content-Length, and httplib would buffer a chunked one whole), and with a
+  // `bearer_token` every request but GET and HEAD must carry it (401), so an unauthenticated
+  // client can neither send a body nor learn how it would be validated.
   Status start(std::unique_ptr<httplib::Server> server, const std::string& host, int port, int threads,
-               size_t max_body);
+               size_t max_body, std::string bearer_token = {});
   void stop();  // waits for requests in flight
   bool running() const;
   int port() const { return port_.load(); }

@@ -3,7 +3,11 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -196,6 +200,48 @@ TEST(AckServer, BearerTokenGuardsAck) {
   auto status = c.Get("/status");
   ASSERT_TRUE(status);
   EXPECT_EQ(status->status, 200);
+}
+
+// D20 and D2: the token is checked before the body is read or validated, the scheme in any
+// case, one Authorization header only; a chunked body is refused before any of it is read.
+TEST(AckServer, TheTokenComesBeforeTheBodyAndChunkedBodiesAreRefused) {
+  FakeSupervisor sup;
+  AckServerConfig config = sup.config();
+  config.bearer_token = "s3cret-token";
+  AckServer server(config);
+  ASSERT_TRUE(server.start().ok());
+  auto c = client(server);
+  auto malformed = c.Post("/ack", "{not json", "application/json");
+  ASSERT_TRUE(malformed);
+  EXPECT_EQ(malformed->status, 401) << "an unauthenticated client learns nothing about the body";
+  httplib::Headers two = {{"Authorization", "Bearer s3cret-token"}, {"Authorization", "Bearer other"}};
+  auto twice = c.Post("/ack", two, "", "application/json");
+  ASSERT_TRUE(twice);
+  EXPECT_EQ(twice->status, 401);
+  auto lower = c.Post("/ack", {{"Authorization", "bearer s3cret-token"}}, "", "application/json");
+  ASSERT_TRUE(lower);
+  EXPECT_EQ(lower->status, 200) << lower->body;
+
+  // Headers of a chunked body, and no body at all: the answer comes without waiting for one.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  std::string head =
+      "POST /ack HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer s3cret-token\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  ASSERT_EQ(::write(fd, head.data(), head.size()), static_cast<ssize_t>(head.size()));
+  timeval tv{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[512] = {};
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, static_cast<size_t>(n)).rfind("HTTP/1.1 411", 0), 0u) << buf;
+  std::lock_guard lock(sup.mu);
+  EXPECT_EQ(sup.acks.size(), 1u) << "only the authenticated, well-formed ack reached the supervisor";
 }
 
 TEST(AckServer, PortInUseNamesTheAddress) {
