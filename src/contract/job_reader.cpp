@@ -103,6 +103,7 @@ JobView JobReader::poll() {
   for (auto& [name, e] : entries_) e.seen = false;
   bool has_jsonl = false;
   size_t index = 0;
+  size_t over_cap = 0;  // beacon names beyond max_entries, neither opened nor remembered
   const uint64_t slot = polls_ % static_cast<uint64_t>(options_.audit_every);
   while (dirent* ent = ::readdir(d)) {
     const char* name = ent->d_name;
@@ -113,6 +114,10 @@ JobView JobReader::poll() {
     }
     int rank = rank_from_beacon_name(name);
     if (rank < 0) continue;  // stack dumps, artifacts and other files live here too
+    if (entries_.size() >= options_.max_entries && !entries_.count(name)) {
+      ++over_cap;
+      continue;
+    }
     auto [it, added] = entries_.try_emplace(name);
     Entry& e = it->second;
     if (added) {
@@ -159,6 +164,12 @@ JobView JobReader::poll() {
     }
   } else {
     tail_.reset();
+  }
+  if (over_cap > 0) {
+    view.problems.push_back(Error{Errc::kInvalidArgument,
+                                  fmt::format("{}: {} more beacon file(s) beyond the {} watched per job, ignored", dir_,
+                                              over_cap, options_.max_entries)});
+    ++problems;
   }
   view.problems_total = problems;
   if (problems > options_.max_problems) {

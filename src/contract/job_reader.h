@@ -23,6 +23,11 @@ struct JobReaderOptions {
   // Problems listed per poll; the rest are summed up in one line (a directory flooded with junk
   // must not flood the log).
   size_t max_problems = 32;
+  // Beacon files watched per job: more than any node runs ranks of one job (the benchmarks go to
+  // 10,000). Beyond it new names are not opened or remembered, only counted in one problem
+  // line: a directory flooded with rank-N.beacon files must not cost the agent memory and poll
+  // time without bound.
+  size_t max_entries = 16384;
 };
 
 class JobReader {

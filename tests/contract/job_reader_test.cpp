@@ -199,6 +199,25 @@ TEST_F(JobReaderTest, AFloodedDirectoryGivesABoundedProblemListAndIsNotReopenedE
   EXPECT_EQ(next.problems.size(), 11u);
 }
 
+// D15: 200,000 empty rank-N.beacon files once cost the agent 170 MB and 0.23 s a poll. Names
+// beyond the cap are neither opened nor remembered, and one line says how many.
+TEST_F(JobReaderTest, BeaconNamesBeyondTheCapAreCountedNotWatched) {
+  auto w0 = writer(0);
+  w0->step(3);
+  JobReaderOptions opts;
+  opts.max_entries = 100;
+  opts.max_problems = 5;
+  JobReader reader(root_.path(), "job-r", opts);
+  ASSERT_EQ(ranks_of(reader.poll()), (std::vector<int>{0}));  // the real beacon, seen first
+  for (int r = 1000; r < 1500; ++r) test::write_file(beacon(r), "");
+  JobView v = reader.poll();
+  EXPECT_EQ(ranks_of(v), (std::vector<int>{0})) << "the watched beacon stays watched";
+  EXPECT_EQ(*v.ranks[0].step, 3);
+  EXPECT_EQ(reader.last_stats().mapped, 0u) << "empty files cannot be mapped; none is retried";
+  EXPECT_EQ(v.problems_total, 100u) << "99 listed-or-summed bad files plus one line for the rest";
+  EXPECT_THAT(messages(v.problems), Contains(HasSubstr("401 more beacon file(s) beyond the 100 watched per job")));
+}
+
 TEST_F(JobReaderTest, AMissingJobDirectoryIsAProblemAndForgetsItsBeacons) {
   auto w0 = writer(0);
   w0->step(1);
