@@ -86,4 +86,21 @@ std::vector<std::string> expand_command(const std::vector<std::string>& argv,
   return out;
 }
 
+Status check_template_value(std::string_view what, std::string_view value) {
+  auto safe = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("._:+=,@%/-").find(c) != std::string_view::npos;
+  };
+  if (value.empty()) return Error{Errc::kInvalidArgument, fmt::format("{} is empty", what)};
+  for (char c : value) {
+    if (!safe(c)) {
+      return Error{Errc::kInvalidArgument,
+                   fmt::format("{} \"{}\" holds '{}': only letters, digits and ._:+=,@%/- are substituted into a "
+                               "command (a shell would run the rest)",
+                               what, value, c)};
+    }
+  }
+  return {};
+}
+
 }  // namespace stepwatch::spec

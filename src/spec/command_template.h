@@ -32,6 +32,11 @@ Status check_template(std::string_view arg, std::span<const std::string_view> al
 
 using TemplateValues = std::map<std::string, std::string, std::less<>>;
 
+// kInvalidArgument when a value read from disk (a checkpoint id) holds anything but
+// [A-Za-z0-9._:+=,@%/-]: it may land in a "bash -c" string, where ; | & $ ( ) ` and quotes
+// would run as shell. `what` names the value in the message.
+Status check_template_value(std::string_view what, std::string_view value);
+
 // Replaces every placeholder found in `values`; one not found is left as written.
 std::string expand_template(std::string_view arg, const TemplateValues& values);
 std::vector<std::string> expand_command(const std::vector<std::string>& argv,

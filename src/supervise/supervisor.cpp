@@ -234,6 +234,9 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
     ls.env["STEPWATCH_RESUME_STEP"] = std::to_string(checkpoint->second);
     if (!checkpoint_path.empty()) ls.env["STEPWATCH_RESUME_DIR"] = checkpoint_path;
     if (!spec_.runbook.resume_command.empty()) {
+      if (auto st = spec::check_template_value("checkpoint id", checkpoint->first); !st) {
+        return Error{Errc::kInvalidArgument, "not resuming through resume_command: " + st.error().message};
+      }
       spec::TemplateValues vars = {{"checkpoint_id", checkpoint->first},
                                    {"checkpoint_step", std::to_string(checkpoint->second)},
                                    {"incarnation", std::to_string(state_.incarnation)},

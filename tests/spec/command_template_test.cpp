@@ -35,6 +35,20 @@ TEST(CommandTemplate, ChecksAgainstTheAllowedSet) {
             "(write {{ and }} for literal braces)");
 }
 
+// D17: checkpoint ids come from directory names anyone with write access to the checkpoint dir
+// can choose; a resume_command may be "bash -c '... {checkpoint_id}'".
+TEST(CommandTemplate, ValuesAShellWouldInterpretAreRefused) {
+  for (const char* ok : {"step_100", "global_step-20/ckpt", "ckpt:7", "run=3,epoch%2", "a+b@c"}) {
+    EXPECT_TRUE(check_template_value("checkpoint id", ok).ok()) << ok;
+  }
+  for (const char* bad : {"x; rm -rf ~", "$(id)", "`id`", "a|b", "a&b", "it's", "a b", "\"q\"", "a\nb", ""}) {
+    auto st = check_template_value("checkpoint id", bad);
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_EQ(st.error().code, Errc::kInvalidArgument);
+    EXPECT_EQ(st.error().message.rfind("checkpoint id", 0), 0u) << st.error().message;
+  }
+}
+
 TEST(CommandTemplate, ExpandsWithTheSameGrammar) {
   TemplateValues v = {{"checkpoint_id", "step_00420"}, {"incarnation", "3"}, {"job", "j"}};
   EXPECT_EQ(expand_template("--load=/ckpt/{checkpoint_id}", v), "--load=/ckpt/step_00420");
