@@ -148,6 +148,17 @@ TEST_F(TokenFile, ReadableByOthersIsRefused) {
   EXPECT_NE(c.error().message.find("mode 0644"), std::string::npos) << c.error().message;
 }
 
+// D18: what a listen host means is the address it resolves to, not its spelling.
+TEST(AgentConfig, LoopbackIsTheResolvedAddressNotAPrefix) {
+  for (const char* h : {"127.0.0.1", "127.5.6.7", "::1", "localhost"}) EXPECT_TRUE(is_loopback_host(h)) << h;
+  for (const char* h : {"0.0.0.0", "::", "10.0.0.1", "::ffff:127.0.0.1", "127.rt2-test.invalid", "", "127."}) {
+    EXPECT_FALSE(is_loopback_host(h)) << h;
+  }
+  auto c = parse_agent_config("listen = \"127.rt2-test.invalid:9465\"\n", "agent.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("needs token_file"), std::string::npos) << c.error().message;
+}
+
 TEST_F(TokenFile, MissingEmptyOrSymlinkedIsRefused) {
   EXPECT_FALSE(read_token_file((dir_ / "nope").string()).ok());
   EXPECT_FALSE(read_token_file(write("empty", " \n", 0600)).ok());
