@@ -4,10 +4,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <arpa/inet.h>
 #include <fnmatch.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -20,6 +17,7 @@
 #include <sstream>
 
 #include "src/common/duration.h"
+#include "src/common/host.h"
 #include "src/common/text_file.h"
 
 namespace stepwatch::agent {
@@ -252,32 +250,6 @@ Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_
 }
 
 }  // namespace
-
-bool is_loopback_host(std::string_view host) {
-  // The address the name stands for, not how it is spelled: "127.evil.example" may resolve to
-  // 0.0.0.0. A literal is parsed, a name resolved (hosts file, DNS), and every address it
-  // gives must be 127.0.0.0/8 or ::1; a name that does not resolve is not loopback.
-  std::string h(host);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (h.empty() || ::getaddrinfo(h.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return false;
-  bool all = true;
-  for (const addrinfo* a = found; a != nullptr && all; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
-      all = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    } else if (a->ai_family == AF_INET6) {
-      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
-      all = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
-    } else {
-      all = false;
-    }
-  }
-  ::freeaddrinfo(found);
-  return all;
-}
 
 Result<AgentConfig> parse_agent_config(std::string_view text, const std::string& source_name) {
   return parse_impl(text, source_name, false);

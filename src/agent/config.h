@@ -46,9 +46,6 @@ struct AgentConfig {
 // Whether `job` matches one of config.preempt_jobs.
 bool may_preempt(const AgentConfig& config, const std::string& job);
 
-// True for 127.0.0.0/8, ::1 and "localhost".
-bool is_loopback_host(std::string_view host);
-
 // Parses and validates the text; every error is reported (one per line of the message).
 // Does not read the token file (see load_agent_config).
 Result<AgentConfig> parse_agent_config(std::string_view text, const std::string& source_name);

@@ -1,5 +1,7 @@
 #include "src/serve/http_server.h"
 
+#include "src/common/host.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -23,6 +25,28 @@ bool same_secret(const std::string& a, const std::string& b) {
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
   return diff == 0;
 }
+
+namespace {
+
+// "127.0.0.1:9465" -> "127.0.0.1", "[::1]:9465" -> "[::1]", "localhost" -> "localhost".
+std::string host_of(const std::string& authority) {
+  if (!authority.empty() && authority.front() == '[') {
+    size_t end = authority.find(']');
+    return end == std::string::npos ? authority : authority.substr(0, end + 1);
+  }
+  return authority.substr(0, authority.find(':'));
+}
+
+// Whether an Origin ("http://127.0.0.1:9465") is a page served from this machine's loopback.
+// "null" (a sandboxed or file: page) and anything else is foreign.
+bool loopback_origin(const std::string& origin) {
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (origin.rfind(scheme, 0) == 0) return is_loopback_literal(host_of(origin.substr(scheme.size())));
+  }
+  return false;
+}
+
+}  // namespace
 
 bool bearer_ok(const httplib::Request& req, const std::string& token) {
   if (req.get_header_value_count("Authorization") != 1) return false;
@@ -69,8 +93,9 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   s.set_payload_max_length(max_body);
-  s.set_pre_routing_handler([name = name_, token = std::move(bearer_token)](const httplib::Request& req,
-                                                                          httplib::Response& res) {
+  bool loopback = is_loopback_host(host);
+  s.set_pre_routing_handler([name = name_, token = std::move(bearer_token), loopback](const httplib::Request& req,
+                                                                                    httplib::Response& res) {
     using R = httplib::Server::HandlerResponse;
     std::string te = req.get_header_value("Transfer-Encoding");
     std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -79,7 +104,22 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
                                         req.method, req.path));
       return R::Handled;
     }
-    if (!token.empty() && req.method != "GET" && req.method != "HEAD" && !bearer_ok(req, token)) {
+    // Served on loopback, a request must name a loopback host: a foreign Host is a page of
+    // another site whose name was rebound to 127.0.0.1 (DNS rebinding), and a foreign Origin on
+    // a request that changes something is another site's form or script (CSRF).
+    bool reads = req.method == "GET" || req.method == "HEAD";
+    if (loopback && req.has_header("Host") && !is_loopback_literal(host_of(req.get_header_value("Host")))) {
+      error_reply(res, 403, fmt::format("Host \"{}\" is not this server's: it serves loopback only",
+                                        req.get_header_value("Host")));
+      return R::Handled;
+    }
+    if (!reads && req.has_header("Origin") && !loopback_origin(req.get_header_value("Origin"))) {
+      log_warn("{}: {} {} refused: Origin {}", name, req.method, req.path, req.get_header_value("Origin"));
+      error_reply(res, 403, fmt::format("{} {} from Origin \"{}\" is refused: not this server's page", req.method,
+                                        req.path, req.get_header_value("Origin")));
+      return R::Handled;
+    }
+    if (!token.empty() && !reads && !bearer_ok(req, token)) {
       res.set_header("WWW-Authenticate", "Bearer realm=\"stepwatch\"");
       log_warn("{}: {} {} from {} without a valid bearer token", name, req.method, req.path, req.remote_addr);
       error_reply(res, 401, fmt::format("{} {} needs \"Authorization: Bearer <token>\"", req.method, req.path));

@@ -1,6 +1,8 @@
 // agent.toml: defaults, values, and errors that name file:line: key.
 #include "src/agent/config.h"
 
+#include "src/common/host.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -244,6 +244,35 @@ TEST(AckServer, TheTokenComesBeforeTheBodyAndChunkedBodiesAreRefused) {
   EXPECT_EQ(sup.acks.size(), 1u) << "only the authenticated, well-formed ack reached the supervisor";
 }
 
+// D12: on loopback, a foreign Host (DNS rebinding) is refused, and so is a foreign Origin on an
+// ack (a form or script of another site): neither reaches the supervisor.
+TEST(AckServer, AForeignHostOrOriginIsRefused) {
+  FakeSupervisor sup;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  auto c = client(server);
+  auto rebound = c.Get("/status", {{"Host", "evil.example"}});
+  ASSERT_TRUE(rebound);
+  EXPECT_EQ(rebound->status, 403);
+  auto csrf = c.Post("/ack", {{"Origin", "http://evil.example"}}, R"({"by":"csrf"})", "text/plain");
+  ASSERT_TRUE(csrf);
+  EXPECT_EQ(csrf->status, 403);
+  auto null_origin = c.Post("/ack", {{"Origin", "null"}}, "", "text/plain");
+  ASSERT_TRUE(null_origin);
+  EXPECT_EQ(null_origin->status, 403);
+  {
+    std::lock_guard lock(sup.mu);
+    EXPECT_TRUE(sup.acks.empty());
+  }
+  std::string own = fmt::format("http://127.0.0.1:{}", server.port());
+  auto same = c.Post("/ack", {{"Origin", own}}, "", "application/json");
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->status, 200) << same->body;
+  auto by_name = c.Get("/status", {{"Host", fmt::format("localhost:{}", server.port())}});
+  ASSERT_TRUE(by_name);
+  EXPECT_EQ(by_name->status, 200);
+}
+
 TEST(AckServer, PortInUseNamesTheAddress) {
   AckServer first(AckServerConfig{});
   ASSERT_TRUE(first.start().ok());
