@@ -7,8 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
+
+#include "src/supervise/handoff.h"
 
 extern char** environ;
 
@@ -16,16 +20,44 @@ namespace stepwatch::supervise {
 
 namespace {
 
-void write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
+// How much of the job's output may wait for a slow reader of our stdout/stderr, and for the log
+// contract, before it is dropped rather than block the job.
+constexpr size_t kPassthroughQueueBytes = 16 << 20;
+constexpr size_t kParseQueueBytes = 8 << 20;
+// After the job ended, how long a reader that does not read gets before the rest is dropped.
+constexpr int64_t kFlushNs = 2'000'000'000;
+
+int64_t mono_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Writes `chunk` to `fd` in pieces of at most PIPE_BUF, each once poll says there is room (so a
+// write never blocks for long), until it is written, the reader went away, or `give_up_at`
+// (monotonic ns) has passed; what is not written is counted in `lost`.
+void write_out(int fd, const std::string& chunk, const std::atomic<int64_t>& give_up_at, std::atomic<uint64_t>& lost) {
+  size_t off = 0;
+  while (off < chunk.size() && mono_ns() < give_up_at.load()) {
+    pollfd p{fd, POLLOUT, 0};
+    int r = ::poll(&p, 1, 100);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) continue;
+    if (r < 0 || (p.revents & (POLLERR | POLLNVAL))) break;
+    ssize_t w = ::write(fd, chunk.data() + off, std::min<size_t>(chunk.size() - off, PIPE_BUF));
     if (w < 0) {
-      if (errno == EINTR) continue;
-      return;  // the reader went away: keep draining the job's pipe regardless
+      if (errno == EINTR || errno == EAGAIN) continue;
+      break;  // the reader went away: keep draining the job's pipe regardless
     }
-    p += w;
-    n -= static_cast<size_t>(w);
+    off += static_cast<size_t>(w);
   }
+  lost += chunk.size() - off;
+}
+
+// Says once, without waiting, that output is being dropped: stderr may be the stalled reader.
+void notice(int fd, const std::string& text) {
+  pollfd p{fd, POLLOUT, 0};
+  if (::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) (void)!::write(fd, text.data(), text.size());
 }
 
 // Splits a stream into lines on '\n' and '\r' (progress bars redraw with '\r' and may not end a
@@ -48,6 +80,7 @@ class Splitter {
     if (!buf_.empty() && *sink_) (*sink_)(stream_, buf_);
     buf_.clear();
   }
+  void discard() { buf_.clear(); }  // a gap in the stream: the half line is not a line
 
  private:
   Stream stream_;
@@ -116,8 +149,31 @@ Result<std::unique_ptr<Child>> Child::start(const LaunchSpec& spec, LineSink sin
   int out_fd = spec.out_fd, err_fd = spec.err_fd;
   int rd_out = out[0], rd_err = err[0], stop = c->stop_[0];
   auto done = c->output_done_;
-  c->output_ = std::thread([rd_out, rd_err, stop, out_fd, err_fd, done, sink = std::move(sink)]() mutable {
+  auto lost = c->lost_;
+  c->output_ = std::thread([rd_out, rd_err, stop, out_fd, err_fd, done, lost, sink = std::move(sink)]() mutable {
+    // The job's pipes are drained here and never wait on anyone: the passthrough to our stdout
+    // and stderr and the log contract each take their chunks from a bounded hand-off of their
+    // own, and what does not fit is dropped and counted (a reader that does not read must
+    // not stall the job, nor a slow pattern its output).
+    auto give_up_at = std::make_shared<std::atomic<int64_t>>(INT64_MAX);
+    Handoff pass_out(kPassthroughQueueBytes, [out_fd, give_up_at, lost](std::string&& b) {
+      write_out(out_fd, b, *give_up_at, lost->passthrough);
+    });
+    Handoff pass_err(kPassthroughQueueBytes, [err_fd, give_up_at, lost](std::string&& b) {
+      write_out(err_fd, b, *give_up_at, lost->passthrough);
+    });
     Splitter so(Stream::kStdout, &sink), se(Stream::kStderr, &sink);
+    // Chunks for the log contract carry their stream in a first byte; 'G' marks a gap (a
+    // dropped chunk), where a half line must not be glued to the next one.
+    Handoff parse(kParseQueueBytes, [&so, &se](std::string&& b) {
+      if (b[0] == 'G') {
+        so.discard();
+        se.discard();
+      } else {
+        (b[0] == 'o' ? so : se).feed(b.data() + 1, b.size() - 1);
+      }
+    });
+    bool gap = false, told = false;
     pollfd fds[3] = {{rd_out, POLLIN, 0}, {rd_err, POLLIN, 0}, {stop, POLLIN, 0}};
     int open_fds = 2;
     bool stopping = false;
@@ -142,18 +198,31 @@ Result<std::unique_ptr<Child>> Child::start(const LaunchSpec& spec, LineSink sin
           ::close(fds[i].fd);
           fds[i].fd = -1;
           --open_fds;
-          (i == 0 ? so : se).flush();
           continue;
         }
-        // Passthrough first, unchanged: the watchdog never holds the job's output back.
-        write_all(i == 0 ? out_fd : err_fd, buf, static_cast<size_t>(n));
-        (i == 0 ? so : se).feed(buf, static_cast<size_t>(n));
+        std::string chunk(buf, static_cast<size_t>(n));
+        // Passthrough first, unchanged, in order; dropped only when the reader does not read.
+        if (!(i == 0 ? pass_out : pass_err).push(chunk) && !told) {
+          told = true;
+          notice(err_fd, fmt::format("stepwatch: {} is not being read: dropping the job's output rather than "
+                                     "blocking the job\n",
+                                     i == 0 ? "stdout" : "stderr"));
+        }
+        if (gap && parse.push("G")) gap = false;
+        chunk.insert(chunk.begin(), i == 0 ? 'o' : 'e');
+        if (!parse.push(std::move(chunk))) gap = true;
         any = true;
       }
       if (stopping && !any) break;
     }
+    parse.close();
     so.flush();
     se.flush();
+    lost->parse = parse.dropped_bytes();
+    *give_up_at = mono_ns() + kFlushNs;
+    pass_out.close();
+    pass_err.close();
+    lost->passthrough += pass_out.dropped_bytes() + pass_err.dropped_bytes();
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd >= 0) ::close(fds[i].fd);
     }

@@ -1,5 +1,6 @@
 // The job's process: started in a session (and process group) of its own, with its output
-// passed through unchanged while each line is also handed to the log contract.
+// passed through unchanged while each line is also handed to the log contract; neither ever
+// makes the job wait (what a reader does not take is dropped and counted).
 #pragma once
 
 #include <atomic>
@@ -42,6 +43,11 @@ class Child {
   void signal_group(int sig) const;
   // Waits for the output thread to drain (after the process exited).
   void join_output();
+  // Output bytes dropped rather than block the job: passed through (our stdout or stderr was
+  // not read), and not given to the log contract (its patterns fell behind). Final once
+  // join_output() returned.
+  uint64_t dropped_passthrough_bytes() const { return lost_->passthrough.load(); }
+  uint64_t dropped_log_bytes() const { return lost_->parse.load(); }
 
  private:
   Child() = default;
@@ -50,6 +56,10 @@ class Child {
   std::thread output_;
   int stop_[2] = {-1, -1};  // tells the output thread to stop waiting for end of file
   std::shared_ptr<std::atomic<bool>> output_done_ = std::make_shared<std::atomic<bool>>(false);
+  struct Lost {
+    std::atomic<uint64_t> passthrough{0}, parse{0};
+  };
+  std::shared_ptr<Lost> lost_ = std::make_shared<Lost>();
 };
 
 }  // namespace stepwatch::supervise

@@ -234,7 +234,7 @@ bool Supervisor::preempt(const PollReport& report) {
   if (!child_->poll_exit()) child_->signal_group(SIGKILL);
   for (int i = 0; i < 500 && !child_->poll_exit(); ++i) ::usleep(10'000);
   exit_status_ = child_->poll_exit();
-  child_->join_output();
+  join_output();
   action(store::action_kind::kPreempt, rep.ok, rep.summary());
   say("preempt: " + rep.summary());
   return rep.ok;

@@ -334,15 +334,27 @@ int Supervisor::shutdown(int sig) {
       child_->signal_group(SIGKILL);
       while (!child_->poll_exit()) wait_signal(20 * kNsPerMs);
     }
-    child_->join_output();
+    join_output();
     return *child_->poll_exit();
   }
   return 128 + sig;
 }
 
+void Supervisor::join_output() {
+  child_->join_output();
+  if (uint64_t n = child_->dropped_passthrough_bytes()) {
+    say(fmt::format("{} bytes of the job's output were dropped because stepwatch's stdout or stderr was not read "
+                    "(the job was never made to wait)",
+                    n));
+  }
+  if (uint64_t n = child_->dropped_log_bytes()) {
+    say(fmt::format("{} bytes of the job's output went unread by the log contract (it fell behind)", n));
+  }
+}
+
 int Supervisor::ended(int status) {
   // The job ended by itself and nothing says it died: its status is stepwatch run's own.
-  child_->join_output();
+  join_output();
   if (incident_) {
     finish_paging(true);
     say(fmt::format("incident {}: the job ended by itself ({})", incident_->id, last_verdict_summary_));
@@ -392,7 +404,7 @@ int Supervisor::run() {
     if (exit_status_ && launches_ == 1 && !v.last_step && !incident_) {
       // A crash before the first step of the first launch (an ImportError, a bad flag) is a
       // broken launch: a restart would fail the same way. docs/run.md.
-      child_->join_output();
+      join_output();
       say(fmt::format("job {} exited with status {} before its first step: not restarted (a crash at start is "
                       "not a stall)",
                       opt_.job, *exit_status_));

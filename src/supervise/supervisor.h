@@ -74,6 +74,7 @@ class Supervisor {
   Status setup();
   void wait_for_port();
   int ended(int status);  // the job ended by itself, nothing firing: its status
+  void join_output();     // the child's, and says what of its output was dropped
   Status launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint, const std::string& checkpoint_path);
   void hygiene();
   int64_t poll_interval() const;

@@ -68,6 +68,33 @@ TEST(Child, PassesOutputThroughAndSplitsLinesOnNewlineAndCarriageReturn) {
   EXPECT_TRUE(saw_err);
 }
 
+// D16: `stepwatch run ... | sleep 30` once blocked the job on its print, and the watchdog then
+// killed it as stalled. Now the job's output is drained whatever our reader does: what it does
+// not take is dropped and counted, and the job runs to its end.
+TEST(Child, AReaderThatDoesNotReadNeverBlocksTheJob) {
+  Captured cap;
+  Terminal term;  // never read until the end
+  Terminal errs;
+  LaunchSpec spec;
+  // 64 MiB to stdout (far past a pipe's 64 KiB and the 16 MiB hand-off), then a last line.
+  spec.argv = {"/bin/sh", "-c", "head -c 67108864 /dev/zero; echo; echo last line"};
+  spec.out_fd = term.fds[1];
+  spec.err_fd = errs.fds[1];
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = Child::start(spec, cap.sink());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(wait_exit(**c, 30), 0) << "the job ran to its end";
+  (*c)->join_output();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_GT((*c)->dropped_passthrough_bytes(), uint64_t{32} << 20);
+  std::string said = errs.drain();
+  EXPECT_NE(said.find("stdout is not being read: dropping the job's output"), std::string::npos) << said;
+  std::lock_guard lock(cap.mu);
+  bool last = false;
+  for (auto& [st, l] : cap.lines) last = last || l == "last line";
+  EXPECT_TRUE(last || (*c)->dropped_log_bytes() > 0) << "the log contract saw the end, or says it lost some";
+}
+
 TEST(Child, RunsInItsOwnSessionWithTheGivenEnvironment) {
   Captured cap;
   LaunchSpec spec;
