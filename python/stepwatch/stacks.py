@@ -69,8 +69,16 @@ def install_stack_dump(signum=signal.SIGUSR1, path=None):
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    # O_APPEND: a reader that truncates the file between dumps gets only the next dump.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    # A new file each time, never through a link: whatever is at the path (an old dump, or a
+    # symlink another user planted to make us truncate their victim's file) is removed, and the
+    # file is created exclusively. O_APPEND: a reader that truncates it between dumps gets only
+    # the next dump.
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o644)
     f = os.fdopen(fd, "w", buffering=1)
     try:
         name = signal.Signals(signum).name

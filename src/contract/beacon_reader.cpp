@@ -274,11 +274,12 @@ Result<BeaconMapping> BeaconMapping::open(const std::string& path) {
   m.path_ = path;
   m.map_ = static_cast<const stepwatch_beacon_v1*>(mem);
   m.inode_ = st.st_ino;
+  m.uid_ = st.st_uid;
   return m;
 }
 
 BeaconMapping::BeaconMapping(BeaconMapping&& o) noexcept
-    : path_(std::move(o.path_)), map_(std::exchange(o.map_, nullptr)), inode_(o.inode_) {}
+    : path_(std::move(o.path_)), map_(std::exchange(o.map_, nullptr)), inode_(o.inode_), uid_(o.uid_) {}
 
 BeaconMapping& BeaconMapping::operator=(BeaconMapping&& o) noexcept {
   if (this != &o) {
@@ -286,6 +287,7 @@ BeaconMapping& BeaconMapping::operator=(BeaconMapping&& o) noexcept {
     path_ = std::move(o.path_);
     map_ = std::exchange(o.map_, nullptr);
     inode_ = o.inode_;
+    uid_ = o.uid_;
   }
   return *this;
 }

@@ -48,12 +48,14 @@ class BeaconMapping {
 
   const std::string& path() const { return path_; }
   uint64_t inode() const { return inode_; }
+  uint32_t owner_uid() const { return uid_; }  // of the file when it was opened
 
  private:
   BeaconMapping() = default;
   std::string path_;
   const stepwatch_beacon_v1* map_ = nullptr;
   uint64_t inode_ = 0;
+  uint32_t uid_ = 0;
 };
 
 // open + read + unmap.

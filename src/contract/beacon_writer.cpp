@@ -31,6 +31,28 @@ Status make_dir(const std::string& path, mode_t mode, bool sticky_shared) {
                fmt::format("cannot create directory {}: {}", path, std::strerror(errno))};
 }
 
+// A directory a beacon may be written into: a real directory (not a symlink) that no other
+// user controls. Whoever owns it can replace what is in it: a job directory (or a beacon root)
+// made first by another user lets that user hide a real stall behind a forged healthy beacon.
+// Root's are fine (the agent's shared root: mode 1777, owned by root).
+Status check_owner(const std::string& path, const char* what) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(errno))};
+  }
+  if (S_ISLNK(st.st_mode)) {
+    return Error{Errc::kPermission, fmt::format("{} {} is a symlink: refused (it could point anywhere)", what, path)};
+  }
+  uid_t me = ::geteuid();
+  if (st.st_uid != me && st.st_uid != 0) {
+    return Error{Errc::kPermission,
+                 fmt::format("{} {} belongs to uid {}, not to you (uid {}): another user could replace its beacons; "
+                             "remove it, or set STEPWATCH_DIR to a directory of your own",
+                             what, path, st.st_uid, me)};
+  }
+  return {};
+}
+
 Status make_dirs(const std::string& root, const std::string& job) {
   // Create every missing parent of the root too (for example /dev/shm/stepwatch).
   for (size_t i = 1; i < root.size(); ++i) {
@@ -42,7 +64,10 @@ Status make_dirs(const std::string& root, const std::string& job) {
     }
   }
   if (auto st = make_dir(root, 0777, true); !st) return st;
-  return make_dir(job_dir(root, job), 0755, false);
+  if (auto st = check_owner(root, "the beacon root"); !st) return st;
+  std::string dir = job_dir(root, job);
+  if (auto st = make_dir(dir, 0755, false); !st) return st;
+  return check_owner(dir, "the job directory");
 }
 
 void fill_header(stepwatch_beacon_v1* b, const Identity& id, uint64_t start_ticks) {

@@ -1,6 +1,7 @@
 #include "src/contract/job_reader.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -35,6 +36,14 @@ void JobReader::refresh(Entry& e, bool reopen, bool audit) {
     auto m = BeaconMapping::open(path);
     if (!m) {
       e.error = m.error();
+      return;
+    }
+    if (dir_uid_ && m->owner_uid() != *dir_uid_) {
+      // Only the job directory's owner speaks for the job: in a shared root, a file another
+      // user dropped into it (where the directory let them) could forge a healthy rank.
+      e.error = Error{Errc::kPermission, fmt::format("{}: owned by uid {}, not by the job directory's owner (uid {}): "
+                                                     "ignored",
+                                                     path, m->owner_uid(), *dir_uid_)};
       return;
     }
     ++stats_.mapped;
@@ -100,6 +109,10 @@ JobView JobReader::poll() {
     entries_.clear();
     return view;
   }
+  struct stat dst {};
+  std::optional<uint32_t> uid = ::fstat(::dirfd(d), &dst) == 0 ? std::optional<uint32_t>(dst.st_uid) : std::nullopt;
+  if (uid != dir_uid_) entries_.clear();  // another directory now: judge its files afresh
+  dir_uid_ = uid;
   for (auto& [name, e] : entries_) e.seen = false;
   bool has_jsonl = false;
   size_t index = 0;
@@ -146,6 +159,17 @@ JobView JobReader::poll() {
       by_rank[e.snap->rank] = &*e.snap;
     }
     ++it;
+  }
+  if (has_jsonl) {
+    struct stat jst {};
+    std::string jpath = jsonl_path(root_, job_);
+    if (dir_uid_ && ::lstat(jpath.c_str(), &jst) == 0 && jst.st_uid != *dir_uid_) {
+      view.problems.push_back(Error{Errc::kPermission,
+                                    fmt::format("{}: owned by uid {}, not by the job directory's owner (uid {}): ignored",
+                                                jpath, jst.st_uid, *dir_uid_)});
+      ++problems;
+      has_jsonl = false;
+    }
   }
   if (has_jsonl) {
     if (!tail_) tail_.emplace(jsonl_path(root_, job_), job_);

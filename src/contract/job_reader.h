@@ -61,6 +61,7 @@ class JobReader {
   JobReaderOptions options_;
   std::map<std::string, Entry> entries_;  // by file name
   std::optional<JsonlTail> tail_;
+  std::optional<uint32_t> dir_uid_;  // the job directory's owner: only its files are read
   uint64_t polls_ = 0;
   Stats stats_;
 };

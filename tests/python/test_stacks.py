@@ -129,6 +129,23 @@ class StackDumpInProcessTest(IsolatedCase):
         stepwatch.init(job="other-job", rank=0)
         self.assertEqual(stepwatch.install_stack_dump(), os.path.join(self.dir, "other-job", "rank-0.stacks"))
 
+    def test_a_symlink_planted_at_the_stacks_path_is_never_followed(self):
+        # D7: another user's symlink in place of rank-0.stacks once made the trainer truncate
+        # the file it pointed to. The link is replaced by a file of our own.
+        os.makedirs(self.dir, exist_ok=True)
+        victim = os.path.join(self.dir, "victim.txt")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        path = os.path.join(self.dir, self.job, "rank-0.stacks")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.symlink(victim, path)
+        self.assertEqual(stepwatch.install_stack_dump(path=path), path)
+        self.assertFalse(os.path.islink(path))
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious\n")
+        with open(path) as f:
+            self.assertTrue(f.read().startswith("# stepwatch stack dumps of pid"))
+
     def test_no_job_is_a_clear_error(self):
         del os.environ["STEPWATCH_JOB"]
         with self.assertRaises(stepwatch.StepwatchError) as cm:
