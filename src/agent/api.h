@@ -24,7 +24,7 @@ struct ApiConfig {
   std::string host = "127.0.0.1";  // from AgentConfig::listen_host
   int port = 9465;                 // 0: an ephemeral port; see ApiServer::port()
   std::string bearer_token;        // set: POST endpoints need "Authorization: Bearer <token>"
-  int threads = 4;                 // request handler threads
+  int threads = 128;               // connections served at once (a thread each); more wait
   // Set: GET /metrics serves its text as "text/plain; version=0.0.4". Called from handler
   // threads, so it must be thread-safe.
   std::function<std::string()> metrics;

@@ -35,7 +35,7 @@ struct AckServerConfig {
   std::string host = "127.0.0.1";  // loopback by default: acks come from the same host
   int port = 0;                    // 0: an ephemeral port; see AckServer::port()
   std::string bearer_token;        // set: POST /ack needs "Authorization: Bearer <token>"
-  int threads = 4;                 // request handler threads
+  int threads = 128;               // connections served at once (a thread each); more wait
   // Called for each valid POST /ack, from handler threads: must be thread-safe. Unset: 404.
   std::function<AckOutcome(const AckRequest&)> on_ack;
   // GET /status: a JSON object's text. Called from handler threads. Unset: "{}".

@@ -3,6 +3,8 @@
 #include "src/common/host.h"
 
 #include <algorithm>
+#include <deque>
+#include <condition_variable>
 #include <cctype>
 
 #include <fmt/format.h>
@@ -46,6 +48,51 @@ bool loopback_origin(const std::string& origin) {
   return false;
 }
 
+// One thread per connection, at most `max` at once; beyond that connections wait their turn.
+// A fixed pool of a few workers let a hundred idle connections (a slowloris, a browser's
+// speculative sockets) hold every worker while a real request waited behind them; now each
+// idle one costs a sleeping thread, bounded by the read timeout, and requests are answered at
+// once up to the cap. Threads hold the state through a shared_ptr: they outlive shutdown().
+class ConnectionThreads final : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(size_t max) : state_(std::make_shared<State>()) { state_->max = max; }
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard lock(state_->mu);
+    if (state_->active < state_->max) {
+      ++state_->active;
+      std::thread([s = state_, f = std::move(fn)]() mutable { work(s, std::move(f)); }).detach();
+    } else {
+      state_->queue.push_back(std::move(fn));
+    }
+  }
+  void shutdown() override {
+    std::unique_lock lock(state_->mu);
+    state_->idle.wait(lock, [&] { return state_->active == 0 && state_->queue.empty(); });
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable idle;
+    std::deque<std::function<void()>> queue;
+    size_t active = 0, max = 1;
+  };
+  static void work(const std::shared_ptr<State>& s, std::function<void()> f) {
+    for (;;) {
+      f();
+      std::lock_guard lock(s->mu);
+      if (s->queue.empty()) {
+        --s->active;
+        s->idle.notify_all();
+        return;
+      }
+      f = std::move(s->queue.front());
+      s->queue.pop_front();
+    }
+  }
+  std::shared_ptr<State> state_;
+};
+
 }  // namespace
 
 bool bearer_ok(const httplib::Request& req, const std::string& token) {
@@ -88,9 +135,11 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
     log_error("{}: {} {} failed inside the HTTP library", name, req.method, req.path);
     error_reply(res, 500, "internal error");
   });
-  s.set_socket_options([](socket_t sock) {
+  auto listening = std::make_shared<socket_t>(INVALID_SOCKET);
+  s.set_socket_options([listening](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    *listening = sock;
   });
   s.set_payload_max_length(max_body);
   bool loopback = is_loopback_host(host);
@@ -132,8 +181,8 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
   s.set_keep_alive_timeout(1);
   s.set_read_timeout(5, 0);
   s.set_write_timeout(5, 0);
-  size_t pool = static_cast<size_t>(threads > 0 ? threads : 1);
-  s.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
+  size_t cap = static_cast<size_t>(threads > 0 ? threads : 1);
+  s.new_task_queue = [cap] { return new ConnectionThreads(cap); };
 
   errno = 0;
   bool bound = port == 0 ? (port = s.bind_to_any_port(host)) > 0 : s.bind_to_port(host, port);
@@ -143,6 +192,10 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
     return Error{Errc::kIo, fmt::format("{}: cannot listen on {}: {}", name_, format_address(host, port),
                                         known ? std::strerror(e) : "bind failed (address in use or not available)")};
   }
+  // httplib listens with a backlog of 5: a burst of connections (idle ones, a slowloris) then
+  // overflows it and even a real client's handshake waits for SYN retransmits, seconds. Linux
+  // takes a second listen() on a listening socket as a new backlog.
+  if (*listening != INVALID_SOCKET) ::listen(*listening, SOMAXCONN);
   port_ = port;
   httplib::Server* raw = server.get();
   auto exited = std::make_shared<std::atomic<bool>>(false);

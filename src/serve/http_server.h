@@ -43,8 +43,8 @@ class HttpListener {
   HttpListener& operator=(const HttpListener&) = delete;
 
   // Applies the shared settings (SO_REUSEADDR only: httplib's SO_REUSEPORT would let a second
-  // process share the port; one request per connection; 5 s timeouts; a pool of `threads`),
-  // binds host:port (0: any free port) and serves until stop(). Returns once the accept loop
+  // process share the port; one request per connection; 5 s timeouts; a thread per
+  // connection, `threads` at most at once, the rest waiting), binds host:port (0: any free port) and serves until stop(). Returns once the accept loop
   // runs, because httplib's stop() does nothing before that.
   // Before any body is read: a chunked body is refused (411: every body here is a small JSON
   // with a Content-Length, and httplib would buffer a chunked one whole), and with a

@@ -273,6 +273,33 @@ TEST(AckServer, AForeignHostOrOriginIsRefused) {
   EXPECT_EQ(by_name->status, 200);
 }
 
+// D9: 100 idle connections once made every request wait behind them (a pool of 4 workers, each
+// held up to the read timeout). Now each idle one holds a thread of its own and requests are
+// answered at once, up to the cap.
+TEST(AckServer, AHundredIdleConnectionsDoNotDelayARequest) {
+  FakeSupervisor sup;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    idle.push_back(fd);  // connected, says nothing
+  }
+  std::this_thread::sleep_for(200ms);  // every one accepted and waiting for its request line
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = client(server).Get("/healthz");
+  auto took = std::chrono::steady_clock::now() - t0;
+  for (int fd : idle) ::close(fd);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_LT(took, 1s) << "answered behind 100 idle connections";
+}
+
 TEST(AckServer, PortInUseNamesTheAddress) {
   AckServer first(AckServerConfig{});
   ASSERT_TRUE(first.start().ok());
