@@ -259,6 +259,10 @@ struct ApiServer::Impl {
               res.set_content(config.metrics(), "text/plain; version=0.0.4");
             }));
     }
+    for (const char* path : {"/api/v1/jobs", kJobPattern, "/api/v1/incidents", "/healthz", "/", "/metrics"}) {
+      serve::refuse_other_methods(s, path, "GET", "agent api");
+    }
+    serve::refuse_other_methods(s, std::string(kJobPattern) + "/ack", "POST", "agent api");
     s.set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
           if (res.body.empty()) {

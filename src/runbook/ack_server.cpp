@@ -97,23 +97,8 @@ struct AckServer::Impl {
     s.Get("/status", guarded([this](const auto& req, auto& res) { handle_status(req, res); }));
     s.Get("/healthz",
           guarded([](const auto&, auto& res) { res.set_content("ok\n", "text/plain"); }));
-    // The wrong method on a known path is 405 with Allow, not httplib's default 404.
-    auto not_allowed = [this](const char* allow) {
-      return guarded([allow](const httplib::Request& req, httplib::Response& res) {
-        res.set_header("Allow", allow);
-        serve::error_reply(res, 405,
-                    fmt::format("{} is not allowed on {}; use {}", req.method, req.path, allow));
-      });
-    };
-    s.Get("/ack", not_allowed("POST"));
-    for (const char* path : {"/ack", "/status", "/healthz"}) {
-      const char* allow = std::string_view(path) == "/ack" ? "POST" : "GET";
-      if (std::string_view(allow) != "POST") s.Post(path, not_allowed(allow));
-      s.Put(path, not_allowed(allow));
-      s.Patch(path, not_allowed(allow));
-      s.Delete(path, not_allowed(allow));
-      s.Options(path, not_allowed(allow));
-    }
+    serve::refuse_other_methods(s, "/ack", "POST", "ack server");
+    for (const char* path : {"/status", "/healthz"}) serve::refuse_other_methods(s, path, "GET", "ack server");
     s.set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
           if (res.body.empty()) {

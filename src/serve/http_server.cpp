@@ -95,6 +95,20 @@ class ConnectionThreads final : public httplib::TaskQueue {
 
 }  // namespace
 
+void refuse_other_methods(httplib::Server& s, const std::string& pattern, const std::string& allow,
+                          const std::string& name) {
+  auto refuse = guarded(name, [allow](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Allow", allow);
+    error_reply(res, 405, fmt::format("{} is not allowed on {}; use {}", req.method, req.path, allow));
+  });
+  if (allow != "GET") s.Get(pattern, refuse);
+  if (allow != "POST") s.Post(pattern, refuse);
+  s.Put(pattern, refuse);
+  s.Patch(pattern, refuse);
+  s.Delete(pattern, refuse);
+  s.Options(pattern, refuse);
+}
+
 bool bearer_ok(const httplib::Request& req, const std::string& token) {
   if (req.get_header_value_count("Authorization") != 1) return false;
   const std::string auth = req.get_header_value("Authorization");

@@ -34,6 +34,11 @@ void error_reply(httplib::Response& res, int status, const std::string& message)
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 httplib::Server::Handler guarded(const std::string& name, Handler h);
 
+// Answers every method but `allow` ("GET" or "POST") on `pattern` with 405 and an Allow
+// header: the wrong method on a known path is not a 404. Register after the real route.
+void refuse_other_methods(httplib::Server& s, const std::string& pattern, const std::string& allow,
+                          const std::string& name);
+
 // Runs one httplib::Server on its own thread.
 class HttpListener {
  public:

@@ -268,6 +268,18 @@ TEST_F(AgentTest, StallPagesOnceAcrossPollsAndRestartsAndAcksOverHttp) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(json::parse(res->body)["polls_total"], 4);
+  // The wrong method on a known path is 405 with Allow (D20), after the token check.
+  res = http.Delete("/api/v1/jobs/train-a", good);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 405);
+  EXPECT_EQ(res->get_header_value("Allow"), "GET");
+  res = http.Put("/api/v1/jobs/train-a/ack", good, "", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 405);
+  EXPECT_EQ(res->get_header_value("Allow"), "POST");
+  res = http.Delete("/api/v1/jobs/train-a");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401) << "no token: refused before anything else";
   res = http.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
