@@ -6,6 +6,7 @@ and answers queries about it, until the job stalls and the agent says so.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -212,9 +213,20 @@ class AgentEndings(AgentBase):
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
             env.pop(k, None)
         src = os.environ.get("STEPWATCH_SOURCE_DIR", os.path.join(HERE, "..", ".."))
-        return self.start(["/usr/bin/python3", os.path.join(src, "examples", "launch.py"), "--nproc", "2",
-                           *launcher_args, os.path.join(src, "examples", "train_ddp.py"), "--step-time", "0.05",
-                           "--no-finish", *train_args], env=env)
+        # A session of its own, ended whole afterwards: a rank blocked in gloo ignores SIGTERM, and
+        # the crashing rank's forked socket holder is nobody's child.
+        p = self.start(["/usr/bin/python3", os.path.join(src, "examples", "launch.py"), "--nproc", "2",
+                        *launcher_args, os.path.join(src, "examples", "train_ddp.py"), "--step-time", "0.05",
+                        "--no-finish", *train_args], env=env, start_new_session=True)
+        self.addCleanup(self._kill_session, p.pid)
+        return p
+
+    @staticmethod
+    def _kill_session(sid):
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def test_a_job_that_ends_is_finished_and_one_whose_rank_is_killed_is_dead(self):
         receiver = Receiver()
