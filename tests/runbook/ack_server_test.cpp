@@ -29,6 +29,20 @@ httplib::Client client(const AckServer& s) {
   return c;
 }
 
+// A raw TCP connection to 127.0.0.1:port (for what an HTTP client library will not send), or -1.
+int connect_loopback(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A supervisor stand-in: one incident that is open until acked.
 struct FakeSupervisor {
   std::mutex mu;
@@ -223,12 +237,8 @@ TEST(AckServer, TheTokenComesBeforeTheBodyAndChunkedBodiesAreRefused) {
   EXPECT_EQ(lower->status, 200) << lower->body;
 
   // Headers of a chunked body, and no body at all: the answer comes without waiting for one.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  int fd = connect_loopback(server.port());
+  ASSERT_GE(fd, 0);
   std::string head =
       "POST /ack HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer s3cret-token\r\n"
       "Transfer-Encoding: chunked\r\n\r\n";
@@ -282,12 +292,8 @@ TEST(AckServer, AHundredIdleConnectionsDoNotDelayARequest) {
   ASSERT_TRUE(server.start().ok());
   std::vector<int> idle;
   for (int i = 0; i < 100; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(server.port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    int fd = connect_loopback(server.port());
+    ASSERT_GE(fd, 0);
     idle.push_back(fd);  // connected, says nothing
   }
   std::this_thread::sleep_for(200ms);  // every one accepted and waiting for its request line
