@@ -2,19 +2,12 @@
 // not thrown: a file with three mistakes reports three, each as "FILE:LINE: key: message".
 #include "src/agent/config.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fnmatch.h>
-#include <sys/stat.h>
 #include <toml++/toml.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "src/common/duration.h"
 #include "src/common/host.h"

@@ -161,19 +161,9 @@ JobView JobReader::poll() {
     ++it;
   }
   if (has_jsonl) {
-    struct stat jst {};
-    std::string jpath = jsonl_path(root_, job_);
-    if (dir_uid_ && ::lstat(jpath.c_str(), &jst) == 0 && jst.st_uid != *dir_uid_) {
-      view.problems.push_back(Error{Errc::kPermission,
-                                    fmt::format("{}: owned by uid {}, not by the job directory's owner (uid {}): ignored",
-                                                jpath, jst.st_uid, *dir_uid_)});
-      ++problems;
-      has_jsonl = false;
-    }
-  }
-  if (has_jsonl) {
     if (!tail_) tail_.emplace(jsonl_path(root_, job_), job_);
-    auto bad = tail_->poll();  // bounded: a huge or sparse file costs one window a poll
+    // Bounded: a huge or sparse file costs one window a poll. Only the directory's owner's file.
+    auto bad = tail_->poll(kJsonlPollBytes, dir_uid_);
     if (!bad) {
       view.problems.push_back(bad.error());
       ++problems;

@@ -225,7 +225,7 @@ Status JsonlFolder::feed(std::string_view line, int64_t line_no) {
   return {};
 }
 
-Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes) {
+Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes, std::optional<uint32_t> owner_uid) {
   std::vector<Error> bad;
   int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
@@ -237,6 +237,11 @@ Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return Error{Errc::kInvalidArgument, fmt::format("{}: not a regular file", path_)};
+  }
+  if (owner_uid && st.st_uid != *owner_uid) {
+    ::close(fd);
+    return Error{Errc::kPermission, fmt::format("{}: owned by uid {}, not by the job directory's owner (uid {}): ignored",
+                                                path_, st.st_uid, *owner_uid)};
   }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (st.st_ino != inode_ || size < offset_) {

@@ -78,7 +78,8 @@ class JsonlTail {
 
   // Reads what was appended since the last poll (at most max_bytes). Returns the bad lines seen
   // in this poll; a missing file is not an error (nothing written yet).
-  Result<std::vector<Error>> poll(size_t max_bytes = kJsonlPollBytes);
+  // With `owner_uid`, a file of another owner is refused (kPermission), nothing read.
+  Result<std::vector<Error>> poll(size_t max_bytes = kJsonlPollBytes, std::optional<uint32_t> owner_uid = {});
   uint64_t skipped_bytes() const { return skipped_bytes_; }  // by backlog skips, in all
 
   const JsonlFolder& folder() const { return folder_; }

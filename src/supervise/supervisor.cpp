@@ -297,7 +297,6 @@ void Supervisor::record_processes(const PollReport& report) {
 
 void Supervisor::on_verdict(const detect::Verdict& v, const detect::Observation& obs) {
   last_verdict_json_ = detect::verdict_to_json(v, opt_.job);
-  last_verdict_summary_ = v.summary;
   (void)trace_->write_observation(obs);
   if (v.state == last_state_ && v.cause == last_cause_) return;
   (void)trace_->write_verdict(v);
@@ -352,12 +351,12 @@ void Supervisor::join_output() {
   }
 }
 
-int Supervisor::ended(int status) {
+int Supervisor::ended(int status, const detect::Verdict& v) {
   // The job ended by itself and nothing says it died: its status is stepwatch run's own.
   join_output();
   if (incident_) {
     finish_paging(true);
-    say(fmt::format("incident {}: the job ended by itself ({})", incident_->id, last_verdict_summary_));
+    say(fmt::format("incident {}: the job ended by itself ({})", incident_->id, v.summary));
     close_incident("the job ended by itself");
   }
   say(status == 0 ? fmt::format("job {} finished", opt_.job)
@@ -400,7 +399,7 @@ int Supervisor::run() {
     record_processes(report);
     detect::Verdict v = detector_->observe(obs);
     on_verdict(v, obs);
-    if (exit_status_ && !detect::fires_runbook(v.state)) return ended(*exit_status_);
+    if (exit_status_ && !detect::fires_runbook(v.state)) return ended(*exit_status_, v);
     if (exit_status_ && launches_ == 1 && !v.last_step && !incident_) {
       // A crash before the first step of the first launch (an ImportError, a bad flag) is a
       // broken launch: a restart would fail the same way. docs/run.md.

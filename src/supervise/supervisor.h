@@ -73,7 +73,7 @@ class Supervisor {
 
   Status setup();
   void wait_for_port();
-  int ended(int status);  // the job ended by itself, nothing firing: its status
+  int ended(int status, const detect::Verdict& v);  // the job ended by itself, nothing firing: its status
   void join_output();     // the child's, and says what of its output was dropped
   Status launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint, const std::string& checkpoint_path);
   void hygiene();
@@ -112,7 +112,6 @@ class Supervisor {
   detect::State last_state_ = detect::State::kStarting;
   detect::Cause last_cause_ = detect::Cause::kNone;
   std::string last_verdict_json_;
-  std::string last_verdict_summary_;
   int launches_ = 0;  // by this stepwatch run
   std::optional<detect::Learned> saved_learned_;
   std::optional<int> exit_status_;  // of the current incarnation, once it exited
