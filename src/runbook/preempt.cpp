@@ -1,6 +1,7 @@
 #include "src/runbook/preempt.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -226,7 +227,26 @@ std::string PreemptReport::summary() const {
       fmt::format("{} of {} processes gone", processes.size() - survivors.size(), processes.size());
   if (killed) text += ", SIGKILL needed";
   if (!zombies.empty()) text += fmt::format(", {} zombie(s) awaiting reaping", zombies.size());
-  if (!survivors.empty()) text += fmt::format(", {} SURVIVOR(S)", survivors.size());
+  if (!survivors.empty()) {
+    text += fmt::format(", {} SURVIVOR(S)", survivors.size());
+    // Why they survived: each distinct reason once (the first failure of each survivor, without
+    // its "pid N: " prefix), with the survivors it holds for.
+    std::vector<std::pair<std::string, std::vector<std::string>>> reasons;
+    for (const auto& o : processes) {
+      if (o.gone()) continue;
+      std::string why = o.note.substr(0, o.note.find("; "));
+      if (const std::string prefix = fmt::format("pid {}: ", o.process.pid); why.starts_with(prefix))
+        why.erase(0, prefix.size());
+      if (why.empty()) why = fmt::format("still {}", liveness_name(o.after));
+      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == why; });
+      if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
+      it->second.push_back(who(o.process));
+    }
+    std::vector<std::string> parts;
+    for (const auto& [why, whom] : reasons)
+      parts.push_back(fmt::format("{}: {}", fmt::join(whom, ", "), why));
+    text += fmt::format(" [{}]", fmt::join(parts, "; "));
+  }
   if (gpu) text += gpu->released ? ", GPU memory released" : ", GPU memory STILL HELD";
   if (command)
     text += command->timed_out ? ", command timed out"

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -58,11 +59,26 @@ class Fd {
   int fd_;
 };
 
+// Whether this process may signal processes of other users (CAP_KILL in its effective set).
+bool may_signal_any_user() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_KILL / 32].effective & (1u << (CAP_KILL % 32))) != 0;
+}
+
 Error signal_error(int pid, int sig, int err) {
   if (err == ESRCH)
     return {Errc::kNotFound, fmt::format("pid {}: gone before signal {}", pid, sig)};
-  if (err == EPERM)
-    return {Errc::kPermission, fmt::format("pid {}: signal {} not permitted", pid, sig)};
+  if (err == EPERM) {
+    // The usual cause: the process belongs to another user and we lack CAP_KILL (an agent whose
+    // unit or container dropped it, or `stepwatch run` as a user other than the job's).
+    const char* why = may_signal_any_user()
+                          ? "EPERM although this process has CAP_KILL (a security module refused?)"
+                          : "EPERM: signalling another user's process needs CAP_KILL, which this "
+                            "process lacks";
+    return {Errc::kPermission, fmt::format("pid {}: signal {} not permitted ({})", pid, sig, why)};
+  }
   return {Errc::kIo, fmt::format("pid {}: signal {}: {}", pid, sig, std::strerror(err))};
 }
 

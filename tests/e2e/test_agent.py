@@ -197,6 +197,70 @@ class AgentPreempts(AgentBase):
         self.assertEqual(len(json.loads(get(api + "/api/v1/incidents?job=torch-hang"))["incidents"]), 1)
 
 
+def unit_capabilities():
+    """The capability set of the shipped systemd unit (deploy/stepwatch-agent.service)."""
+    src = os.environ.get("STEPWATCH_SOURCE_DIR", os.path.join(HERE, "..", ".."))
+    with open(os.path.join(src, "deploy", "stepwatch-agent.service")) as f:
+        for line in f:
+            if line.startswith("CapabilityBoundingSet="):
+                return line.split("=", 1)[1].split()
+    raise AssertionError("the unit sets no CapabilityBoundingSet")
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: the agent runs as root and the job as nobody")
+class AgentCapabilities(AgentBase):
+    """The agent as the shipped unit runs it (root with only the unit's capabilities) preempts a
+    stalled job of another user; without CAP_KILL the preemption fails and says why."""
+
+    def run_job_as_nobody_and_preempt(self, caps):
+        os.chmod(self.tmp, 0o755)
+        beacons = os.path.join(self.tmp, "beacons")
+        os.makedirs(beacons)
+        os.chmod(beacons, 0o1777)  # like /dev/shm: the job's user creates its own job directory
+        specs = os.path.join(self.tmp, "specs")
+        os.makedirs(specs)
+        with open(os.path.join(specs, "nobody-hang.toml"), "w") as f:
+            f.write('job = "nobody-hang"\nexpected_interval = "300ms"\ngrace_intervals = 2\n'
+                    '[learn]\nwarmup_steps = 1\n[runbook]\nack_timeout = "1s"\npreempt_grace = "2s"\n')
+        port = free_port()
+        cfg = self.agent_config(beacons, specs, port, extra='preempt_jobs = ["nobody-*"]\n')
+        env = python_env()
+        env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="nobody-hang")
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+            env.pop(k, None)
+        ranks = [self.start(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                             "-c", RANKS, str(rank), "10"], env=env) for rank in (0, 1)]
+        bounding = ",".join(["-all"] + ["+" + c.lower().removeprefix("cap_") for c in caps])
+        self.start(["setpriv", f"--bounding-set={bounding}", "--inh-caps=-all", "--no-new-privs",
+                    self.bin, "agent", "--config", cfg])
+        api = f"http://127.0.0.1:{port}"
+        job = self.wait_for("the preempt action",
+                            lambda: (lambda j: j if j["actions_total"].get("preempt") else None)(
+                                json.loads(get(api + "/api/v1/jobs/nobody-hang"))), timeout=90)
+        self.assertEqual(job["actions_total"]["preempt"], 1, job)
+        self.assertEqual(sorted(r["beacon"]["pid"] for r in job["ranks"]), sorted(p.pid for p in ranks))
+        incidents = json.loads(get(api + "/api/v1/incidents?job=nobody-hang"))["incidents"]
+        self.assertEqual(len(incidents), 1, incidents)
+        return ranks, incidents[0]
+
+    def test_the_units_capabilities_preempt_another_users_job(self):
+        caps = unit_capabilities()
+        self.assertIn("CAP_KILL", caps)
+        ranks, incident = self.run_job_as_nobody_and_preempt(caps)
+        self.assertIn("preempted by the agent: 2 of 2 processes gone", incident["resolution"])
+        for p in ranks:
+            self.assertIsNotNone(p.wait(timeout=10), "the agent ended the job")
+
+    def test_without_cap_kill_the_failed_preemption_says_why(self):
+        caps = [c for c in unit_capabilities() if c != "CAP_KILL"]
+        ranks, incident = self.run_job_as_nobody_and_preempt(caps)
+        self.assertIn("0 of 2 processes gone, 2 SURVIVOR(S)", incident["resolution"])
+        self.assertIn("not permitted (EPERM: signalling another user's process needs CAP_KILL",
+                      incident["resolution"])
+        for p in ranks:
+            self.assertIsNone(p.poll(), "nothing was signalled")
+
+
 class AgentEndings(AgentBase):
     """A real 2-rank PyTorch (gloo) job without stepwatch.finish(), its ranks exiting seconds apart
     and a launcher that outlives them, watched by an agent with a real webhook: it ends, and the

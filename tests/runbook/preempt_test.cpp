@@ -172,6 +172,30 @@ TEST(Preempt, WithoutProcessGroupsUnlistedChildrenAreLeftAlone) {
   ::kill(member, SIGKILL);  // test cleanup: our own grandchild, just seen with its start time
 }
 
+TEST(PreemptReport, SummaryNamesEachSurvivorsReasonOnce) {
+  PreemptReport r;
+  auto survivor = [&](int pid, std::string label, std::string note) {
+    ProcessOutcome o;
+    o.process = ProcessRef{pid, 1, std::move(label)};
+    o.before = o.after = Liveness::kAlive;
+    o.note = std::move(note);
+    r.processes.push_back(o);
+    r.survivors.push_back(o.process);
+  };
+  const std::string eperm = "signal 15 not permitted (EPERM: ...)";
+  survivor(11, "rank 0", "pid 11: " + eperm + "; pid 11: signal 9 not permitted (EPERM: ...)");
+  survivor(12, "rank 1", "pid 12: " + eperm);
+  survivor(13, "", "");
+  ProcessOutcome gone;
+  gone.process = ProcessRef{14, 1, "rank 2"};
+  gone.after = Liveness::kGone;
+  r.processes.push_back(gone);
+  r.total_ns = 7 * kNsPerSec;
+  EXPECT_EQ(r.summary(),
+            "1 of 4 processes gone, 3 SURVIVOR(S) [pid 11 (rank 0), pid 12 (rank 1): " + eperm +
+                "; pid 13: still " + liveness_name(Liveness::kAlive) + "] (7000 ms)");
+}
+
 TEST(PreemptWithCommand, CommandEndsTheProcess) {
   Child target({"/bin/sleep", "30"}, {.capture_stdout = false});
   std::string cmd = "kill -TERM " + std::to_string(target.pid());
