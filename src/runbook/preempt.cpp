@@ -235,10 +235,12 @@ std::string PreemptReport::summary() const {
     for (const auto& o : processes) {
       if (o.gone()) continue;
       std::string why = o.note.substr(0, o.note.find("; "));
-      if (const std::string prefix = fmt::format("pid {}: ", o.process.pid); why.starts_with(prefix))
+      if (const std::string prefix = fmt::format("pid {}: ", o.process.pid);
+          why.starts_with(prefix))
         why.erase(0, prefix.size());
       if (why.empty()) why = fmt::format("still {}", liveness_name(o.after));
-      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == why; });
+      auto it = std::find_if(reasons.begin(), reasons.end(),
+                             [&](const auto& r) { return r.first == why; });
       if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
       it->second.push_back(who(o.process));
     }
