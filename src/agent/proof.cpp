@@ -13,22 +13,11 @@
 #include <sstream>
 
 #include "src/common/proc_stat.h"
+#include "src/probe/procfs.h"
 
 namespace stepwatch::agent {
 
 namespace {
-
-// Real and effective uid from /proc/<pid>/status ("Uid:\treal\teffective\tsaved\tfs").
-bool uids_of(const std::string& proc_root, int pid, long* real, long* effective) {
-  std::ifstream in(fmt::format("{}/{}/status", proc_root, pid));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Uid:", 0) != 0) continue;
-    std::istringstream fields(line.substr(4));
-    return static_cast<bool>(fields >> *real >> *effective);
-  }
-  return false;
-}
 
 // Whether /proc/<pid>/maps has a mapping of the file with this device and inode.
 bool maps_file(const std::string& proc_root, int pid, dev_t dev, ino_t ino) {
@@ -75,12 +64,11 @@ Proof prove_rank_process(const std::string& proc_root, const std::string& job_di
     return refuse(fmt::format("{} belongs to uid {}, its directory to uid {}", r.path,
                               beacon.st_uid, dir.st_uid));
   }
-  long real = -1, effective = -1;
-  if (!uids_of(proc_root, r.pid, &real, &effective))
-    return refuse("gone, or its status cannot be read");
-  if (real != static_cast<long>(beacon.st_uid) || effective != static_cast<long>(beacon.st_uid)) {
-    return refuse(fmt::format("runs as uid {}/{}, the beacon belongs to uid {}", real, effective,
-                              beacon.st_uid));
+  auto uids = probe::read_process_uids(proc_root, r.pid);
+  if (!uids) return refuse("gone, or its status cannot be read");
+  if (uids->real != beacon.st_uid || uids->effective != beacon.st_uid) {
+    return refuse(fmt::format("runs as uid {}/{}, the beacon belongs to uid {}", uids->real,
+                              uids->effective, beacon.st_uid));
   }
   auto st = read_proc_stat(proc_root, r.pid);
   if (!st) return refuse("gone");

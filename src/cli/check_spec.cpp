@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/common/duration.h"
+#include "src/common/host.h"
 #include "src/spec/size.h"
 #include "src/spec/spec.h"
 
@@ -67,8 +68,9 @@ std::string summary(const JobSpec& s) {
   const auto& r = s.runbook;
   std::string pagers;
   for (const auto& p : r.pagers) {
-    pagers += fmt::format("{}{} {}", pagers.empty() ? "" : ", ", spec::pager_kind_name(p.kind),
-                          p.kind == spec::PagerKind::kCommand ? argv_text(p.command) : p.url);
+    pagers +=
+        fmt::format("{}{} {}", pagers.empty() ? "" : ", ", spec::pager_kind_name(p.kind),
+                    p.kind == spec::PagerKind::kCommand ? argv_text(p.command) : redact_url(p.url));
   }
   out += fmt::format("  paging    {}; ack within {}; an acked incident waits up to {}\n",
                      pagers.empty() ? "nobody" : pagers, format_duration(r.ack_timeout_ns),
@@ -104,7 +106,7 @@ nlohmann::json effective(const JobSpec& s) {
   nlohmann::json pagers = nlohmann::json::array();
   for (const auto& p : s.runbook.pagers) {
     pagers.push_back({{"kind", spec::pager_kind_name(p.kind)},
-                      {"url", p.url},
+                      {"url", redact_url(p.url)},
                       {"command", p.command},
                       {"timeout_ns", p.timeout_ns},
                       {"retries", p.retries}});

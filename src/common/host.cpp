@@ -51,4 +51,17 @@ bool is_loopback_host(std::string_view host) {
   return all;
 }
 
+std::string redact_url(std::string_view url) {
+  const size_t sep = url.find("://");
+  if (sep == std::string_view::npos || sep == 0) return "<not a URL>";
+  std::string_view scheme = url.substr(0, sep);
+  std::string_view rest = url.substr(sep + 3);
+  const size_t end = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, end);
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+  std::string shown = std::string(scheme) + "://" + std::string(authority);
+  if (end != std::string_view::npos && end + 1 < rest.size()) shown += "/\u2026";
+  return shown;
+}
+
 }  // namespace stepwatch

@@ -3,7 +3,8 @@
 // "" when it cannot be read.
 //
 // Also: whether a host stands for this machine's loopback only, for servers deciding whether a
-// token is needed and requests deciding whether their Host or Origin is the server's own.
+// token is needed and requests deciding whether their Host or Origin is the server's own; and a
+// URL as it may be shown.
 #pragma once
 
 #include <string>
@@ -20,5 +21,11 @@ bool is_loopback_literal(std::string_view host);
 // The addresses the name resolves to (hosts file, DNS), every one of them 127.0.0.0/8 or ::1:
 // "127.evil.example" may resolve to 0.0.0.0. A name that does not resolve is not loopback.
 bool is_loopback_host(std::string_view host);
+
+// A URL as pages, logs, the API and check-spec show it: "scheme://host[:port]", then "/…" when
+// a path, query or fragment followed (a webhook's secret usually lives there) and without any
+// "user:password@". "https://hooks.example/T0/B0/xoxb-SECRET" -> "https://hooks.example/…".
+// Text that is not "scheme://..." is shown as "<not a URL>".
+std::string redact_url(std::string_view url);
 
 }  // namespace stepwatch

@@ -43,6 +43,9 @@ class JobReader {
     uint64_t audited = 0;    // files whose size was checked by path
   };
   const Stats& last_stats() const { return stats_; }
+  // The job directory's owner as of the last poll: only that user's files are read, and only
+  // that user's processes are the job's. nullopt until the directory has been seen.
+  std::optional<uint32_t> owner_uid() const { return dir_uid_; }
 
  private:
   struct Entry {

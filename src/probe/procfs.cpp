@@ -113,6 +113,25 @@ Result<ProcInfo> read_process(const std::string& root, int pid, bool io, bool wc
   return p;
 }
 
+std::optional<ProcessUids> read_process_uids(const std::string& root, int pid) {
+  auto text = slurp(fmt::format("{}/{}/status", root, pid), 8192);
+  if (!text) return std::nullopt;
+  size_t at = text->find("\nUid:");
+  if (at == std::string::npos) return std::nullopt;
+  at += 5;
+  const char* p = text->data() + at;
+  const char* end = text->data() + text->size();
+  ProcessUids u;
+  uint32_t* fields[] = {&u.real, &u.effective};
+  for (uint32_t* f : fields) {
+    while (p < end && (*p == '\t' || *p == ' ')) ++p;
+    auto [next, ec] = std::from_chars(p, end, *f);
+    if (ec != std::errc()) return std::nullopt;
+    p = next;
+  }
+  return u;
+}
+
 ProcessProbe::ProcessProbe(std::string proc_root) : root_(std::move(proc_root)) {}
 
 Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& options) {

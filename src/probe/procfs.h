@@ -95,4 +95,12 @@ std::optional<ProcDelta> delta_between(const ProcInfo& was, const ProcInfo& now)
 // Reads one process (stat, and optionally io, wchan and its threads' states).
 Result<ProcInfo> read_process(const std::string& proc_root, int pid, bool io, bool wchan, bool threads);
 
+// The real and effective uid of a process, from the "Uid:" line of /proc/<pid>/status
+// (real, effective, saved, fs); nullopt when it is gone or the line cannot be read.
+struct ProcessUids {
+  uint32_t real = 0;
+  uint32_t effective = 0;
+};
+std::optional<ProcessUids> read_process_uids(const std::string& proc_root, int pid);
+
 }  // namespace stepwatch::probe

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "src/common/duration.h"
+#include "src/common/host.h"
 #include "src/common/log.h"
 #include "src/spec/command_template.h"
 
@@ -414,7 +415,7 @@ PageResult page_one(const spec::Pager& target, const PageMessage& m, const Pager
       bool am = target.kind == spec::PagerKind::kAlertmanager;
       url = am ? alertmanager_alerts_url(target.url) : target.url;
       body = am ? alertmanager_json(m) : page_json(m);
-      r.target = fmt::format("{} {}", spec::pager_kind_name(target.kind), url);
+      r.target = fmt::format("{} {}", spec::pager_kind_name(target.kind), redact_url(url));
       attempt = [&] {
         return options.post ? options.post(url, body, timeout) : post_json(url, body, timeout);
       };

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "src/common/duration.h"
+#include "src/common/host.h"
 #include "src/runbook/pager.h"
 
 namespace stepwatch::runbook {
@@ -27,15 +28,16 @@ struct ParsedUrl {
 Result<ParsedUrl> parse_url(const std::string& url) {
   auto sep = url.find("://");
   if (sep == std::string::npos) {
-    return Error{Errc::kInvalidArgument, fmt::format("\"{}\" is not an http:// URL", url)};
+    return Error{Errc::kInvalidArgument,
+                 fmt::format("\"{}\" is not an http:// URL", redact_url(url))};
   }
   ParsedUrl p;
   p.scheme = url.substr(0, sep);
   std::transform(p.scheme.begin(), p.scheme.end(), p.scheme.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (p.scheme != "http" && p.scheme != "https") {
-    return Error{Errc::kInvalidArgument,
-                 fmt::format("\"{}\": scheme \"{}\" is not http or https", url, p.scheme)};
+    return Error{Errc::kInvalidArgument, fmt::format("\"{}\": scheme \"{}\" is not http or https",
+                                                     redact_url(url), p.scheme)};
   }
   std::string rest = url.substr(sep + 3);
   auto end = rest.find_first_of("/?#");
@@ -44,11 +46,11 @@ Result<ParsedUrl> parse_url(const std::string& url) {
   if (auto hash = p.path.find('#'); hash != std::string::npos) p.path.erase(hash);
   if (p.path.empty() || p.path[0] != '/') p.path.insert(0, "/");
   if (p.authority.empty()) {
-    return Error{Errc::kInvalidArgument, fmt::format("\"{}\" has no host", url)};
+    return Error{Errc::kInvalidArgument, fmt::format("\"{}\" has no host", redact_url(url))};
   }
   if (p.authority.find('@') != std::string::npos) {
     return Error{Errc::kInvalidArgument,
-                 fmt::format("\"{}\": credentials in the URL are not supported", url)};
+                 fmt::format("\"{}\": credentials in the URL are not supported", redact_url(url))};
   }
   return p;
 }
@@ -86,6 +88,7 @@ bool https_supported() {
 
 Attempt post_json(const std::string& url, const std::string& body, int64_t timeout_ns) {
   Attempt a;
+  const std::string shown = redact_url(url);  // what the details say: never the path's secret
   auto parsed = parse_url(url);
   if (!parsed) {
     a.permanent = true;
@@ -95,13 +98,13 @@ Attempt post_json(const std::string& url, const std::string& body, int64_t timeo
   if (parsed->scheme == "https" && !https_supported()) {
     a.permanent = true;
     a.detail =
-        fmt::format("{}: https not supported in this build (cpp-httplib without OpenSSL)", url);
+        fmt::format("{}: https not supported in this build (cpp-httplib without OpenSSL)", shown);
     return a;
   }
   httplib::Client cli(parsed->scheme + "://" + parsed->authority);
   if (!cli.is_valid()) {
     a.permanent = true;
-    a.detail = fmt::format("{}: not a usable host and port", url);
+    a.detail = fmt::format("{}: not a usable host and port", shown);
     return a;
   }
   const auto timeout = std::chrono::nanoseconds(std::max<int64_t>(timeout_ns, kNsPerMs));
@@ -137,8 +140,8 @@ Attempt post_json(const std::string& url, const std::string& body, int64_t timeo
   if (!res) {
     // A read or connect that ran out the clock is a timeout, whichever limit noticed first.
     a.detail = fired || out_of_time || res.error() == httplib::Error::Canceled
-                   ? fmt::format("{}: no answer within {}", url, format_duration(timeout_ns))
-                   : fmt::format("{}: {}", url, describe(res.error()));
+                   ? fmt::format("{}: no answer within {}", shown, format_duration(timeout_ns))
+                   : fmt::format("{}: {}", shown, describe(res.error()));
     return a;
   }
   a.http_status = res->status;
@@ -148,10 +151,10 @@ Attempt post_json(const std::string& url, const std::string& body, int64_t timeo
     if (static_cast<unsigned char>(c) < 0x20) c = ' ';
   }
   if (a.ok) {
-    a.detail = fmt::format("{}: HTTP {}", url, res->status);
+    a.detail = fmt::format("{}: HTTP {}", shown, res->status);
   } else {
     a.permanent = res->status < 500 && res->status != 408 && res->status != 429;
-    a.detail = fmt::format("{}: HTTP {}{}{}", url, res->status, said.empty() ? "" : ": ", said);
+    a.detail = fmt::format("{}: HTTP {}{}{}", shown, res->status, said.empty() ? "" : ": ", said);
   }
   return a;
 }

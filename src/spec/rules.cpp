@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "src/common/duration.h"
+#include "src/common/host.h"
 #include "src/spec/command_template.h"
 
 namespace stepwatch::spec {
@@ -295,18 +296,23 @@ class Rules {
     } else if (rest.starts_with("https://")) {
       rest.remove_prefix(8);
     } else {
-      sink_.error(key, fmt::format("\"{}\" must start with http:// or https://", u));
+      // Echoed only as redact_url shows it: whatever it is, it may hold a secret.
+      sink_.error(key,
+                  u.find("://") == std::string::npos
+                      ? std::string("must start with http:// or https://")
+                      : fmt::format("\"{}\" must start with http:// or https://", redact_url(u)));
       return;
     }
     std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
     if (authority.empty() || authority.front() == ':') {
-      sink_.error(key, fmt::format("\"{}\" has no host", u));
+      sink_.error(key, fmt::format("\"{}\" has no host", redact_url(u)));
     } else if (authority.find('@') != std::string_view::npos) {
       // Not echoed: the point is to keep the secret out of files, logs and pages.
       sink_.error(key, "carries credentials (user:password@host), which the pager refuses to send: use a webhook "
                        "URL that holds its secret in the path, or kind = \"command\"");
     } else if (std::any_of(u.begin(), u.end(), [](char c) { return c <= 0x20 || c == 0x7f; })) {
-      sink_.error(key, fmt::format("\"{}\" must not hold spaces or control characters", u));
+      sink_.error(key,
+                  fmt::format("\"{}\" must not hold spaces or control characters", redact_url(u)));
     }
   }
 

@@ -210,6 +210,12 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
   return obs;
 }
 
+bool Observer::owns(int pid) const {
+  const auto owner = reader_.owner_uid();
+  const auto uids = owner ? probe::read_process_uids(config_.proc_root, pid) : std::nullopt;
+  return uids && uids->real == *owner && uids->effective == *owner;
+}
+
 void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport& rep) {
   ++polls_;
   // One entry per rank with a pid: has its record changed since the previous poll?
@@ -259,7 +265,11 @@ void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport
     if (budget && detail_credit_ns_ <= 0) break;
     int64_t read_from = budget ? mono_now_ns() : 0;
     RankMemo& m = *k->memo;
-    if (auto p = probe::read_process(config_.proc_root, k->pid, true, true, true)) {
+    // I/O counters and wchan only of a process that runs as the job directory's owner: they are
+    // what ptrace access guards, and a beacon may name any pid (an agent running as root would
+    // otherwise publish an I/O-timing side channel on sshd or another user's job).
+    const bool owners = owns(k->pid);
+    if (auto p = probe::read_process(config_.proc_root, k->pid, owners, owners, true)) {
       m.last_delta = m.last ? probe::delta_between(*m.last, *p) : std::nullopt;
       m.last = std::move(*p);
       m.read_poll = polls_;

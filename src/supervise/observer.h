@@ -73,6 +73,8 @@ class Observer {
   void drop_outside_world(std::vector<contract::RankSnapshot>& ranks, PollReport& rep) const;
   // Process facts of the ranks when no selector names the job's processes (the agent's case).
   void rank_facts(const Stamp& now, detect::Observation& obs, PollReport& rep);
+  // Whether pid runs (real and effective uid) as the job directory's owner.
+  bool owns(int pid) const;
 
   // What the fast path remembers per rank between polls.
   struct RankMemo {

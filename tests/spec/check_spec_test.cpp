@@ -61,7 +61,7 @@ url = "http://127.0.0.1:9/p"
   EXPECT_EQ(out_.find("compile_warm"), std::string::npos) << "shown with compile: " << out_;
   EXPECT_NE(
       out_.find(
-          "  paging    webhook http://127.0.0.1:9/p; ack within 10m00s; an acked incident waits up "
+          "  paging    webhook http://127.0.0.1:9/…; ack within 10m00s; an acked incident waits up "
           "to 1h00m\n"),
       std::string::npos)
       << out_;

@@ -1,4 +1,5 @@
 // Every way a spec can be wrong, each with the exact "FILE:LINE: key: message" it must produce.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "src/spec/spec.h"
@@ -207,6 +208,15 @@ TEST(SpecErrors, LogPatternsCompileWithRe2) {
       << "phase_end needs no group";
 }
 
+TEST(SpecErrors, PagerUrlSecretsAreNeverEchoed) {
+  for (const char* url : {"hooks.example/xoxb-SECRET", "http://bot:SECRET@hooks.example/x",
+                          "http://hooks.example/xoxb-SECRET x", "ftp://hooks.example/SECRET"}) {
+    SpecCheck check = check_spec(fmt::format("[[runbook.pager]]\nurl = \"{}\"\n", url), "t.toml");
+    ASSERT_EQ(check.errors.size(), 1u) << url;
+    EXPECT_EQ(check.errors[0].text().find("SECRET"), std::string::npos) << check.errors[0].text();
+  }
+}
+
 TEST(SpecErrors, Pagers) {
   const Case cases[] = {
       {"[[runbook.pager]]\nkind = \"slack\"\nurl = \"http://x\"\n",
@@ -215,8 +225,12 @@ TEST(SpecErrors, Pagers) {
       {"[[runbook.pager]]\nkind = \"webhook\"\nurl = \"ftp://x\"\n",
        "t.toml:3: runbook.pager[0].url: \"ftp://x\" must start with http:// or https://"},
       {"[[runbook.pager]]\nurl = \"http:///x\"\n",
-       "runbook.pager[0].url: \"http:///x\" has no host"},
-      {"[[runbook.pager]]\nurl = \"http://?x\"\n", "runbook.pager[0].url: \"http://?x\" has no host"},
+       "runbook.pager[0].url: \"http:///…\" has no host"},
+      {"[[runbook.pager]]\nurl = \"http://?x\"\n",
+       "runbook.pager[0].url: \"http:///…\" has no host"},
+      // Not a URL at all: not echoed, it may be the secret pasted without its scheme.
+      {"[[runbook.pager]]\nurl = \"hooks.example/xoxb-SECRET\"\n",
+       "t.toml:2: runbook.pager[0].url: must start with http:// or https://"},
       {"[[runbook.pager]]\nurl = \"https://bot:hunter2@hooks.example/x\"\n",
        "t.toml:2: runbook.pager[0].url: carries credentials (user:password@host)"},
       {"[[runbook.pager]]\nurl = \"https://h/a b\"\n",

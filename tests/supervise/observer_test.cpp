@@ -313,6 +313,52 @@ TEST_F(QuietObserverTest, ARankWhoseProcessExitedIsNotAlive) {
   ::close(pipefd[1]);
 }
 
+// A beacon may name any pid. The agent runs as root, so it reads I/O counters and wchan (what
+// ptrace access guards) only of a process that runs as the job directory's owner: otherwise the
+// API would publish them for sshd or another user's job.
+TEST_F(QuietObserverTest, IoAndWchanOnlyOfProcessesThatRunAsTheJobDirectorysOwner) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a rank that becomes another user";
+  auto rank = [&](int r, bool become_nobody) {
+    int pipefd[2];
+    EXPECT_EQ(::pipe(pipefd), 0);
+    pid_t c = ::fork();
+    if (c == 0) {
+      contract::Identity id;
+      id.dir = root_.string();
+      id.job = "obs";
+      id.rank = r;
+      id.world_size = 2;
+      auto w = contract::BeaconWriter::create(id);
+      if (w) (*w)->step(3);
+      bool ok = w.ok() && (!become_nobody || (::setgid(65534) == 0 && ::setuid(65534) == 0));
+      char said = ok ? 'y' : 'n';
+      if (::write(pipefd[1], &said, 1) != 1) ::_exit(2);
+      ::pause();
+      ::_exit(0);
+    }
+    children_.push_back(c);
+    char said = 0;
+    EXPECT_EQ(::read(pipefd[0], &said, 1), 1);
+    EXPECT_EQ(said, 'y');
+    ::close(pipefd[0]);
+    ::close(pipefd[1]);
+  };
+  rank(0, false);
+  rank(1, true);
+  Observer ob(quiet_config(0, std::nullopt));
+  detect::Observation o = ob.poll(SystemClock::instance().now());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  o = ob.poll(SystemClock::instance().now());
+  ASSERT_NE(facts(o, 0), nullptr);
+  ASSERT_NE(facts(o, 1), nullptr);
+  EXPECT_FALSE(facts(o, 0)->wchan.empty()) << "the owner's rank sleeps in pause()";
+  EXPECT_TRUE(facts(o, 0)->io_delta_bytes.has_value());
+  EXPECT_TRUE(facts(o, 1)->wchan.empty()) << facts(o, 1)->wchan;
+  EXPECT_FALSE(facts(o, 1)->io_delta_bytes.has_value());
+  EXPECT_TRUE(facts(o, 1)->alive);  // liveness and state are still known: anyone may read them
+  EXPECT_NE(facts(o, 1)->state, '?');
+}
+
 TEST(RankFromEnviron, ReadsRankOrSlurm) {
   EXPECT_FALSE(rank_from_environ("/proc", 999999999).has_value());
   auto root = fs::temp_directory_path() / fmt::format("sw-env-{}", ::getpid());
