@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,6 +72,45 @@ Result<TextFile> read_text_file(const std::string& path, size_t max_bytes, Symli
     return Error{Errc::kInvalidArgument, fmt::format("{}: larger than {} bytes", path, max_bytes)};
   }
   out.text.resize(got);
+  return out;
+}
+
+Status write_private_file(const std::string& path, std::string_view text) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return errno_error(path, "cannot replace", errno);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return errno_error(path, "cannot create", errno);
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      return errno_error(path, "cannot write", e);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return errno_error(path, "cannot write", errno);
+  return {};
+}
+
+Result<std::string> random_token() {
+  unsigned char bytes[32];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{Errc::kIo, fmt::format("getrandom: {}", std::strerror(errno))};
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
   return out;
 }
 

@@ -5,6 +5,7 @@
 //                  200 {"acked": true, "incident_id", "incident", "by", "message"}
 //                  404 {"acked": false, "error"}   no incident is open
 //                  400 malformed body · 401 bearer token missing or wrong · 405 other methods
+//                  (the supervisor always sets a token: a fresh one per run, in a 0600 file)
 //   GET /status    200 the status callback's JSON (the current verdict and incident)
 //   GET /healthz   200 "ok"
 // Errors are JSON objects {"error": "..."}. Bound to 127.0.0.1 unless configured otherwise.

@@ -11,6 +11,8 @@
 
 #include "src/common/duration.h"
 #include "src/common/host.h"
+#include "src/common/proc_stat.h"
+#include "src/common/text_file.h"
 #include "src/contract/names.h"
 #include "src/detect/spec_adapter.h"
 #include "src/probe/nvml.h"
@@ -19,7 +21,6 @@
 #include "src/runbook/ports.h"
 #include "src/runbook/preempt.h"
 #include "src/spec/command_template.h"
-#include "src/common/proc_stat.h"
 
 namespace stepwatch::supervise {
 
@@ -130,15 +131,24 @@ Status Supervisor::setup() {
     return out;
   };
   ac.status = [this] { return last_verdict_json_.empty() ? std::string("{}") : last_verdict_json_; };
+  // Acks need this run's token, in a file only the job's owner can read: any local user can
+  // find the port, none but the owner (and root) can hold the runbook.
+  const std::string token_path = fmt::format("{}/{}.ack-token", opt_.state_dir, opt_.job);
+  auto token = random_token();
+  Status kept = token ? write_private_file(token_path, *token + "\n") : Status(token.error());
+  if (!kept) {
+    say(fmt::format(
+        "ack endpoint not started: no token: {} (stepwatch ack --state-dir still works)",
+        kept.error().message));
+    return {};
+  }
+  ac.bearer_token = *token;
   ack_ = std::make_unique<runbook::AckServer>(ac);
   if (auto st = ack_->start(); !st) {
     say(fmt::format("ack endpoint not started: {}", st.error().message));
   } else {
-    std::FILE* f = std::fopen(fmt::format("{}/{}.ack-port", opt_.state_dir, opt_.job).c_str(), "w");
-    if (f != nullptr) {
-      std::fprintf(f, "%d\n", ack_->port());
-      std::fclose(f);
-    }
+    (void)write_private_file(fmt::format("{}/{}.ack-port", opt_.state_dir, opt_.job),
+                             fmt::format("{}\n", ack_->port()));
   }
   return {};
 }

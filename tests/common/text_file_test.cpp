@@ -1,4 +1,5 @@
-// read_text_file: whole small files that a user may have put there, without waiting or bound.
+// read_text_file: whole small files that a user may have put there, without waiting or bound;
+// write_private_file and random_token: a secret only its owner can read.
 #include "src/common/text_file.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +79,39 @@ TEST_F(TextFileTest, DirectoriesSocketsMissingOversizeAndRefusedSymlinksAreNamed
   EXPECT_TRUE(read_text_file(path("link"), 100).ok());
   EXPECT_EQ(read_text_file(path("link"), 100, Symlinks::kRefuse).error().message,
             path("link") + ": cannot open: is a symlink");
+}
+
+TEST_F(TextFileTest, APrivateFileReplacesASymlinkWithoutFollowingIt) {
+  std::ofstream(path("victim")) << "keep me\n";
+  ::chmod(path("victim").c_str(), 0644);
+  ASSERT_EQ(::symlink(path("victim").c_str(), path("job.ack-token").c_str()), 0);
+  ASSERT_TRUE(write_private_file(path("job.ack-token"), "s3cret\n").ok());
+  EXPECT_FALSE(fs::is_symlink(path("job.ack-token")));
+  auto victim = read_text_file(path("victim"), 100);
+  ASSERT_TRUE(victim.ok());
+  EXPECT_EQ(victim->text, "keep me\n");
+  auto token = read_text_file(path("job.ack-token"), 100, Symlinks::kRefuse);
+  ASSERT_TRUE(token.ok()) << token.error().message;
+  EXPECT_EQ(token->text, "s3cret\n");
+  EXPECT_EQ(token->mode & 0777, 0600u);
+
+  // An old file (of any mode) is replaced by a new 0600 one; a missing directory is named.
+  ::chmod(path("job.ack-token").c_str(), 0666);
+  ASSERT_TRUE(write_private_file(path("job.ack-token"), "next\n").ok());
+  EXPECT_EQ(read_text_file(path("job.ack-token"), 100)->mode & 0777, 0600u);
+  Status missing = write_private_file(path("no/such/dir"), "x");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find(path("no/such/dir")), std::string::npos)
+      << missing.error().message;
+}
+
+TEST(RandomToken, Is64HexDigitsAndFreshEachTime) {
+  auto a = random_token();
+  auto b = random_token();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 64u);
+  EXPECT_EQ(a->find_first_not_of("0123456789abcdef"), std::string::npos) << *a;
+  EXPECT_NE(*a, *b);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -521,6 +522,59 @@ class AckAndDoctor(RunTest):
         r = subprocess.run([self.bin, "ack", "acked", "--state-dir", self.state], stdout=subprocess.PIPE, text=True)
         self.assertEqual(r.returncode, 1)
         self.assertIn("no open incident", r.stdout)
+
+    def test_the_ack_endpoint_takes_only_this_runs_token(self):
+        spec = self.spec("tokacked", extra='[log]\npreset = "plain"\n', pagers=False)
+        with open(spec) as f:
+            text = f.read().replace('ack_timeout = "2s"', 'ack_timeout = "2s"\nack_hold_limit = "3s"', 1)
+        with open(spec, "w") as f:
+            f.write(text)
+        env = python_env()
+        env.pop("STEPWATCH_JOB", None)
+        p = subprocess.Popen([self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, "--",
+                              "/usr/bin/python3", PLAIN, "--steps", "30", "--step-time", "0.05", "--ckpt-dir",
+                              self.ckpt, "--ckpt-every", "10", "--hang-at-step", "15", "--hang-incarnation", "0"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.strays.append(p)
+        port_file = os.path.join(self.state, "tokacked.ack-port")
+        token_file = os.path.join(self.state, "tokacked.ack-token")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (os.path.exists(port_file) and os.path.exists(token_file)):
+            time.sleep(0.1)
+        self.assertEqual(os.stat(token_file).st_mode & 0o777, 0o600)  # the owner's (and root's) only
+        with open(port_file) as f:
+            url = f"http://127.0.0.1:{int(f.read())}/ack"
+        with open(token_file) as f:
+            token = f.read().strip()
+        self.assertRegex(token, r"^[0-9a-f]{64}$")
+
+        def post(headers):
+            req = urllib.request.Request(url, data=b'{"by": "carol"}', method="POST",
+                                         headers={"Content-Type": "application/json", **headers})
+            try:
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read() or b"{}")
+
+        # Without the token, or with another one, nobody acks, incident or not.
+        self.assertEqual(post({})[0], 401)
+        self.assertEqual(post({"Authorization": "Bearer " + "0" * 64})[0], 401)
+        acked = None
+        while time.monotonic() < deadline + 30 and acked is None:
+            status, body = post({"Authorization": "bearer " + token})
+            if status == 200:
+                acked = body
+            else:
+                self.assertEqual(status, 404, body)  # no open incident yet
+                self.assertEqual(post({})[0], 401)
+                time.sleep(0.2)
+        self.assertIsNotNone(acked, "no incident opened")
+        self.assertTrue(acked["acked"])
+        out, _ = p.communicate(timeout=90)
+        self.assertEqual(p.returncode, 0, out)
+        [inc] = self.incidents("tokacked")
+        self.assertEqual(inc["acked_by"], "carol")
 
     def test_doctor_reports_a_clean_job_and_a_leftover(self):
         spec = self.spec("doc", extra='[log]\npreset = "plain"\n', pagers=False)
