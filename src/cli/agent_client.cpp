@@ -3,12 +3,16 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "src/common/duration.h"
+#include "src/common/host.h"
+#include "src/runbook/ports.h"
 
 namespace stepwatch::cli {
 
@@ -36,7 +40,39 @@ std::string text(const json& v) {
 
 }  // namespace
 
-Result<std::optional<std::string>> find_agent(const std::string& explicit_url) {
+Status agent_listener_trusted(const std::string& url, uint32_t me, const std::string& proc_root) {
+  std::string_view rest = url;
+  if (auto sep = rest.find("://"); sep != std::string_view::npos) rest.remove_prefix(sep + 3);
+  rest = rest.substr(0, rest.find('/'));
+  const size_t colon = rest.rfind(':');
+  const bool has_port =
+      colon != std::string_view::npos && rest.find(']', colon) == std::string_view::npos;
+  std::string_view host = has_port ? rest.substr(0, colon) : rest;
+  if (!is_loopback_literal(host)) return {};
+  int port = 80;
+  if (has_port) {
+    auto digits = rest.substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc() || end != digits.data() + digits.size() || port < 1 || port > 65535)
+      return Error{Errc::kInvalidArgument, fmt::format("{}: not a port", url)};
+  }
+  auto listeners = runbook::listeners_on_port(proc_root, port);
+  if (!listeners)
+    return Error{listeners.error().code,
+                 fmt::format("cannot check who serves {}: {}", url, listeners.error().message)};
+  for (const auto& l : *listeners) {
+    if (l.uid == 0 || l.uid == me) continue;
+    return Error{
+        Errc::kPermission,
+        fmt::format("{} is served by a process of uid {}, not by root or you: not the stepwatch "
+                    "agent, so nothing is sent to it (is the agent down and its port taken?)",
+                    url, l.uid)};
+  }
+  return {};
+}
+
+Result<std::optional<std::string>> find_agent(const std::string& explicit_url,
+                                              const std::string& proc_root) {
   std::string url = explicit_url;
   if (url.empty()) {
     const char* e = std::getenv("STEPWATCH_AGENT");
@@ -44,6 +80,9 @@ Result<std::optional<std::string>> find_agent(const std::string& explicit_url) {
   }
   bool given = !url.empty();
   if (!given) url = "http://127.0.0.1:9465";
+  if (auto trusted = agent_listener_trusted(url, static_cast<uint32_t>(::getuid()), proc_root);
+      !trusted)
+    return trusted.error();
   auto res = client(url, given ? 2000 : 200)->Get("/healthz");
   if (res && res->status == 200) return std::optional<std::string>(url);
   if (given) {

@@ -12,7 +12,16 @@ namespace stepwatch::cli {
 
 // The agent's base URL when one answers /healthz within a short timeout; nullopt when none.
 // An explicitly given URL that does not answer is an error rather than a silent fallback.
-Result<std::optional<std::string>> find_agent(const std::string& explicit_url);
+// On loopback the answer is trusted only from the real agent: every socket listening on the
+// port must belong to root or to the user running the CLI (see agent_listener_trusted).
+// Otherwise it is an error naming the uid, and nothing (no token) is sent.
+Result<std::optional<std::string>> find_agent(const std::string& explicit_url,
+                                              const std::string& proc_root = "/proc");
+
+// Whether an agent URL on loopback is served only by root or by `me`: the LISTEN sockets on
+// its port, from <proc_root>/net/tcp and tcp6, all have one of those uids. A URL that is not on
+// loopback cannot be checked this way and is trusted (a remote agent needs its token anyway).
+Status agent_listener_trusted(const std::string& url, uint32_t me, const std::string& proc_root);
 
 // `stepwatch status` through the agent: one line per job and per rank.
 int status_from_agent(const std::string& base, const std::string& job);

@@ -1,24 +1,41 @@
-#include "src/serve/metrics.h"
 #include "src/cli/agent_cmd.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
+#include <set>
+#include <thread>
 
 #include "src/agent/agent.h"
 #include "src/agent/api.h"
 #include "src/agent/config.h"
+#include "src/common/duration.h"
 #include "src/common/limits.h"
 #include "src/common/log.h"
 #include "src/probe/nvml.h"
+#include "src/runbook/ports.h"
+#include "src/serve/metrics.h"
 
 namespace stepwatch::cli {
 
 namespace {
 
 std::atomic<bool> g_stop{false};  // lock-free: safe to set from a signal handler
+
+constexpr int64_t kApiRebindNs = 2 * kNsPerSec;
+
+// ": held by uid N" for the sockets listening on the port, when /proc says.
+std::string port_holders(int port) {
+  auto listeners = runbook::listeners_on_port("/proc", port);
+  if (!listeners || listeners->empty()) return "";
+  std::set<uint32_t> uids;
+  for (const auto& l : *listeners) uids.insert(l.uid);
+  return fmt::format(" (port {} is held by uid {})", port, fmt::join(uids, ", "));
+}
 
 extern "C" void on_stop_signal(int) {
   g_stop.store(true);
@@ -54,19 +71,36 @@ int run_agent(const std::string& config_path) {
   }
   api_config.metrics = [&ag = **a] { return serve::render_metrics(ag.jobs(), ag.health()); };
   agent::ApiServer api(**a, api_config);
-  if (auto st = api.start(); !st) {
-    fmt::print(stderr, "stepwatch agent: {}\n", st.error().message);
-    return kAgentStartError;
-  }
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
-  log_info("agent: watching {} root(s), API on {}", config->beacon_roots.size(), api.address());
+  // A port that is taken (another user may hold it to silence the agent) does not stop the
+  // watching and paging: the API is bound again every kApiRebindNs until it can be.
+  std::thread rebind;
+  if (auto st = api.start(); st) {
+    log_info("agent: watching {} root(s), API on {}", config->beacon_roots.size(), api.address());
+  } else {
+    log_error("agent: {}; watching {} root(s) and paging without the API, binding again every {}{}",
+              st.error().message, config->beacon_roots.size(), format_duration(kApiRebindNs),
+              port_holders(config->listen_port));
+    rebind = std::thread([&api] {
+      while (!g_stop.load()) {
+        for (int64_t waited = 0; waited < kApiRebindNs && !g_stop.load(); waited += 100 * kNsPerMs)
+          ::usleep(100 * 1000);
+        if (g_stop.load()) break;
+        if (api.start()) {
+          log_info("agent: API on {}", api.address());
+          break;
+        }
+      }
+    });
+  }
   (*a)->run(g_stop);
   log_info("agent: stopping");
+  if (rebind.joinable()) rebind.join();
   api.stop();
   return kAgentOk;
 }

@@ -261,6 +261,89 @@ class AgentCapabilities(AgentBase):
             self.assertIsNone(p.poll(), "nothing was signalled")
 
 
+# An HTTP server that answers every GET with 200 "ok" and prints what it was sent, one line per
+# request: "METHOD PATH AUTHORIZATION". What a user who took the agent's port would run.
+IMPOSTOR = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def answer(self):
+        print(self.command, self.path, self.headers.get("Authorization", "-"), flush=True)
+        self.send_response(200)
+        self.send_header("Content-Length", "3")
+        self.end_headers()
+        self.wfile.write(b"ok\n")
+    do_GET = do_POST = answer
+    def log_message(self, *a):
+        pass
+print("listening", flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: the impostor runs as another user")
+class AgentPortTaken(AgentBase):
+    """Another user holds the agent's port before it starts: the agent still watches and pages,
+    takes its port once it is free, and the CLI sends the impostor nothing (no token)."""
+
+    def test_a_taken_port_silences_nothing_and_the_cli_sends_the_impostor_nothing(self):
+        receiver = Receiver()
+        self.addCleanup(receiver.close)
+        beacons = os.path.join(self.tmp, "beacons")
+        specs = os.path.join(self.tmp, "specs")
+        os.makedirs(specs)
+        with open(os.path.join(specs, "squatted.toml"), "w") as f:
+            f.write('job = "squatted"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
+                    f'[[runbook.pager]]\nurl = "{receiver.url}"\ntimeout = "2s"\nretries = 1\n')
+        port = free_port()
+        impostor = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                     "/usr/bin/python3", "-c", IMPOSTOR, str(port)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.procs.append(impostor)
+        self.assertEqual(impostor.stdout.readline().strip(), "listening")
+        token = os.path.join(self.tmp, "token")
+        with open(token, "w") as f:
+            f.write("s3cr3t-token-abc\n")
+        os.chmod(token, 0o600)
+        cfg = self.agent_config(beacons, specs, port, extra=f'token_file = "{token}"\n')
+        env = python_env()
+        env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="squatted")
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+            env.pop(k, None)
+        for rank in (0, 1):
+            self.start(["/usr/bin/python3", "-c", RANKS, str(rank), "10"], env=env)
+        agent = subprocess.Popen([self.bin, "agent", "--config", cfg], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        self.procs.append(agent)
+        # The job stalls and is paged although the agent has no API.
+        self.wait_for("the page", lambda: receiver.pages, timeout=60)
+        self.assertIsNone(agent.poll(), "the agent kept running")
+
+        api = f"http://127.0.0.1:{port}"
+        cli_env = dict(os.environ, STEPWATCH_AGENT=api, STEPWATCH_AGENT_TOKEN_FILE=token)
+        for args in (["ack", "squatted", "--by", "mallory"], ["status", "squatted"]):
+            r = subprocess.run([self.bin, *args], env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stdout)
+            self.assertIn(f"{api} is served by a process of uid 65534, not by root or you", r.stdout)
+
+        # The impostor goes; the agent binds its port and the CLI trusts it.
+        impostor.terminate()
+        seen = impostor.communicate(timeout=10)[0]
+        self.assertNotIn("s3cr3t", seen)
+        self.assertEqual(seen.strip(), "", "the CLI sent the impostor nothing at all")
+        job = self.wait_for("the API", lambda: json.loads(get(api + "/api/v1/jobs/squatted")), timeout=30)
+        self.assertEqual(job["state"], "stalled")
+        r = subprocess.run([self.bin, "ack", "squatted", "--by", "alice"], env=cli_env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("through the agent", r.stdout)
+        agent.terminate()
+        log = agent.communicate(timeout=30)[1]
+        self.assertIn("paging without the API, binding again every 2.0s", log)
+        self.assertIn(f"(port {port} is held by uid 65534)", log)
+        self.assertEqual(len(receiver.pages), 1, receiver.pages)
+
+
 class AgentEndings(AgentBase):
     """A real 2-rank PyTorch (gloo) job without stepwatch.finish(), its ranks exiting seconds apart
     and a launcher that outlives them, watched by an agent with a real webhook: it ends, and the
