@@ -118,6 +118,10 @@ struct PruneLimits {
   int64_t keep_loose_actions = 1000;    // actions without an incident
   int64_t keep_transitions = 2000;
   int64_t keep_process_incarnations = 3;  // processes of the newest N incarnations
+  // Besides the counts: closed incidents (closed before this), loose actions and transitions
+  // (at before this) go whatever their number. Wall-clock ns; 0: no age limit. Open incidents
+  // and their actions stay, however old.
+  int64_t older_than_ns = 0;
 };
 
 struct PruneCounts {

@@ -112,6 +112,9 @@ class Store {
 
   // Deletes history beyond the limits, per job, in one transaction.
   Result<PruneCounts> prune(const PruneLimits& limits);
+  // Bytes the database's pages hold (its file size less the free pages, which new rows reuse;
+  // the WAL not counted).
+  Result<int64_t> used_bytes();
 
  private:
   explicit Store(std::unique_ptr<Db> db);

@@ -192,14 +192,19 @@ Result<int64_t> Store::forget_processes_before(const std::string& job, int64_t i
 namespace {
 
 // Closed incidents past the newest `keep` of their job. Open incidents are never candidates.
-#define SW_PRUNED_INCIDENTS                                                                     \
-  "SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY job ORDER BY opened_at_ns DESC, " \
-  "id DESC) AS rn FROM incidents WHERE closed_at_ns IS NOT NULL) WHERE rn > ?1"
+// ?1: how many to keep per job; ?2: anything before this wall time goes regardless.
+#define SW_PRUNED_INCIDENTS                                                                \
+  "SELECT id FROM (SELECT id, closed_at_ns, ROW_NUMBER() OVER (PARTITION BY job ORDER BY " \
+  "opened_at_ns DESC, id DESC) AS rn FROM incidents WHERE closed_at_ns IS NOT NULL) "      \
+  "WHERE rn > ?1 OR closed_at_ns < ?2"
 
-Result<int64_t> delete_with_limit(Db& db, const char* sql, int64_t keep) {
+Result<int64_t> delete_with_limit(Db& db, const char* sql, int64_t keep,
+                                  std::optional<int64_t> older_than_ns = std::nullopt) {
   auto s = db.prepare(sql);
   if (!s) return s.error();
-  if (auto st = s->bind(1, keep).run(); !st) return st.error();
+  s->bind(1, keep);
+  if (older_than_ns) s->bind(2, *older_than_ns);
+  if (auto st = s->run(); !st) return st.error();
   return db.changes();
 }
 
@@ -212,26 +217,27 @@ Result<PruneCounts> Store::prune(const PruneLimits& limits) {
   // Actions first and explicitly: rows removed by ON DELETE CASCADE are not counted by changes().
   auto n =
       delete_with_limit(*db_, "DELETE FROM actions WHERE incident_id IN (" SW_PRUNED_INCIDENTS ")",
-                        limits.keep_closed_incidents);
+                        limits.keep_closed_incidents, limits.older_than_ns);
   if (!n) return n.error();
   counts.actions = *n;
   n = delete_with_limit(*db_, "DELETE FROM incidents WHERE id IN (" SW_PRUNED_INCIDENTS ")",
-                        limits.keep_closed_incidents);
+                        limits.keep_closed_incidents, limits.older_than_ns);
   if (!n) return n.error();
   counts.incidents = *n;
   n = delete_with_limit(
       *db_,
       "DELETE FROM actions WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER "
-      "(PARTITION BY job ORDER BY at_ns DESC, id DESC) AS rn FROM actions "
-      "WHERE incident_id IS NULL) WHERE rn > ?1)",
-      limits.keep_loose_actions);
+      "(PARTITION BY job ORDER BY at_ns DESC, id DESC) AS rn, at_ns FROM actions "
+      "WHERE incident_id IS NULL) WHERE rn > ?1 OR at_ns < ?2)",
+      limits.keep_loose_actions, limits.older_than_ns);
   if (!n) return n.error();
   counts.actions += *n;
   n = delete_with_limit(
       *db_,
       "DELETE FROM transitions WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER "
-      "(PARTITION BY job ORDER BY at_ns DESC, id DESC) AS rn FROM transitions) WHERE rn > ?1)",
-      limits.keep_transitions);
+      "(PARTITION BY job ORDER BY at_ns DESC, id DESC) AS rn, at_ns FROM transitions) "
+      "WHERE rn > ?1 OR at_ns < ?2)",
+      limits.keep_transitions, limits.older_than_ns);
   if (!n) return n.error();
   counts.transitions = *n;
   n = delete_with_limit(
@@ -246,5 +252,16 @@ Result<PruneCounts> Store::prune(const PruneLimits& limits) {
 }
 
 #undef SW_PRUNED_INCIDENTS
+
+Result<int64_t> Store::used_bytes() {
+  int64_t v[3] = {0, 0, 0};
+  const char* pragmas[] = {"PRAGMA page_count", "PRAGMA freelist_count", "PRAGMA page_size"};
+  for (int i = 0; i < 3; ++i) {
+    auto text = db_->query_text(pragmas[i]);
+    if (!text) return text.error();
+    v[i] = std::stoll(*text);
+  }
+  return (v[0] - v[1]) * v[2];
+}
 
 }  // namespace stepwatch::store

@@ -1,4 +1,5 @@
 // Actions, transitions, supervisor state, process records and pruning (store_history.cpp).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "src/store/store.h"
@@ -191,6 +192,58 @@ TEST_F(StoreTest, PruneKeepsTheNewestAndEveryOpenIncident) {
   auto again = store().prune(limits);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->incidents + again->actions + again->transitions + again->processes, 0);
+}
+
+TEST_F(StoreTest, PruneByAgeDropsOldHistoryButNeverAnOpenIncident) {
+  auto old = store().open_incident(stall("llm", kT0));
+  ASSERT_TRUE(old.ok());
+  ASSERT_TRUE(store().close_incident(old->id, kT0 + 10 * kSec, "recovered").ok());
+  auto still_open = store().open_incident(stall("stuck", kT0));  // as old, but open
+  ASSERT_TRUE(still_open.ok());
+  ASSERT_TRUE(store().record_transition({0, "llm", 0, kT0, "healthy", "stalled", "", ""}).ok());
+  ASSERT_TRUE(store().record_action({0, std::nullopt, "llm", kT0, "note", true, ""}).ok());
+  auto recent = store().open_incident(stall("llm", kT0 + 1000 * kSec));
+  ASSERT_TRUE(recent.ok());
+  ASSERT_TRUE(store().close_incident(recent->id, kT0 + 1010 * kSec, "recovered").ok());
+  ASSERT_TRUE(store()
+                  .record_transition({0, "llm", 0, kT0 + 1000 * kSec, "healthy", "stalled", "", ""})
+                  .ok());
+
+  PruneLimits limits;  // counts far above what is there: only age prunes
+  limits.older_than_ns = kT0 + 500 * kSec;
+  auto counts = store().prune(limits);
+  ASSERT_TRUE(counts.ok()) << counts.error().message;
+  EXPECT_EQ(counts->incidents, 1);
+  EXPECT_EQ(counts->transitions, 1);
+  EXPECT_EQ(counts->actions, 1);
+  auto llm = store().incidents("llm", 0);
+  ASSERT_TRUE(llm.ok());
+  ASSERT_EQ(llm->size(), 1u);
+  EXPECT_EQ(llm->front().id, recent->id);
+  auto stuck = store().incidents("stuck", 0);
+  ASSERT_TRUE(stuck.ok());
+  ASSERT_EQ(stuck->size(), 1u);
+  EXPECT_TRUE(stuck->front().is_open());
+}
+
+TEST_F(StoreTest, UsedBytesGrowWithRowsAndFreedPagesAreNotCounted) {
+  auto before = store().used_bytes();
+  ASSERT_TRUE(before.ok()) << before.error().message;
+  EXPECT_GT(*before, 0);
+  for (int k = 0; k < 400; ++k) {
+    auto ref = store().open_incident(stall(fmt::format("job-{}", k), kT0 + k));
+    ASSERT_TRUE(ref.ok());
+    ASSERT_TRUE(store().close_incident(ref->id, kT0 + k + 1, std::string(500, 'x')).ok());
+  }
+  auto full = store().used_bytes();
+  ASSERT_TRUE(full.ok());
+  EXPECT_GT(*full, *before + 400 * 500);
+  PruneLimits limits;
+  limits.keep_closed_incidents = 0;
+  ASSERT_TRUE(store().prune(limits).ok());
+  auto after = store().used_bytes();
+  ASSERT_TRUE(after.ok());
+  EXPECT_LT(*after, *full / 2);
 }
 
 }  // namespace
