@@ -1,9 +1,12 @@
 #include "src/agent/agent.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <pwd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <exception>
 #include <thread>
@@ -13,8 +16,10 @@
 #include "src/common/host.h"
 #include "src/common/log.h"
 #include "src/contract/job_scan.h"
+#include "src/contract/names.h"
 #include "src/detect/spec_adapter.h"
 #include "src/detect/trace.h"
+#include "src/spec/size.h"
 
 namespace stepwatch::agent {
 
@@ -25,6 +30,28 @@ namespace {
 // much time on them across all jobs, shared by the jobs whose ranks want them; ranks longest
 // unread go first.
 constexpr int64_t kDetailBudgetPerPollNs = 20 * kNsPerMs;
+
+constexpr int64_t kPruneEveryNs = 3600 * kNsPerSec;
+
+// The owner of <root>/<job>, the job directory; nullopt when it cannot be seen.
+std::optional<uint32_t> dir_owner(const std::string& root, const std::string& job) {
+  struct stat st {};
+  if (::lstat(contract::job_dir(root, job).c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return std::nullopt;
+  return st.st_uid;
+}
+
+// A user name or a decimal uid, as a spec's `users` names them.
+std::optional<uint32_t> uid_of_user(const std::string& name) {
+  uint32_t uid = 0;
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), uid);
+  if (ec == std::errc() && end == name.data() + name.size()) return uid;
+  passwd pw{}, *found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr)
+    return std::nullopt;
+  return found->pw_uid;
+}
 
 // Per-step intervals from the ring of the lowest rank that has one (oldest first).
 std::vector<int64_t> recent_intervals(const detect::Observation& obs) {
@@ -75,6 +102,8 @@ Agent::Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store:
     : config_(std::move(config)),
       deps_(std::move(deps)),
       store_(std::move(poll_store)),
+      incident_rate_(config_.incidents_per_user_per_hour, 3600 * kNsPerSec),
+      log_rate_(config_.log_lines_per_user_per_minute, 60 * kNsPerSec),
       api_store_(std::move(api_store)) {
   health_.started_wall_ns = wall_now_ns();
 }
@@ -105,21 +134,90 @@ void Agent::note_problem(const std::string& message) {
   if (logged_problems_.insert(message).second) log_warn("agent: {}", message);
 }
 
+spec::JobSpec Agent::spec_for(const std::string& job, std::optional<uint32_t> dir_uid) {
+  std::string spec_path = fmt::format("{}/{}.toml", config_.specs_dir, job);
+  struct stat st {};
+  if (::stat(spec_path.c_str(), &st) != 0) return spec::default_spec();
+  auto s = spec::load_spec_file(spec_path);
+  if (!s) {
+    note_problem(fmt::format("job {}: spec {} has errors, judging with defaults:\n{}", job,
+                             spec_path, s.error().message));
+    return spec::default_spec();
+  }
+  // Whose job directories the spec is for: its `users`, or whoever wrote the spec file.
+  std::set<uint32_t> uids;
+  if (s->users.empty()) uids.insert(st.st_uid);
+  for (const auto& n : s->users) {
+    if (auto uid = uid_of_user(n)) {
+      uids.insert(*uid);
+    } else {
+      note_problem(fmt::format("spec {}: users: \"{}\" is not a user on this host", spec_path, n));
+    }
+  }
+  if (dir_uid && uids.count(*dir_uid)) return std::move(*s);
+  note_problem(fmt::format(
+      "job {}: its directory belongs to uid {}, not to a user spec {} is for (uid {}; key "
+      "`users`): "
+      "judged with the defaults, and the spec's pagers are not paged",
+      job, dir_uid ? std::to_string(*dir_uid) : "unknown", spec_path, fmt::join(uids, ", ")));
+  return spec::default_spec();
+}
+
+bool Agent::may_log(const Tracked& t, Stamp now) {
+  if (!t.dir_uid || log_rate_.allow(*t.dir_uid, now.mono_ns)) return true;
+  if (log_rate_.first_refusal(*t.dir_uid, now.mono_ns)) {
+    log_warn(
+        "agent: uid {}: more than {} lines about its jobs in a minute: the rest are dropped "
+        "(log_lines_per_user_per_minute); the API and the store still have them",
+        *t.dir_uid, log_rate_.limit());
+  }
+  return false;
+}
+
+void Agent::maybe_prune(Stamp now) {
+  if (next_prune_mono_ns_ && now.mono_ns < *next_prune_mono_ns_) return;
+  next_prune_mono_ns_ = now.mono_ns + kPruneEveryNs;
+  store::PruneLimits limits;
+  limits.older_than_ns = now.wall_ns - config_.keep_history_ns;
+  store::PruneCounts total;
+  // Over the size bound: keep fewer of each job's newest, a quarter each round.
+  for (int round = 0; round < 6; ++round) {
+    auto counts = store_.prune(limits);
+    if (!counts) {
+      note_problem(fmt::format("pruning the store failed: {}", counts.error().message));
+      return;
+    }
+    total.incidents += counts->incidents;
+    total.transitions += counts->transitions;
+    total.actions += counts->actions;
+    total.processes += counts->processes;
+    auto used = store_.used_bytes();
+    if (!used || *used <= config_.max_store_size) break;
+    if (round == 5) {
+      note_problem(
+          fmt::format("the store holds {} after pruning, above max_store_size {}: open "
+                      "incidents are never pruned",
+                      spec::format_size(*used), spec::format_size(config_.max_store_size)));
+    }
+    limits.keep_closed_incidents = std::max<int64_t>(1, limits.keep_closed_incidents / 4);
+    limits.keep_loose_actions = std::max<int64_t>(1, limits.keep_loose_actions / 4);
+    limits.keep_transitions = std::max<int64_t>(1, limits.keep_transitions / 4);
+  }
+  if (total.incidents + total.transitions + total.actions + total.processes > 0) {
+    log_info(
+        "agent: store pruned: {} incident(s), {} transition(s), {} action(s), {} process record(s)",
+        total.incidents, total.transitions, total.actions, total.processes);
+  }
+}
+
 std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
-                                                      const std::string& job, Stamp now) {
+                                                      const std::string& job,
+                                                      std::optional<uint32_t> dir_uid, Stamp now) {
   auto t = std::make_unique<Tracked>();
   t->job = job;
   t->root = root;
-  std::string spec_path = fmt::format("{}/{}.toml", config_.specs_dir, job);
-  struct stat st {};
-  if (::stat(spec_path.c_str(), &st) == 0) {
-    if (auto s = spec::load_spec_file(spec_path)) {
-      t->spec = std::move(*s);
-    } else {
-      note_problem(fmt::format("job {}: spec {} has errors, judging with defaults:\n{}", job,
-                               spec_path, s.error().message));
-    }
-  }
+  t->dir_uid = dir_uid;
+  t->spec = spec_for(job, dir_uid);
   supervise::ObserverConfig oc;
   oc.beacon_root = root;
   oc.job = job;
@@ -144,9 +242,11 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
     t->incident_state = (*open)->state;
     t->incident_cause = (*open)->cause;
   }
-  log_info("agent: watching job {} under {}{}", job, root,
-           t->spec.source.empty() ? " (no spec: defaults, interval learned)"
-                                  : " with spec " + t->spec.source);
+  if (may_log(*t, now)) {
+    log_info("agent: watching job {} under {}{}", job, root,
+             t->spec.source.empty() ? " (no spec: defaults, interval learned)"
+                                    : " with spec " + t->spec.source);
+  }
   return t;
 }
 
@@ -159,6 +259,11 @@ Status Agent::poll_once(Stamp now) {
   bool any_root = false;
   Error last_error;
   std::set<std::string> seen;
+  maybe_prune(now);
+  std::map<uint32_t, int> jobs_of;  // tracked jobs per directory owner
+  for (const auto& [job, t] : tracked_) {
+    if (t->dir_uid && !t->vanished) ++jobs_of[*t->dir_uid];
+  }
   for (const auto& root : config_.beacon_roots) {
     std::vector<Error> skipped;
     size_t skipped_total = 0;
@@ -191,7 +296,18 @@ Status Agent::poll_once(Stamp now) {
       }
       // One job's hostile or broken files must never stop the poll of the others.
       try {
-        if (it == tracked_.end()) it = tracked_.emplace(job, start_tracking(root, job, now)).first;
+        if (it == tracked_.end()) {
+          std::optional<uint32_t> uid = dir_owner(root, job);
+          if (uid && jobs_of[*uid] >= config_.max_jobs_per_user) {
+            note_problem(fmt::format(
+                "uid {} has more than {} job directories: the rest (such as {} under {}) "
+                "are not watched (max_jobs_per_user)",
+                *uid, config_.max_jobs_per_user, job, root));
+            continue;
+          }
+          if (uid) ++jobs_of[*uid];
+          it = tracked_.emplace(job, start_tracking(root, job, uid, now)).first;
+        }
         observe(*it->second, now, gpus ? &*gpus : nullptr, &beacons, &errors);
       } catch (const std::exception& e) {
         ++errors;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "src/agent/config.h"
+#include "src/agent/per_user.h"
 #include "src/common/result.h"
 #include "src/detect/detector.h"
 #include "src/runbook/pager.h"
@@ -71,7 +72,14 @@ class Agent {
 
   Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store::Store api_store);
   std::unique_ptr<Tracked> start_tracking(const std::string& root, const std::string& job,
-                                          Stamp now);
+                                          std::optional<uint32_t> dir_uid, Stamp now);
+  // The spec for a job directory owned by dir_uid: <specs_dir>/<job>.toml when it names that
+  // user (key `users`; by default the spec file's owner), else the defaults, said once.
+  spec::JobSpec spec_for(const std::string& job, std::optional<uint32_t> dir_uid);
+  // Whether a line about this job may be logged now (log_lines_per_user_per_minute).
+  bool may_log(const Tracked& t, Stamp now);
+  // Prunes the store at the first poll and every hour after (keep_history, max_store_size).
+  void maybe_prune(Stamp now);
   void observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus, uint64_t* beacons,
                uint64_t* errors);
   void transition(Tracked& t, const detect::Verdict& v, Stamp now);
@@ -95,6 +103,9 @@ class Agent {
 
   std::map<std::string, std::unique_ptr<Tracked>> tracked_;  // poll thread only
   std::set<std::string> logged_problems_;                    // poll thread only
+  PerUserRate incident_rate_;                                // poll thread only
+  PerUserRate log_rate_;                                     // poll thread only
+  std::optional<int64_t> next_prune_mono_ns_;                // poll thread only
   // Across all jobs at the last poll, to share the detail budget (poll thread only).
   size_t ranks_last_poll_ = 0, due_last_poll_ = 0;
 

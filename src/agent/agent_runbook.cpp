@@ -35,7 +35,7 @@ void Agent::transition(Tracked& t, const detect::Verdict& v, Stamp now) {
   tr.cause = detect::cause_name(v.cause);
   tr.summary = v.summary;
   if (auto r = store_.record_transition(tr); !r) note_problem(r.error().message);
-  log_info("agent: job {}: {} -> {}", t.job, tr.from_state, v.summary);
+  if (may_log(t, now)) log_info("agent: job {}: {} -> {}", t.job, tr.from_state, v.summary);
   t.last_state = v.state;
   t.last_cause = v.cause;
 }
@@ -46,6 +46,17 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
   if (!t.incident_id) {
     if (!detect::fires_runbook(v.state)) return;
     if (preempted_by_us(t)) return;  // the agent ended these processes: not a new stall
+    // One user's job directories open at most so many incidents an hour (they could be forged
+    // by the thousand); the verdict stays in the API, the incident opens once there is room.
+    if (t.dir_uid && !incident_rate_.allow(*t.dir_uid, now.mono_ns)) {
+      if (incident_rate_.first_refusal(*t.dir_uid, now.mono_ns)) {
+        log_warn(
+            "agent: uid {}: {} incidents opened in the last hour (incidents_per_user_per_hour): "
+            "job {} is {} but no incident is opened or paged for now",
+            *t.dir_uid, incident_rate_.limit(), t.job, detect::state_name(v.state));
+      }
+      return;
+    }
     store::NewIncident ni;
     ni.job = t.job;
     ni.incarnation = t.incarnation;
@@ -70,7 +81,7 @@ void Agent::runbook_step(Tracked& t, const detect::Verdict& v, Stamp now) {
     t.hold_until_mono_ns.reset();
     t.preempt_noted = false;
     if (ref->created) t.state.incidents_total++;
-    log_info("agent: job {}: incident {}: {}", t.job, ref->id, v.summary);
+    if (may_log(t, now)) log_info("agent: job {}: incident {}: {}", t.job, ref->id, v.summary);
   }
   if (detect::fires_runbook(v.state)) {
     std::string state = detect::state_name(v.state), cause = detect::cause_name(v.cause);

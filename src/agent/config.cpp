@@ -12,6 +12,7 @@
 #include "src/common/duration.h"
 #include "src/common/host.h"
 #include "src/common/text_file.h"
+#include "src/spec/size.h"
 
 namespace stepwatch::agent {
 
@@ -27,9 +28,22 @@ bool valid_job_pattern(const std::string& p) {
   return true;
 }
 
-constexpr const char* kKeys[] = {"beacon_roots", "poll_interval", "state_dir",    "listen",
-                                 "specs_dir",    "token_file",    "retire_after", "proc_root",
-                                 "gpu",          "nvml_lib",      "preempt_jobs"};
+constexpr const char* kKeys[] = {"beacon_roots",
+                                 "poll_interval",
+                                 "state_dir",
+                                 "listen",
+                                 "specs_dir",
+                                 "token_file",
+                                 "retire_after",
+                                 "proc_root",
+                                 "gpu",
+                                 "nvml_lib",
+                                 "preempt_jobs",
+                                 "max_jobs_per_user",
+                                 "incidents_per_user_per_hour",
+                                 "log_lines_per_user_per_minute",
+                                 "keep_history",
+                                 "max_store_size"};
 
 struct Sink {
   std::string source;
@@ -79,6 +93,17 @@ bool read_duration(const toml::node& v, std::string_view key, Sink& sink, int64_
   }
   sink.error(line_of(v), key, "must be a duration such as \"1s\", \"500ms\" or \"10m\"");
   return false;
+}
+
+bool read_int(const toml::node& v, std::string_view key, Sink& sink, int64_t lo, int64_t hi,
+              int* out) {
+  const auto* i = v.as_integer();
+  if (i == nullptr || i->get() < lo || i->get() > hi) {
+    sink.error(line_of(v), key, fmt::format("must be a whole number from {} to {}", lo, hi));
+    return false;
+  }
+  *out = static_cast<int>(i->get());
+  return true;
 }
 
 // "HOST:PORT" or "[V6]:PORT".
@@ -135,10 +160,9 @@ Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_
       bool known = false;
       for (const char* kk : kKeys) known = known || key == kk;
       if (!known) {
-        sink.error(
-            line, key,
-            "unknown key; allowed: beacon_roots, poll_interval, state_dir, listen, specs_dir, "
-            "token_file, retire_after, proc_root, gpu, nvml_lib, preempt_jobs");
+        std::string allowed;
+        for (const char* kk : kKeys) allowed += (allowed.empty() ? "" : ", ") + std::string(kk);
+        sink.error(line, key, "unknown key; allowed: " + allowed);
         continue;
       }
       if (key == "beacon_roots") {
@@ -186,6 +210,30 @@ Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_
         }
       } else if (key == "retire_after") {
         read_duration(v, key, sink, &c.retire_after_ns);
+      } else if (key == "max_jobs_per_user") {
+        read_int(v, key, sink, 1, 1'000'000, &c.max_jobs_per_user);
+      } else if (key == "incidents_per_user_per_hour") {
+        read_int(v, key, sink, 1, 1'000'000, &c.incidents_per_user_per_hour);
+      } else if (key == "log_lines_per_user_per_minute") {
+        read_int(v, key, sink, 1, 1'000'000, &c.log_lines_per_user_per_minute);
+      } else if (key == "keep_history") {
+        if (read_duration(v, key, sink, &c.keep_history_ns) && c.keep_history_ns < 3600 * kNsPerSec)
+          sink.error(
+              line, key,
+              fmt::format("must be at least 1h, got {}", format_duration(c.keep_history_ns)));
+      } else if (key == "max_store_size") {
+        const auto* s = v.as_string();
+        auto size =
+            s ? spec::parse_size(s->get()) : Result<int64_t>(Error{Errc::kInvalidArgument, ""});
+        if (!size) {
+          sink.error(line, key,
+                     s ? size.error().message
+                       : std::string("must be a size such as \"256MiB\" or \"1GiB\""));
+        } else if (*size < (1LL << 20)) {
+          sink.error(line, key, "must be at least 1MiB");
+        } else {
+          c.max_store_size = *size;
+        }
       } else if (key == "gpu") {
         if (const auto* b = v.as_boolean()) {
           c.gpu = b->get();

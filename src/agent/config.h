@@ -41,6 +41,18 @@ struct AgentConfig {
   // the job's spec enables auto_preempt and each process is proven to be the job's. Empty (the
   // default): observe and page only.
   std::vector<std::string> preempt_jobs;
+
+  // What one local user's job directories may cost, whoever made them (a user can create any
+  // number, with any job id): jobs watched at once, incidents opened in an hour, job log lines
+  // in a minute. Beyond them the rest is dropped with one line saying so.
+  int max_jobs_per_user = 64;
+  int incidents_per_user_per_hour = 60;
+  int log_lines_per_user_per_minute = 120;
+  // The store is pruned at start and every hour: closed incidents, transitions and loose
+  // actions older than keep_history, and older ones still while it holds more than
+  // max_store_size. Open incidents are never pruned.
+  int64_t keep_history_ns = 30LL * 86400 * kNsPerSec;
+  int64_t max_store_size = 256LL << 20;
 };
 
 // Whether `job` matches one of config.preempt_jobs.

@@ -22,6 +22,7 @@ namespace stepwatch::agent {
 struct Agent::Tracked {
   std::string job;
   std::string root;
+  std::optional<uint32_t> dir_uid;  // the job directory's owner when first seen
   spec::JobSpec spec = spec::default_spec();
   std::unique_ptr<supervise::Observer> observer;
   std::unique_ptr<detect::Detector> detector;

@@ -1,6 +1,7 @@
 #include "src/cli/check_spec.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,8 @@ std::string summary(const JobSpec& s) {
   if (!s.owner.empty()) who += "owner " + s.owner;
   if (!s.job_class.empty()) who += (who.empty() ? "" : ", ") + std::string("class ") + s.job_class;
   if (s.world_size > 0) who += (who.empty() ? "" : ", ") + plural(s.world_size, "rank");
+  if (!s.users.empty())
+    who += (who.empty() ? "" : ", ") + fmt::format("for users {}", fmt::join(s.users, " "));
   out += fmt::format("  job       {}{}\n", s.job.empty() ? "(from --job / STEPWATCH_JOB)" : s.job,
                      who.empty() ? "" : " (" + who + ")");
 
@@ -116,6 +119,7 @@ nlohmann::json effective(const JobSpec& s) {
   return {
       {"job", s.job},
       {"owner", s.owner},
+      {"users", s.users},
       {"class", s.job_class},
       {"world_size", s.world_size},
       {"expected_interval",

@@ -1,5 +1,6 @@
 // Minimal leveled logging to stderr. Lines name the object and the cause; a caller that would
-// repeat the same line every tick uses log_once / a RateLimit.
+// repeat the same line every tick says it once (the agent's note_problem), and lines that
+// anyone could make the agent write are bounded per user (src/agent/per_user.h).
 #pragma once
 
 #include <fmt/format.h>

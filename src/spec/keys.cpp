@@ -10,10 +10,22 @@ namespace stepwatch::spec {
 
 namespace {
 
-constexpr std::string_view kRootKeys[] = {
-    "job",         "owner",         "class", "world_size", "expected_interval", "grace_intervals",
-    "slow_factor", "exit_grace", "poll_interval", "learn", "phases",     "auto_preempt",      "log",
-    "checkpoint",  "runbook"};
+constexpr std::string_view kRootKeys[] = {"job",
+                                          "owner",
+                                          "users",
+                                          "class",
+                                          "world_size",
+                                          "expected_interval",
+                                          "grace_intervals",
+                                          "slow_factor",
+                                          "exit_grace",
+                                          "poll_interval",
+                                          "learn",
+                                          "phases",
+                                          "auto_preempt",
+                                          "log",
+                                          "checkpoint",
+                                          "runbook"};
 constexpr std::string_view kLearnKeys[] = {"warmup_steps", "window"};
 constexpr std::string_view kPhaseKeys[] = {"budget", "beats_renew"};
 constexpr std::string_view kAutoPreemptKeys[] = {"enabled", "misses"};

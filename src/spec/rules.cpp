@@ -157,6 +157,19 @@ class Rules {
         sink_.error("class", fmt::format("job class \"{}\" {}", s_.job_class, p));
       }
     }
+    for (size_t i = 0; i < s_.users.size(); ++i) {
+      // A POSIX user name ([A-Za-z0-9._-], not starting with '-', at most 32) or a uid.
+      const std::string& u = s_.users[i];
+      bool ok =
+          !u.empty() && u.size() <= 32 && u[0] != '-' &&
+          std::all_of(u.begin(), u.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+          });
+      if (!ok) {
+        sink_.error(fmt::format("users[{}]", i),
+                    fmt::format("\"{}\" is not a user name or uid (1-32 of [A-Za-z0-9._-])", u));
+      }
+    }
     if (s_.owner.size() > 200) sink_.error("owner", "must be at most 200 bytes");
     if (std::any_of(s_.owner.begin(), s_.owner.end(), [](char c) { return c >= 0 && c < 0x20; })) {
       sink_.error("owner", "must not hold control characters");

@@ -58,6 +58,7 @@ class Reader {
                if (k == "job") read(v, p, &spec_.job);
                if (k == "owner") read(v, p, &spec_.owner);
                if (k == "class") read(v, p, &spec_.job_class);
+               if (k == "users") read_strings(v, p, &spec_.users);
                if (k == "world_size") read_int(v, p, &spec_.world_size);
                if (k == "expected_interval") expected_interval(v, p);
                if (k == "grace_intervals") read_number(v, p, &spec_.grace_intervals);

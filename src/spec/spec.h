@@ -118,6 +118,10 @@ struct JobSpec {
   std::string job;        // job id; empty: from --job or STEPWATCH_JOB
   std::string owner;      // who gets paged, as the pager should name them
   std::string job_class;  // key `class`: groups jobs for tuning and dashboards
+  // The local users (names, or uids as decimal strings) whose job directories this spec is
+  // for. The agent applies the spec (and its pagers) only to a job directory one of them
+  // owns; empty: the spec file's own owner. `stepwatch run` ignores it (its job is its own).
+  std::vector<std::string> users;
   int world_size = 0;     // expected ranks; 0: whatever the beacons say
   std::optional<int64_t> expected_interval_ns;  // empty: learn it from the run ("learn")
   double grace_intervals = 2.0;  // stalled after this many expected intervals without a step

@@ -106,11 +106,11 @@ class AgentTest : public ::testing::Test {
   }
   // A job whose spec expects a step every second and pages `url`.
   void write_spec(const std::string& job, const std::string& url,
-                  const std::string& interval = "1s") {
+                  const std::string& interval = "1s", const std::string& top = "") {
     std::ofstream(specs() + "/" + job + ".toml") << fmt::format(
-        "owner = \"team-llm\"\nexpected_interval = \"{}\"\ngrace_intervals = 2\n"
+        "{}owner = \"team-llm\"\nexpected_interval = \"{}\"\ngrace_intervals = 2\n"
         "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\ntimeout = \"2s\"\n",
-        interval, url);
+        top, interval, url);
   }
   std::unique_ptr<contract::BeaconWriter> beacon(const std::string& job, int rank = 0,
                                                  int world = 1) {
@@ -754,6 +754,117 @@ TEST_F(AgentTest, RunPollsUntilStopped) {
   stop = true;
   t.join();
   EXPECT_GE((*a)->health().polls_total, 3u);
+}
+
+// Anyone can create a job directory with any job id: a spec (its budgets, its pagers) applies
+// only to a directory owned by a user it names, by default whoever wrote the spec file.
+TEST_F(AgentTest, ASpecAppliesOnlyToTheUsersItNames) {
+  Receiver rx;
+  const uint32_t me = ::getuid();
+  write_spec("mine", rx.url(), "100ms", fmt::format("users = [\"{}\"]\n", me));
+  write_spec("theirs", rx.url(), "100ms", fmt::format("users = [\"{}\"]\n", me + 1));
+  write_spec("by-file-owner", rx.url(), "100ms");
+  std::vector<std::unique_ptr<contract::BeaconWriter>> ws;
+  for (const char* job : {"mine", "theirs", "by-file-owner"}) {
+    ws.push_back(beacon(job));
+    for (int i = 1; i <= 8; ++i) ws.back()->step(i);
+  }
+  auto a = open_agent();
+  std::this_thread::sleep_for(600ms);
+  ASSERT_TRUE(a->poll_once(SystemClock::instance().now()).ok());
+  EXPECT_EQ(a->job("mine")->verdict.state, detect::State::kStalled);
+  EXPECT_EQ(a->job("mine")->owner, "team-llm");
+  EXPECT_EQ(a->job("by-file-owner")->verdict.state, detect::State::kStalled);
+  // Not its users' directory: the defaults (an interval still being learned), nobody paged.
+  EXPECT_EQ(a->job("theirs")->owner, "");
+  EXPECT_NE(a->job("theirs")->verdict.state, detect::State::kStalled);
+  a.reset();
+  EXPECT_EQ(rx.count(), 2u);
+}
+
+TEST_F(AgentTest, OneUsersJobDirectoriesAreBoundedInJobsIncidentsAndLogLines) {
+  AgentConfig c = config();
+  c.max_jobs_per_user = 3;
+  c.incidents_per_user_per_hour = 2;
+  c.log_lines_per_user_per_minute = 4;
+  std::vector<std::unique_ptr<contract::BeaconWriter>> ws;
+  for (int j = 0; j < 5; ++j) {
+    std::string job = fmt::format("flood-{}", j);
+    std::ofstream(specs() + "/" + job + ".toml")
+        << "expected_interval = \"100ms\"\ngrace_intervals = 2\n";
+    ws.push_back(beacon(job));
+    for (int i = 1; i <= 8; ++i) ws.back()->step(i);
+  }
+  auto a = Agent::open(c);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  std::this_thread::sleep_for(600ms);
+  Stamp now = SystemClock::instance().now();
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE((*a)->poll_once(now).ok());
+  std::string said = ::testing::internal::GetCapturedStderr();
+  size_t job_lines = 0;
+  for (size_t at = said.find("agent: job flood-"); at != std::string::npos;
+       at = said.find("agent: job flood-", at + 1))
+    ++job_lines;
+  for (size_t at = said.find("agent: watching job flood-"); at != std::string::npos;
+       at = said.find("agent: watching job flood-", at + 1))
+    ++job_lines;
+  EXPECT_EQ(job_lines, 4u) << said;  // 3 watched, 3 transitions, 2 incidents: 8 lines, 4 told
+  EXPECT_NE(said.find(fmt::format("agent: uid {}: more than 4 lines about its jobs in a minute",
+                                  ::getuid())),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find(fmt::format("uid {} has more than 3 job directories", ::getuid())),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("2 incidents opened in the last hour (incidents_per_user_per_hour): job "
+                      "flood-2 is stalled"),
+            std::string::npos)
+      << said;
+  auto jobs = (*a)->jobs();
+  ASSERT_EQ(jobs.size(), 3u);  // the first three in listing order; the rest are not watched
+  for (const auto& j : jobs) EXPECT_EQ(j.verdict.state, detect::State::kStalled) << j.job;
+  auto incs = (*a)->incidents("", 100);
+  ASSERT_TRUE(incs.ok());
+  EXPECT_EQ(incs->size(), 2u);  // the third stalled job waits for room in the hour
+  ASSERT_TRUE((*a)->poll_once({now.wall_ns + kNsPerSec, now.mono_ns + kNsPerSec}).ok());
+  EXPECT_EQ((*a)->incidents("", 100)->size(), 2u);
+  const int64_t hour = 3600 * kNsPerSec;
+  ASSERT_TRUE((*a)->poll_once({now.wall_ns + hour, now.mono_ns + hour}).ok());
+  EXPECT_EQ((*a)->incidents("", 100)->size(), 3u);
+  EXPECT_EQ((*a)->jobs().size(), 3u);
+}
+
+TEST_F(AgentTest, TheStoreIsPrunedByAgeAndSizeAtTheFirstPoll) {
+  const Stamp now = SystemClock::instance().now();
+  {
+    auto st = store::Store::open(state());
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    auto old = st->open_incident(
+        {"ancient", 0, now.wall_ns - 40LL * 86400 * kNsPerSec, "stalled", "none", "old", ""});
+    ASSERT_TRUE(old.ok());
+    ASSERT_TRUE(
+        st->close_incident(old->id, now.wall_ns - 39LL * 86400 * kNsPerSec, "recovered").ok());
+    for (int k = 0; k < 300; ++k) {  // ~3 MiB of recent history for one job
+      auto ref = st->open_incident({"busy", 0, now.wall_ns - 1000 * kNsPerSec + k, "stalled",
+                                    "none", std::string(10000, 'x'), ""});
+      ASSERT_TRUE(ref.ok());
+      ASSERT_TRUE(st->close_incident(ref->id, now.wall_ns - 999 * kNsPerSec + k, "recovered").ok());
+    }
+    ASSERT_GT(*st->used_bytes(), 2LL << 20);
+  }
+  AgentConfig c = config();
+  c.max_store_size = 1LL << 20;
+  auto a = Agent::open(c);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE((*a)->poll_once(now).ok());
+  EXPECT_TRUE((*a)->incidents("ancient", 10)->empty());
+  auto busy = (*a)->incidents("busy", 1000);
+  ASSERT_TRUE(busy.ok());
+  EXPECT_GT(busy->size(), 0u);    // the newest are kept
+  EXPECT_LT(busy->size(), 100u);  // the rest went to fit max_store_size
+  auto st = store::Store::open(state());
+  EXPECT_LE(*st->used_bytes(), 1LL << 20);
 }
 
 TEST_F(AgentTest, ApiRefusesABusyPort) {

@@ -39,6 +39,11 @@ retire_after = "2m"
 gpu = false
 nvml_lib = "/opt/libnvidia-ml.so.1"
 proc_root = "/fake/proc"
+max_jobs_per_user = 8
+incidents_per_user_per_hour = 5
+log_lines_per_user_per_minute = 30
+keep_history = "7d"
+max_store_size = "64MiB"
 )",
                               "agent.toml");
   ASSERT_TRUE(c.ok()) << c.error().message;
@@ -50,6 +55,11 @@ proc_root = "/fake/proc"
   EXPECT_FALSE(c->gpu);
   EXPECT_EQ(c->specs_dir, "/etc/sw/jobs");
   EXPECT_EQ(c->proc_root, "/fake/proc");
+  EXPECT_EQ(c->max_jobs_per_user, 8);
+  EXPECT_EQ(c->incidents_per_user_per_hour, 5);
+  EXPECT_EQ(c->log_lines_per_user_per_minute, 30);
+  EXPECT_EQ(c->keep_history_ns, 7 * 86400 * kNsPerSec);
+  EXPECT_EQ(c->max_store_size, 64LL << 20);
 }
 
 struct BadCase {
@@ -73,7 +83,18 @@ TEST(AgentConfig, ErrorsNameFileLineAndKey) {
        "agent.toml:1: listen: listening on 0.0.0.0 (beyond loopback) needs token_file"},
       {"listen = [\n", "agent.toml:1"},
       {"preempt_jobs = \"all\"\n", "agent.toml:1: preempt_jobs: must be an array"},
-      {"\npreempt_jobs = [\"ok-*\", \"../etc\"]\n", "agent.toml:2: preempt_jobs[1]: must be a job id or a pattern"},
+      {"\npreempt_jobs = [\"ok-*\", \"../etc\"]\n",
+       "agent.toml:2: preempt_jobs[1]: must be a job id or a pattern"},
+      {"max_jobs_per_user = 0\n",
+       "agent.toml:1: max_jobs_per_user: must be a whole number from 1 to 1000000"},
+      {"incidents_per_user_per_hour = \"many\"\n",
+       "agent.toml:1: incidents_per_user_per_hour: must be a whole number"},
+      {"log_lines_per_user_per_minute = 1.5\n",
+       "agent.toml:1: log_lines_per_user_per_minute: must be a whole number"},
+      {"keep_history = \"10m\"\n", "agent.toml:1: keep_history: must be at least 1h, got 10m00s"},
+      {"max_store_size = \"1KiB\"\n", "agent.toml:1: max_store_size: must be at least 1MiB"},
+      {"max_store_size = 1000\n", "agent.toml:1: max_store_size: must be a size such as"},
+      {"max_store_size = \"5M\"\n", "agent.toml:1: max_store_size:"},
   };
   for (const auto& c : cases) {
     auto r = parse_agent_config(c.text, "agent.toml");

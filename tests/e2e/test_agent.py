@@ -220,7 +220,7 @@ class AgentCapabilities(AgentBase):
         specs = os.path.join(self.tmp, "specs")
         os.makedirs(specs)
         with open(os.path.join(specs, "nobody-hang.toml"), "w") as f:
-            f.write('job = "nobody-hang"\nexpected_interval = "300ms"\ngrace_intervals = 2\n'
+            f.write('job = "nobody-hang"\nusers = ["nobody"]\nexpected_interval = "300ms"\ngrace_intervals = 2\n'
                     '[learn]\nwarmup_steps = 1\n[runbook]\nack_timeout = "1s"\npreempt_grace = "2s"\n')
         port = free_port()
         cfg = self.agent_config(beacons, specs, port, extra='preempt_jobs = ["nobody-*"]\n')
@@ -342,6 +342,74 @@ class AgentPortTaken(AgentBase):
         self.assertIn("paging without the API, binding again every 2.0s", log)
         self.assertIn(f"(port {port} is held by uid 65534)", log)
         self.assertEqual(len(receiver.pages), 1, receiver.pages)
+
+
+# Another user's flood (argv: ROOT N): N job directories, each with a real beacon that steps and
+# then stalls, one of them under a job id whose spec pages someone's on-call, one with a 100 GiB
+# sparse progress file and a FIFO for a beacon; then it sleeps.
+FLOOD = r"""
+import os, sys, time, stepwatch
+root, n = sys.argv[1], int(sys.argv[2])
+jobs = ["victim-spec"] + [f"spam-{i}" for i in range(n - 1)]
+beacons = [stepwatch.Beacon(job=j, dir=root, rank=0, world_size=1) for j in jobs]
+for step in range(1, 4):
+    for b in beacons:
+        b.step(step)
+with open(os.path.join(root, "spam-0", "progress.jsonl"), "w") as f:
+    f.truncate(100 << 30)
+os.mkfifo(os.path.join(root, "spam-1", "rank-1.beacon"))
+print("flooded", flush=True)
+time.sleep(3600)
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: the flood comes from another user")
+class AgentUnderFlood(AgentBase):
+    """An unprivileged user floods the beacon root with hundreds of stalling jobs (one squatting a
+    job id that has a spec, one with a 100 GiB sparse file and a FIFO). A real stalled job beside
+    them is paged on time; the flood is bounded per user and pages nobody."""
+
+    def test_a_real_stall_is_paged_on_time_beside_another_users_flood(self):
+        receiver = Receiver()
+        self.addCleanup(receiver.close)
+        os.chmod(self.tmp, 0o755)
+        beacons = os.path.join(self.tmp, "beacons")
+        os.makedirs(beacons)
+        os.chmod(beacons, 0o1777)
+        specs = os.path.join(self.tmp, "specs")
+        os.makedirs(specs)
+        for job in ("real", "victim-spec"):  # root's specs: for root's own job directories
+            with open(os.path.join(specs, f"{job}.toml"), "w") as f:
+                f.write(f'job = "{job}"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\n'
+                        f'warmup_steps = 1\n[[runbook.pager]]\nurl = "{receiver.url}"\ntimeout = "2s"\nretries = 1\n')
+        env = python_env()
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "STEPWATCH_JOB"):
+            env.pop(k, None)
+        flood = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                                  "-c", FLOOD, beacons, "300"], env=env, stdout=subprocess.PIPE, text=True)
+        self.procs.append(flood)
+        self.addCleanup(flood.stdout.close)
+        self.assertEqual(flood.stdout.readline().strip(), "flooded")
+        port = free_port()
+        cfg = self.agent_config(beacons, specs, port)
+        self.start([self.bin, "agent", "--config", cfg])
+        api = f"http://127.0.0.1:{port}"
+        self.wait_for("the flood to be seen", lambda: len(json.loads(get(api + "/api/v1/jobs"))["jobs"]) >= 64)
+        env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="real")
+        self.start(["/usr/bin/python3", "-c", RANKS, "0", "10"], env=env)
+        self.wait_for("the real job", lambda: json.loads(get(api + "/api/v1/jobs/real"))["state"] == "healthy",
+                      timeout=30)
+        healthy_at = time.monotonic()
+        self.wait_for("the real job's page", lambda: [p for p in receiver.pages if p["job"] == "real"], timeout=30)
+        # 10 steps of 0.1 s, then 2 x 500 ms of grace and a poll: paged within seconds.
+        self.assertLess(time.monotonic() - healthy_at, 10)
+        jobs = json.loads(get(api + "/api/v1/jobs"))["jobs"]
+        flood_jobs = [j for j in jobs if j["job_id"] != "real"]
+        self.assertEqual(len(flood_jobs), 64, "max_jobs_per_user")
+        incidents = json.loads(get(api + "/api/v1/incidents?limit=1000"))["incidents"]
+        self.assertLessEqual(len([i for i in incidents if i["job_id"] != "real"]), 60, "incidents_per_user_per_hour")
+        self.assertEqual([p["job"] for p in receiver.pages], ["real"], "the squatted spec paged nobody")
+        self.assertEqual(json.loads(get(api + "/healthz"))["status"], "ok")
 
 
 class AgentEndings(AgentBase):

@@ -217,6 +217,17 @@ TEST(SpecErrors, PagerUrlSecretsAreNeverEchoed) {
   }
 }
 
+TEST(SpecErrors, Users) {
+  const Case cases[] = {
+      {"users = \"alice\"\n", "t.toml:1: users: expected an array of strings, got a string"},
+      {"users = [1001]\n", "t.toml:1: users[0]: expected a string, got an integer"},
+      {"users = [\"al ice\"]\n",
+       "t.toml:1: users[0]: \"al ice\" is not a user name or uid (1-32 of [A-Za-z0-9._-])"},
+      {"\nusers = [\"alice\", \"-rf\"]\n", "t.toml:2: users[1]: \"-rf\" is not a user name or uid"},
+  };
+  for (const auto& c : cases) expect_one_error(c);
+}
+
 TEST(SpecErrors, Pagers) {
   const Case cases[] = {
       {"[[runbook.pager]]\nkind = \"slack\"\nurl = \"http://x\"\n",

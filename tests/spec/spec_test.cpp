@@ -122,6 +122,7 @@ TEST(Spec, ReadsEveryField) {
   JobSpec s = parse_ok(R"(
 job = "j-1"
 owner = "ml-oncall"
+users = ["alice", "1001"]
 class = "finetune"
 world_size = 16
 expected_interval = "45s"
@@ -180,6 +181,7 @@ time_limit = "2m"
 )");
   EXPECT_EQ(s.job, "j-1");
   EXPECT_EQ(s.owner, "ml-oncall");
+  EXPECT_EQ(s.users, (std::vector<std::string>{"alice", "1001"}));
   EXPECT_EQ(s.job_class, "finetune");
   EXPECT_EQ(s.world_size, 16);
   EXPECT_EQ(s.expected_interval_ns, 45 * kSec);
