@@ -233,6 +233,7 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
   t->alert = std::make_unique<runbook::AlertKeeper>(t->spec.runbook.pagers, deps_.pager);
   t->state.job = job;
   t->state.owner = t->spec.owner;
+  t->state.owner_uid = dir_uid;
   t->state.job_class = t->spec.job_class;
   t->state.host = deps_.host;
   t->state.first_seen_wall_ns = now.wall_ns;
@@ -349,6 +350,7 @@ Status Agent::poll_once(Stamp now) {
       t->state = serve::JobState{};
       t->state.job = s->job;
       t->state.owner = s->owner;
+      t->state.owner_uid = s->owner_uid;
       t->state.job_class = s->job_class;
       t->state.host = s->host;
       t->state.first_seen_wall_ns = s->first_seen_wall_ns;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cmath>
@@ -14,10 +15,11 @@
 
 #include "src/agent/agent.h"
 #include "src/common/log.h"
-#include "src/serve/http_server.h"
 #include "src/contract/names.h"
 #include "src/detect/trace.h"
 #include "src/runbook/pager.h"
+#include "src/runbook/ports.h"
+#include "src/serve/http_server.h"
 
 namespace stepwatch::agent {
 
@@ -72,6 +74,7 @@ json job_detail(const serve::JobState& s) {
   json j = json::parse(detect::verdict_to_json(s.verdict, s.job));
   j["job_id"] = s.job;
   j["owner"] = s.owner;
+  j["owner_uid"] = s.owner_uid ? json(*s.owner_uid) : json(nullptr);
   j["class"] = s.job_class;
   j["host"] = s.host;
   j["retired"] = s.retired;
@@ -213,7 +216,32 @@ struct ApiServer::Impl {
         (std::string_view(key) == "by" ? by : note) = std::move(v);
       }
     }
-    if (!agent->job(id)) return serve::error_reply(res, 404, fmt::format("no job {} on this agent", id));
+    auto job = agent->job(id);
+    if (!job) return serve::error_reply(res, 404, fmt::format("no job {} on this agent", id));
+    if (config.bearer_token.empty()) {
+      // No token (a loopback agent): an ack is taken from the job directory's owner, root or the
+      // agent's own user, known by the uid of the client's socket. Anyone else needs the token.
+      auto peer = runbook::connected_socket_uid(agent->config().proc_root, req.remote_addr,
+                                                req.remote_port);
+      const uint32_t me = ::geteuid();
+      bool allowed =
+          peer && (*peer == 0 || *peer == me || (job->owner_uid && *peer == *job->owner_uid));
+      if (!allowed) {
+        log_warn("agent api: ack of job {} from {}:{} (uid {}) refused: not the job's owner", id,
+                 req.remote_addr, req.remote_port, peer ? std::to_string(*peer) : "unknown");
+        return serve::error_reply(
+            res, 403,
+            peer ? fmt::format("uid {} may not ack job {}: only its owner (uid {}) or root may, or "
+                               "whoever holds the "
+                               "agent's token (token_file)",
+                               *peer, id,
+                               job->owner_uid ? std::to_string(*job->owner_uid) : "unknown")
+                 : fmt::format("the owner of this connection ({}:{}) cannot be told: only the "
+                               "job's owner or root "
+                               "may ack job {} without the agent's token",
+                               req.remote_addr, req.remote_port, id));
+      }
+    }
     if (by.empty()) by = fmt::format("api {}", req.remote_addr);
     auto r = agent->ack(id, by, note);
     if (!r) return serve::error_reply(res, 500, r.error().message);

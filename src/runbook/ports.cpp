@@ -85,8 +85,36 @@ std::optional<int> parse_port(std::string_view s) {
 
 }  // namespace
 
-std::vector<Listener> parse_proc_net_tcp(std::string_view text, bool v6, int* malformed) {
-  std::vector<Listener> out;
+namespace {
+
+// One socket line of /proc/net/tcp or tcp6: "sl local rem st tx:rx tr:when retrnsmt uid timeout
+// inode ...". nullopt for a malformed one.
+struct SocketLine {
+  Listener local;  // address, port, uid, inode, v6
+  std::string state;
+};
+
+std::optional<SocketLine> parse_socket_line(std::string_view line, bool v6) {
+  auto f = fields(line);
+  if (f.size() < 10 || f[0].back() != ':') return std::nullopt;
+  size_t colon = f[1].rfind(':');
+  SocketLine s;
+  s.local.v6 = v6;
+  auto addr =
+      colon == std::string_view::npos ? std::nullopt : decode_address(f[1].substr(0, colon), v6);
+  if (!addr || !number(f[1].substr(colon + 1), &s.local.port, 16) || !number(f[7], &s.local.uid) ||
+      !number(f[9], &s.local.inode)) {
+    return std::nullopt;
+  }
+  s.local.address = *addr;
+  s.state = std::string(f[3]);
+  return s;
+}
+
+// Calls on_line for every socket line of the text (the header skipped); returns the malformed
+// count.
+template <class OnLine>
+int each_socket_line(std::string_view text, bool v6, OnLine&& on_line) {
   int bad = 0;
   bool header = true;
   while (!text.empty()) {
@@ -97,29 +125,48 @@ std::vector<Listener> parse_proc_net_tcp(std::string_view text, bool v6, int* ma
       header = false;
       continue;
     }
-    auto f = fields(line);
-    if (f.empty()) continue;
-    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
-    if (f.size() < 10 || f[0].back() != ':') {
+    if (fields(line).empty()) continue;
+    if (auto s = parse_socket_line(line, v6)) {
+      on_line(std::move(*s));
+    } else {
       ++bad;
-      continue;
     }
-    if (f[3] != kListenState) continue;
-    size_t colon = f[1].rfind(':');
-    Listener l;
-    l.v6 = v6;
-    auto addr =
-        colon == std::string_view::npos ? std::nullopt : decode_address(f[1].substr(0, colon), v6);
-    if (!addr || !number(f[1].substr(colon + 1), &l.port, 16) || !number(f[7], &l.uid) ||
-        !number(f[9], &l.inode)) {
-      ++bad;
-      continue;
-    }
-    l.address = *addr;
-    out.push_back(std::move(l));
   }
+  return bad;
+}
+
+std::string_view without_v4_mapping(std::string_view address) {
+  constexpr std::string_view kMapped = "::ffff:";
+  if (address.size() > kMapped.size() && address.substr(0, kMapped.size()) == kMapped &&
+      address.find('.') != std::string_view::npos)
+    address.remove_prefix(kMapped.size());
+  return address;
+}
+
+}  // namespace
+
+std::vector<Listener> parse_proc_net_tcp(std::string_view text, bool v6, int* malformed) {
+  std::vector<Listener> out;
+  int bad = each_socket_line(text, v6, [&](SocketLine s) {
+    if (s.state == kListenState) out.push_back(std::move(s.local));
+  });
   if (malformed) *malformed = bad;
   return out;
+}
+
+std::optional<uint32_t> connected_socket_uid(const std::string& proc_root,
+                                             const std::string& address, int port) {
+  const std::string_view want = without_v4_mapping(address);
+  std::optional<uint32_t> uid;
+  for (bool v6 : {false, true}) {
+    auto text = read_text(proc_root + (v6 ? "/net/tcp6" : "/net/tcp"));
+    if (!text) continue;
+    each_socket_line(*text, v6, [&](SocketLine s) {
+      if (uid || s.state == kListenState || s.local.port != port) return;
+      if (without_v4_mapping(s.local.address) == want) uid = s.local.uid;
+    });
+  }
+  return uid;
 }
 
 Result<std::vector<Listener>> listeners_on_port(const std::string& proc_root, int port) {

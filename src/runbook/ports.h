@@ -27,6 +27,13 @@ struct Listener {
 // The LISTEN sockets of one /proc/net/tcp or tcp6 text. Malformed lines are skipped and counted.
 std::vector<Listener> parse_proc_net_tcp(std::string_view text, bool v6, int* malformed = nullptr);
 
+// The uid that owns the connected TCP socket whose local end is address:port: a loopback
+// client's socket, as a server sees its peer (request.remote_addr, remote_port), from
+// <proc_root>/net/tcp and tcp6. "::ffff:127.0.0.1" and "127.0.0.1" are the same address.
+// nullopt when no such socket is listed (gone, or not on this host).
+std::optional<uint32_t> connected_socket_uid(const std::string& proc_root,
+                                             const std::string& address, int port);
+
 // LISTEN sockets on `port` from <proc_root>/net/tcp and tcp6. A missing file (no IPv6) is no
 // socket; kNotFound only when neither file exists.
 Result<std::vector<Listener>> listeners_on_port(const std::string& proc_root, int port);

@@ -321,6 +321,55 @@ TEST_F(AgentTest, AckWithoutTokenConfiguredNeedsNoHeaderAndNoIncidentIs404) {
   EXPECT_EQ(res->status, 404);
 }
 
+// Without a token, an ack is taken from the job directory's owner (or root, or the agent's
+// user), known by the uid of the client's socket: another local user is refused.
+TEST_F(AgentTest, WithoutATokenAnotherUsersAckIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a client of another uid";
+  Receiver rx;
+  write_spec("owned", rx.url(), "100ms");
+  auto w = beacon("owned");
+  for (int i = 1; i <= 8; ++i) w->step(i);
+  auto a = open_agent();
+  ApiConfig ac;
+  ac.port = 0;
+  ApiServer api(*a, ac);
+  ASSERT_TRUE(api.start().ok());
+  std::this_thread::sleep_for(600ms);
+  ASSERT_TRUE(a->poll_once(SystemClock::instance().now()).ok());
+  ASSERT_EQ(a->job("owned")->verdict.state, detect::State::kStalled);
+  EXPECT_EQ(a->job("owned")->owner_uid, std::optional<uint32_t>(0));
+
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  pid_t c = ::fork();
+  if (c == 0) {  // nobody, on its own connection
+    int status = -1;
+    if (::setgid(65534) == 0 && ::setuid(65534) == 0) {
+      httplib::Client http("127.0.0.1", api.port());
+      auto res = http.Post("/api/v1/jobs/owned/ack", R"({"by": "mallory"})", "application/json");
+      status = res ? res->status : -2;
+    }
+    if (::write(pipefd[1], &status, sizeof status) != sizeof status) ::_exit(2);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::read(pipefd[0], &status, sizeof status), static_cast<ssize_t>(sizeof status));
+  ::waitpid(c, nullptr, 0);
+  ::close(pipefd[0]);
+  ::close(pipefd[1]);
+  EXPECT_EQ(status, 403);
+  auto incs = a->incidents("owned", 10);
+  ASSERT_TRUE(incs.ok());
+  ASSERT_EQ(incs->size(), 1u);
+  EXPECT_EQ((*incs)[0].acked_by, "");
+
+  auto http = client(api);  // root: the owner here
+  auto res = http.Post("/api/v1/jobs/owned/ack", R"({"by": "alice"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ((*a->incidents("owned", 10))[0].acked_by, "alice");
+}
+
 TEST_F(AgentTest, RecoveryClosesTheIncident) {
   Receiver rx;
   write_spec("train-c", rx.url(), "100ms");

@@ -3,7 +3,10 @@
 // parsing also runs on a checked-in fake tree (tests/runbook/data/proc).
 #include "src/runbook/hygiene.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,6 +73,34 @@ TEST(Ports, ParsesTheCheckedInProcNetFiles) {
   EXPECT_EQ((*mapped)[0].address, "::ffff:10.0.0.1");
   EXPECT_TRUE(listeners_on_port(root, 1)->empty());
   EXPECT_FALSE(listeners_on_port(root + "/nonexistent", 29500).ok());
+}
+
+TEST(Ports, AConnectedSocketsOwnerIsFoundByItsLocalEnd) {
+  const std::string root = std::string(RUNBOOK_TEST_DATA) + "/proc";
+  // Line 2 of the checked-in tcp: 127.0.0.1:29500 -> 127.0.0.1:50000, ESTABLISHED, uid 1000.
+  EXPECT_EQ(connected_socket_uid(root, "127.0.0.1", 29500), std::optional<uint32_t>(1000));
+  EXPECT_EQ(connected_socket_uid(root, "::ffff:127.0.0.1", 29500), std::optional<uint32_t>(1000));
+  EXPECT_EQ(connected_socket_uid(root, "127.0.0.1", 22), std::nullopt);  // only a listener there
+  EXPECT_EQ(connected_socket_uid(root, "127.0.0.2", 29500), std::nullopt);
+
+  // A real client socket on this machine belongs to us.
+  int server = ::socket(AF_INET, SOCK_STREAM, 0), client = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(server, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(server, 1), 0);
+  ASSERT_EQ(::getsockname(server, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  sockaddr_in mine{};
+  len = sizeof mine;
+  ASSERT_EQ(::getsockname(client, reinterpret_cast<sockaddr*>(&mine), &len), 0);
+  EXPECT_EQ(connected_socket_uid("/proc", "127.0.0.1", ntohs(mine.sin_port)),
+            std::optional<uint32_t>(::geteuid()));
+  ::close(client);
+  ::close(server);
 }
 
 TEST(Ports, MapsSocketInodesToOwnersThroughFdLinks) {
