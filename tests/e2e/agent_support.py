@@ -31,6 +31,17 @@ for n in range(1000000):
 """
 
 
+# A command prefix that runs the rest as user nobody (the other local user of the root-only tests).
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def write_paged_spec(specs, job, url, interval="500ms"):
+    """<specs>/<job>.toml: a step every `interval`, stalled after two, paging the webhook `url`."""
+    with open(os.path.join(specs, f"{job}.toml"), "w") as f:
+        f.write(f'job = "{job}"\nexpected_interval = "{interval}"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
+                f'[[runbook.pager]]\nurl = "{url}"\ntimeout = "2s"\nretries = 1\n')
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

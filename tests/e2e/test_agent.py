@@ -17,7 +17,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-from agent_support import RANKS, AgentBase, free_port, get  # noqa: E402
+from agent_support import AS_NOBODY, RANKS, AgentBase, free_port, get, write_paged_spec  # noqa: E402
 from swtest import python_env  # noqa: E402
 
 PROMETHEUS = shutil.which("prometheus")
@@ -106,9 +106,7 @@ class AgentKilled(AgentBase):
         beacons = os.path.join(self.tmp, "beacons")
         specs = os.path.join(self.tmp, "specs")
         os.makedirs(specs)
-        with open(os.path.join(specs, "killed.toml"), "w") as f:
-            f.write('job = "killed"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
-                    f'[[runbook.pager]]\nurl = "{receiver.url}"\ntimeout = "2s"\nretries = 1\n')
+        write_paged_spec(specs, "killed", receiver.url)
         port = free_port()
         cfg = self.agent_config(beacons, specs, port)
         env = python_env()
@@ -228,7 +226,7 @@ class AgentCapabilities(AgentBase):
         env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="nobody-hang")
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
             env.pop(k, None)
-        ranks = [self.start(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+        ranks = [self.start([*AS_NOBODY, "/usr/bin/python3",
                              "-c", RANKS, str(rank), "10"], env=env) for rank in (0, 1)]
         bounding = ",".join(["-all"] + ["+" + c.lower().removeprefix("cap_") for c in caps])
         self.start(["setpriv", f"--bounding-set={bounding}", "--inh-caps=-all", "--no-new-privs",
@@ -291,12 +289,9 @@ class AgentPortTaken(AgentBase):
         beacons = os.path.join(self.tmp, "beacons")
         specs = os.path.join(self.tmp, "specs")
         os.makedirs(specs)
-        with open(os.path.join(specs, "squatted.toml"), "w") as f:
-            f.write('job = "squatted"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
-                    f'[[runbook.pager]]\nurl = "{receiver.url}"\ntimeout = "2s"\nretries = 1\n')
+        write_paged_spec(specs, "squatted", receiver.url)
         port = free_port()
-        impostor = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                     "/usr/bin/python3", "-c", IMPOSTOR, str(port)],
+        impostor = subprocess.Popen([*AS_NOBODY, "/usr/bin/python3", "-c", IMPOSTOR, str(port)],
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.procs.append(impostor)
         self.assertEqual(impostor.stdout.readline().strip(), "listening")
@@ -379,13 +374,11 @@ class AgentUnderFlood(AgentBase):
         specs = os.path.join(self.tmp, "specs")
         os.makedirs(specs)
         for job in ("real", "victim-spec"):  # root's specs: for root's own job directories
-            with open(os.path.join(specs, f"{job}.toml"), "w") as f:
-                f.write(f'job = "{job}"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\n'
-                        f'warmup_steps = 1\n[[runbook.pager]]\nurl = "{receiver.url}"\ntimeout = "2s"\nretries = 1\n')
+            write_paged_spec(specs, job, receiver.url)
         env = python_env()
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "STEPWATCH_JOB"):
             env.pop(k, None)
-        flood = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+        flood = subprocess.Popen([*AS_NOBODY, "/usr/bin/python3",
                                   "-c", FLOOD, beacons, "300"], env=env, stdout=subprocess.PIPE, text=True)
         self.procs.append(flood)
         self.addCleanup(flood.stdout.close)

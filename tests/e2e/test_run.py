@@ -483,10 +483,11 @@ class ExitStatuses(RunTest):
 class AckAndDoctor(RunTest):
     """The owner acks: the runbook holds (up to ack_hold_limit) instead of acting at ack_timeout."""
 
-    def test_ack_holds_the_runbook_and_is_recorded(self):
-        spec = self.spec("acked", extra='[log]\npreset = "plain"\n', pagers=False)
+    def run_hanging(self, job, hold):
+        """`stepwatch run` of a plain trainer that hangs at step 15, acks held up to `hold`."""
+        spec = self.spec(job, extra='[log]\npreset = "plain"\n', pagers=False)
         with open(spec) as f:
-            text = f.read().replace('ack_timeout = "2s"', 'ack_timeout = "2s"\nack_hold_limit = "8s"', 1)
+            text = f.read().replace('ack_timeout = "2s"', f'ack_timeout = "2s"\nack_hold_limit = "{hold}"', 1)
         with open(spec, "w") as f:
             f.write(text)
         env = python_env()
@@ -496,6 +497,10 @@ class AckAndDoctor(RunTest):
                               self.ckpt, "--ckpt-every", "10", "--hang-at-step", "15", "--hang-incarnation", "0"],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.strays.append(p)
+        return p
+
+    def test_ack_holds_the_runbook_and_is_recorded(self):
+        p = self.run_hanging("acked", "8s")
         acked_at = None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and acked_at is None:
@@ -524,18 +529,7 @@ class AckAndDoctor(RunTest):
         self.assertIn("no open incident", r.stdout)
 
     def test_the_ack_endpoint_takes_only_this_runs_token(self):
-        spec = self.spec("tokacked", extra='[log]\npreset = "plain"\n', pagers=False)
-        with open(spec) as f:
-            text = f.read().replace('ack_timeout = "2s"', 'ack_timeout = "2s"\nack_hold_limit = "3s"', 1)
-        with open(spec, "w") as f:
-            f.write(text)
-        env = python_env()
-        env.pop("STEPWATCH_JOB", None)
-        p = subprocess.Popen([self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, "--",
-                              "/usr/bin/python3", PLAIN, "--steps", "30", "--step-time", "0.05", "--ckpt-dir",
-                              self.ckpt, "--ckpt-every", "10", "--hang-at-step", "15", "--hang-incarnation", "0"],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.strays.append(p)
+        p = self.run_hanging("tokacked", "3s")
         port_file = os.path.join(self.state, "tokacked.ack-port")
         token_file = os.path.join(self.state, "tokacked.ack-token")
         deadline = time.monotonic() + 30
