@@ -300,10 +300,11 @@ Status Agent::poll_once(Stamp now) {
         if (it == tracked_.end()) {
           std::optional<uint32_t> uid = dir_owner(root, job);
           if (uid && jobs_of[*uid] >= config_.max_jobs_per_user) {
-            note_problem(fmt::format(
-                "uid {} has more than {} job directories: the rest (such as {} under {}) "
-                "are not watched (max_jobs_per_user)",
-                *uid, config_.max_jobs_per_user, job, root));
+            // One line per owner and root, not per job: the job names are the flood.
+            note_problem(
+                fmt::format("uid {} has more than {} job directories under {}: the rest are not "
+                            "watched (max_jobs_per_user)",
+                            *uid, config_.max_jobs_per_user, root));
             continue;
           }
           if (uid) ++jobs_of[*uid];

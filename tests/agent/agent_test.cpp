@@ -863,9 +863,11 @@ TEST_F(AgentTest, OneUsersJobDirectoriesAreBoundedInJobsIncidentsAndLogLines) {
                                   ::getuid())),
             std::string::npos)
       << said;
-  EXPECT_NE(said.find(fmt::format("uid {} has more than 3 job directories", ::getuid())),
-            std::string::npos)
-      << said;
+  const std::string too_many =
+      fmt::format("uid {} has more than 3 job directories under {}", ::getuid(), root());
+  ASSERT_NE(said.find(too_many), std::string::npos) << said;
+  EXPECT_EQ(said.find(too_many, said.find(too_many) + 1), std::string::npos)
+      << "said once, not per job";
   EXPECT_NE(said.find("2 incidents opened in the last hour (incidents_per_user_per_hour): job "
                       "flood-2 is stalled"),
             std::string::npos)
