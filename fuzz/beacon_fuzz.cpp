@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <span>
 
+#include "fuzz/require.h"
 #include "src/contract/beacon_reader.h"
 #include "src/contract/names.h"
 
@@ -13,22 +14,22 @@ using stepwatch::contract::decode_beacon;
 using stepwatch::contract::ReadOptions;
 using stepwatch::contract::RankSnapshot;
 
-void require(bool ok) {
-  if (!ok) std::abort();  // a property violation is a finding, like a crash
-}
-
 void check_accepted(const RankSnapshot& s) {
-  require(stepwatch::contract::validate_job_id(s.job).ok());
-  require(stepwatch::contract::validate_phase(s.phase).ok());
-  require(stepwatch::contract::validate_host(s.host).ok());
-  require(s.world_size >= 1 && s.rank >= 0 && s.rank < s.world_size);
-  require(s.local_rank >= 0 && s.local_rank < s.world_size);
-  require(s.pid > 0);
-  require(!s.step || *s.step >= 0);
-  require(s.recent.size() <= STEPWATCH_RECENT_STEPS);
-  require(s.recent.size() == (s.step_count < STEPWATCH_RECENT_STEPS ? s.step_count : STEPWATCH_RECENT_STEPS));
-  require(!s.checkpoint || (s.checkpoint->step >= 0 && stepwatch::contract::validate_checkpoint_id(s.checkpoint->id).ok()));
-  require(s.created.wall_ns >= 0 && s.created.mono_ns >= 0 && s.step_at.wall_ns >= 0 && s.updated_mono_ns >= 0);
+  FUZZ_REQUIRE(stepwatch::contract::validate_job_id(s.job).ok());
+  FUZZ_REQUIRE(stepwatch::contract::validate_phase(s.phase).ok());
+  FUZZ_REQUIRE(stepwatch::contract::validate_host(s.host).ok());
+  FUZZ_REQUIRE(s.world_size >= 1 && s.rank >= 0 && s.rank < s.world_size);
+  FUZZ_REQUIRE(s.local_rank >= 0 && s.local_rank < s.world_size);
+  FUZZ_REQUIRE(s.pid > 0);
+  FUZZ_REQUIRE(!s.step || *s.step >= 0);
+  FUZZ_REQUIRE(s.recent.size() <= STEPWATCH_RECENT_STEPS);
+  FUZZ_REQUIRE(s.recent.size() ==
+               (s.step_count < STEPWATCH_RECENT_STEPS ? s.step_count : STEPWATCH_RECENT_STEPS));
+  FUZZ_REQUIRE(!s.checkpoint ||
+               (s.checkpoint->step >= 0 &&
+                stepwatch::contract::validate_checkpoint_id(s.checkpoint->id).ok()));
+  FUZZ_REQUIRE(s.created.wall_ns >= 0 && s.created.mono_ns >= 0 && s.step_at.wall_ns >= 0 &&
+               s.updated_mono_ns >= 0);
 }
 
 }  // namespace
@@ -42,12 +43,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ReadOptions expect;
     expect.expected_job = "job-1";
     auto matched = decode_beacon(bytes, expect, "fuzz.beacon");
-    require(matched.ok() == (any.ok() && any->job == "job-1"));
+    FUZZ_REQUIRE(matched.ok() == (any.ok() && any->job == "job-1"));
     if (matched) check_accepted(*matched);
-    if (any && !matched) require(matched.error().code == stepwatch::Errc::kJobMismatch);
+    if (any && !matched) FUZZ_REQUIRE(matched.error().code == stepwatch::Errc::kJobMismatch);
     // A broken record fails the same way, unless its job is checked (and differs) first.
     if (!any && !matched) {
-      require(matched.error().code == any.error().code || matched.error().code == stepwatch::Errc::kJobMismatch);
+      FUZZ_REQUIRE(matched.error().code == any.error().code ||
+                   matched.error().code == stepwatch::Errc::kJobMismatch);
     }
   }
   return 0;

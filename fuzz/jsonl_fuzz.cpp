@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "fuzz/require.h"
 #include "src/contract/jsonl.h"
 #include "src/contract/names.h"
 
@@ -14,30 +15,26 @@ using stepwatch::contract::JsonlFolder;
 using stepwatch::contract::ProgressEvent;
 using stepwatch::contract::RankSnapshot;
 
-void require(bool ok) {
-  if (!ok) std::abort();
-}
-
 void check_event(const ProgressEvent& e) {
-  require(stepwatch::contract::validate_job_id(e.job).ok());
-  require(e.rank >= 0);
-  require(e.wall_ns > 0);
-  require(!e.step || *e.step >= 0);
-  require(!e.phase || stepwatch::contract::validate_phase(*e.phase).ok());
-  require(!e.checkpoint || stepwatch::contract::validate_checkpoint_id(*e.checkpoint).ok());
-  require(!e.checkpoint_step || (e.checkpoint && *e.checkpoint_step >= 0));
-  require(!e.world_size || (*e.world_size >= 1 && e.rank < *e.world_size));
-  require(!e.pid || *e.pid > 0);
+  FUZZ_REQUIRE(stepwatch::contract::validate_job_id(e.job).ok());
+  FUZZ_REQUIRE(e.rank >= 0);
+  FUZZ_REQUIRE(e.wall_ns > 0);
+  FUZZ_REQUIRE(!e.step || *e.step >= 0);
+  FUZZ_REQUIRE(!e.phase || stepwatch::contract::validate_phase(*e.phase).ok());
+  FUZZ_REQUIRE(!e.checkpoint || stepwatch::contract::validate_checkpoint_id(*e.checkpoint).ok());
+  FUZZ_REQUIRE(!e.checkpoint_step || (e.checkpoint && *e.checkpoint_step >= 0));
+  FUZZ_REQUIRE(!e.world_size || (*e.world_size >= 1 && e.rank < *e.world_size));
+  FUZZ_REQUIRE(!e.pid || *e.pid > 0);
 }
 
 void check_fold(const JsonlFolder& f, const char* expected_job) {
   for (const auto& [rank, s] : f.ranks()) {
-    require(s.rank == rank);
-    require(stepwatch::contract::validate_job_id(s.job).ok());
-    require(expected_job == nullptr || s.job == expected_job);
-    require(s.step.has_value() == (s.step_count > 0));
-    require(stepwatch::contract::validate_phase(s.phase).ok());
-    require(s.beat_at.has_value() == (s.beat_count > 0));
+    FUZZ_REQUIRE(s.rank == rank);
+    FUZZ_REQUIRE(stepwatch::contract::validate_job_id(s.job).ok());
+    FUZZ_REQUIRE(expected_job == nullptr || s.job == expected_job);
+    FUZZ_REQUIRE(s.step.has_value() == (s.step_count > 0));
+    FUZZ_REQUIRE(stepwatch::contract::validate_phase(s.phase).ok());
+    FUZZ_REQUIRE(s.beat_at.has_value() == (s.beat_count > 0));
   }
 }
 
