@@ -1,9 +1,13 @@
 #!/usr/bin/python3
-"""Writes the fuzzers' seed corpora: fuzz/corpus/beacon/ and fuzz/corpus/jsonl/.
+"""Writes the fuzzers' seed corpora: fuzz/corpus/<target>/ for every target of fuzz/CMakeLists.txt.
 
 The beacons follow include/stepwatch/beacon_v1.h byte for byte (little-endian, 1024 bytes):
-valid records in several states, and one of each kind of damage the reader must report.
-Deterministic, so the checked-in files only change when this script does.
+valid records in several states, and one of each kind of damage the reader must report. The
+other targets get real examples from the tree (examples/specs, deploy/agent.toml, the log and
+/proc fixtures under tests/) and small hand-written cases, in each target's input format
+(see each fuzz/*_fuzz.cpp). Deterministic, so the checked-in files only change when this script (or a
+file it copies) does; the captured-* seeds (this machine's /proc, detection_bench traces) are
+checked in as captured and never written here.
 Usage: fuzz/make_seeds.py [OUT_DIR]   (default: fuzz/corpus next to this script)
 """
 import math
@@ -51,11 +55,152 @@ def beacon(job="job-1", host="node-1", phase="train", rank=0, local_rank=0, worl
     return body
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def write_seeds(out, target, seeds):
+    """Writes {name: bytes or str} to OUT/target/name."""
+    d = os.path.join(out, target)
+    os.makedirs(d, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+
+
+def tree_file(path):
+    with open(os.path.join(ROOT, path), "rb") as f:
+        return f.read()
+
+
+def spec_seeds():
+    seeds = {f"example-{n[:-5]}": tree_file(f"examples/specs/{n}")
+             for n in sorted(os.listdir(os.path.join(ROOT, "examples/specs"))) if n.endswith(".toml")}
+    seeds.update({
+        "empty": "",
+        "numbers-and-tables": 'expected_interval = 2.5\nexit_grace = 10\npoll_interval = "1h30m"\n'
+                              '[phases]\n"ckpt:shard/1" = { budget = 90, beats_renew = true }\ncompile = "2h"\n'
+                              '[runbook.collect]\nmax_bytes = 1048576\nlog_lines = 0\n',
+        "users": 'users = ["alice", "1001", "svc.train-2"]\nowner = "alice@example.com"\n',
+        "pagers": '[[runbook.pager]]\nurl = "http://127.0.0.1:9/hook?x=1"\n[[runbook.pager]]\nkind = "alertmanager"\n'
+                  'url = "https://am.example:9093"\nretries = 0\n[[runbook.pager]]\ncommand = ["notify", "{job}"]\n'
+                  '[runbook]\npreempt_command = ["scancel", "--signal=TERM", "{pgid}"]\nresume = false\n',
+        "log-own-patterns": "[log]\nstep_pattern = '^it (?P<epoch>\\d+)/(?P<step>\\d+) (?:loss=(?P<loss>\\S+))?'\n"
+                            "phase_start = '(?P<phase_eval>EVAL) begins|^phase (?P<phase>\\w+)'\n"
+                            "phase_end = 'done'\nnoise = ['^WARN', '']\n",
+        "errors": 'grace_intervals = 0.5\nslow_factor = "x"\nwindow = 1\n[learn]\nwindow = 1\n'
+                  '[checkpoint]\nmarker = "../x"\nsource = "markr"\n[[runbook.pager]]\nurl = "ftp://x"\n',
+        "syntax-error": 'job = "unterminated\n[log\n',
+    })
+    return seeds
+
+
+def agent_config_seeds():
+    return {
+        "deploy-agent": tree_file("deploy/agent.toml"),
+        "empty": "",
+        "every-key": 'beacon_roots = ["/dev/shm/stepwatch", "/run/stepwatch"]\npoll_interval = "500ms"\n'
+                     'state_dir = "/var/lib/sw"\nlisten = "[::1]:0"\nspecs_dir = "/etc/sw/jobs"\nretire_after = 120\n'
+                     'gpu = false\nnvml_lib = "/opt/libnvidia-ml.so.1"\nproc_root = "/fake/proc"\n'
+                     'preempt_jobs = ["pretrain-*", "job-?", "exact.id"]\n',
+        "bounds": 'max_jobs_per_user = 1\nincidents_per_user_per_hour = 1000000\nlog_lines_per_user_per_minute = 120\n'
+                  'keep_history = "1h"\nmax_store_size = "1MiB"\n',
+        "beyond-loopback": 'listen = "0.0.0.0:9465"\ntoken_file = "/etc/stepwatch/token"\n',
+        "errors": 'listen = "localhost"\npoll_interval = "1ms"\nbeacon_roots = ["relative"]\npolling = 1\n',
+    }
+
+
+def log_contract_seeds():
+    """Byte 0: preset index (log_presets() order) | 0x80 with own patterns on the first line."""
+    presets = ["none", "plain", "huggingface", "lightning", "megatron", "torchtitan", "nemo", "deepspeed", "auto"]
+    seeds = {}
+    for name in ["plain", "huggingface", "lightning", "megatron", "torchtitan"]:
+        text = tree_file(f"tests/probe/data/{name}.txt")[:6000]
+        seeds[f"{name}-log"] = bytes([presets.index(name)]) + text
+        seeds[f"auto-{name}-log"] = bytes([presets.index("auto")]) + text[:3000]
+    seeds["deepspeed"] = bytes([presets.index("deepspeed")]) + (
+        b"[Rank 0] step=35, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]\n"
+        b"steps: 70 loss: 2.1486 iter time (s): 0.521 samples/sec: 61.4\n"
+        b"[2024-05-01 12:00:00] Checkpoint global_step70 is about to be saved!\n")
+    seeds["nemo"] = bytes([presets.index("nemo")]) + (
+        b"[NeMo I 2024-05-01 12:00:00 train:12] Starting\n"
+        b"Epoch 0:  10%|#         | 10/100 [00:05<00:45, reduced_train_loss=3.21, v_num=0]\n"
+        b"Training epoch 0, iteration 9/99 | lr: 1e-4 | reduced_train_loss: 11.02 |\n"
+        b"Validation: iteration 1/10\n")
+    seeds["own-patterns"] = bytes([0x80 | presets.index("plain")]) + (
+        b"^it (?P<epoch>\\d+)/(?P<step>\\d+)(?: loss=(?P<loss>\\S+))?\t(?P<phase_eval>EVAL) begins\tEVAL done\t^WARN\n"
+        b"it 0/1 loss=2.5\nit 0/2 loss=nan\nEVAL begins\nWARN it 0/3\nEVAL done\nit 1/1\r it 1/2 loss=-inf\n"
+        b"\x00\nit 0/999\nit 1/1\n")
+    seeds["own-bad-pattern"] = bytes([0x80 | presets.index("auto")]) + b"step (\\d+\t(?P<phase_>x)\n"
+    seeds["escapes-and-bars"] = bytes([presets.index("huggingface")]) + (
+        b" 10%|#         | 10/100 [00:01<00:09]\r 11%|#         | 11/100 [00:01<00:09]\x1b[A\x1b[2K\n"
+        b"{'loss': 2.3456, 'learning_rate': 1e-05, 'epoch': 0.1}\n***** Running Evaluation *****\n"
+        b"\x1b]0;title\x07{'eval_loss': 1.5}\n")
+    seeds["long-line"] = bytes([presets.index("plain")]) + b"\x01\xe0step 7 loss 1.5 " + b"\nstep 8\n"
+    return seeds
+
+
+def proc_seeds():
+    """Byte 0: 0 stat, 1 a process dir (stat, io, wchan, task stats, NUL-separated), 2 net/tcp,
+    3 net/tcp6, 4 status."""
+    data = "tests/probe/data/proc"
+    seeds = {}
+    for pid in ["1", "100", "101", "300", "400"]:
+        seeds[f"stat-{pid}"] = b"\x00" + tree_file(f"{data}/{pid}/stat")
+    for pid in ["101", "102"]:
+        # As process 4242, the pid of the fake tree proc_fuzz.cpp writes.
+        stat = b"4242" + tree_file(f"{data}/{pid}/stat")[len(pid):]
+        parts = [stat, tree_file(f"{data}/{pid}/io"), tree_file(f"{data}/{pid}/wchan")]
+        tasks = sorted(os.listdir(os.path.join(ROOT, data, pid, "task")))
+        parts += [tree_file(f"{data}/{pid}/task/{t}/stat") for t in tasks]
+        seeds[f"process-{pid}"] = b"\x01" + b"\x00".join(parts)
+    seeds["process-no-io-wchan-0"] = b"\x01" + b"4242" + tree_file(f"{data}/103/stat")[3:] + b"\x00\x000"
+    seeds["process-other-pid"] = b"\x01" + tree_file(f"{data}/101/stat") + b"\x00" + tree_file(f"{data}/101/io")
+    seeds["process-empty-stat"] = b"\x01"
+    seeds["tcp-fixture"] = b"\x02" + tree_file("tests/runbook/data/proc/net/tcp")
+    seeds["tcp6-fixture"] = b"\x03" + tree_file("tests/runbook/data/proc/net/tcp6")
+    seeds["status-sigcgt"] = b"\x04" + (b"Name:\tpython3\nState:\tS (sleeping)\nSigBlk:\t0000000000000000\n"
+                                        b"SigIgn:\t0000000001001000\nSigCgt:\t0000000180004202\nCapEff:\t0000000000000000\n")
+    return seeds
+
+
+def trace_seeds():
+    header = ('{"type":"header","version":1,"job":"job-1","local_host":"node-1","poll_ns":1000000000,'
+              '"scenario":"fuzz","spec_toml":"expected_interval = \\"1s\\"\\n",'
+              '"truth":{"stall":true,"stall_start_wall_ns":1700000010000000000,"allowed_ns":5000000000,'
+              '"interval_ns":1000000000,"culprits":[1],"note":"rank 1 hangs"}}')
+    rank = ('{{"rank":{r},"world_size":2,"local_rank":{r},"job":"job-1","host":"node-1","pid":{pid},'
+            '"pid_start_ticks":5010,"incarnation":0,"status":"running","source":"beacon",'
+            '"created":[1700000000000000000,1000000000000],"step_count":{n},"step":{n},'
+            '"step_at":[{t},{m}],"phase":"train","phase_since":[1700000000000000000,1000000000000],'
+            '"phase_count":1,"beat_count":0,"loss":{loss},"loss_at":[{t},{m}],"recent":[[{n},{m}]]}}')
+    def obs(i, loss):
+        t, m = 1700000000000000000 + i * 10**9, 1000000000000 + i * 10**9
+        ranks = ",".join(rank.format(r=r, pid=4242 + r, n=i, t=t, m=m, loss=loss) for r in range(2))
+        return (f'{{"type":"obs","now":[{t},{m}],"ranks":[{ranks}],"local_host":"node-1","world_size":2,'
+                f'"procs":[{{"rank":0,"alive":true,"same_process":true,"state":"S","threads_in_d":0,"wchan":"futex_wait_queue",'
+                f'"cpu_delta_ns":1000000,"io_delta_bytes":4096}},{{"rank":1,"alive":true,"same_process":true,"state":"D",'
+                f'"threads_in_d":2,"wchan":"nfs_wait","exit_code":null}}],'
+                f'"gpus":[{{"rank":0,"sm_util_pct":97.5,"power_w":350.25,"mem_used_bytes":42949672960}},{{"rank":1}}],'
+                f'"log":{{"last_line_wall_ns":{t},"lines_total":{i},"last_step":{i},"last_step_line_wall_ns":{t}}}}}')
+    verdict = '{"type":"verdict","state":"stalled","cause":"io","summary":"rank 1 in D"}'
+    return {
+        "labeled": "\n".join([header, obs(1, 2.5), obs(2, '"nan"'), verdict, obs(3, '"-inf"')]) + "\n",
+        "problems": "\n".join([obs(2, 1.0), obs(1, 1.0), header, header, '{"type":"obs","now":[1,2],"ranks":[{"rank":0}]}',
+                                '{"type":"header","version":9}', "not json", "", '{"type":"bogus"}']),
+        "minimal": '{"type":"obs","now":[1,0],"ranks":[]}',
+    }
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
     b_dir, j_dir = os.path.join(out, "beacon"), os.path.join(out, "jsonl")
     os.makedirs(b_dir, exist_ok=True)
     os.makedirs(j_dir, exist_ok=True)
+    write_seeds(out, "spec", spec_seeds())
+    write_seeds(out, "agent_config", agent_config_seeds())
+    write_seeds(out, "log_contract", log_contract_seeds())
+    write_seeds(out, "proc", proc_seeds())
+    write_seeds(out, "trace", trace_seeds())
 
     fresh = beacon(phase="init")
     seeds = {

@@ -6,6 +6,10 @@
 #
 #   fuzz/run.sh 60
 #   STEPWATCH_FUZZ_BUILD_DIR=/tmp/f fuzz/run.sh 10
+#   STEPWATCH_FUZZ_TARGETS="spec proc" STEPWATCH_FUZZ_JOBS=2 fuzz/run.sh 600
+#
+# STEPWATCH_FUZZ_TARGETS: which targets (default: all); STEPWATCH_FUZZ_JOBS: how many run at
+# once (default 1: the runs share the machine's cores with everything else).
 set -euo pipefail
 
 seconds="${1:-30}"
@@ -19,37 +23,65 @@ build="${STEPWATCH_FUZZ_BUILD_DIR:-$root/build/fuzz}"
 work="${STEPWATCH_FUZZ_CORPUS_DIR:-$root/.fuzz-corpus}"
 cxx="${STEPWATCH_FUZZ_CXX:-clang++-14}"
 cc="${STEPWATCH_FUZZ_CC:-clang-14}"
+all_targets="beacon jsonl spec agent_config trace log_contract proc"
+targets="${STEPWATCH_FUZZ_TARGETS:-$all_targets}"
+jobs="${STEPWATCH_FUZZ_JOBS:-1}"
 
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 1; }
+for target in $targets; do
+  [[ " $all_targets " == *" $target "* ]] || { echo "fuzz: no target $target (targets: $all_targets)" >&2; exit 2; }
+done
 
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build"
 
-status=0
-for target in beacon jsonl; do
-  corpus="$work/$target"
-  artifacts="$build/artifacts/$target"
-  log="$build/fuzz_$target.log"
-  mkdir -p "$corpus" "$artifacts"
-  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-        -artifact_prefix="$artifacts/")
-  case "$target" in
-    beacon) args+=(-max_len=2048) ;;
-    jsonl) args+=(-max_len=8192 -dict="$here/jsonl.dict") ;;
+# The options of one target: the longest input worth trying and its dictionary, if any.
+target_args() {
+  case "$1" in
+    beacon) echo "-max_len=2048" ;;
+    jsonl) echo "-max_len=8192 -dict=$here/jsonl.dict" ;;
+    spec) echo "-max_len=4096 -dict=$here/spec.dict" ;;
+    agent_config) echo "-max_len=4096 -dict=$here/agent_config.dict" ;;
+    trace) echo "-max_len=16384 -dict=$here/trace.dict" ;;
+    log_contract) echo "-max_len=8192 -dict=$here/log_contract.dict" ;;
+    proc) echo "-max_len=4096 -dict=$here/proc.dict" ;;
   esac
-  echo "fuzz: $target for ${seconds}s"
-  rc=0
+}
+
+# Runs one target; its exit status is the fuzzer's. Prints one summary line (and the log's
+# tail on failure).
+run_target() {
+  local target="$1" corpus="$work/$1" artifacts="$build/artifacts/$1" log="$build/fuzz_$1.log" rc=0
+  mkdir -p "$corpus" "$artifacts"
   # The first corpus directory receives new inputs; the seeds are only read.
+  # shellcheck disable=SC2046 # target_args is a list of options
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-    "$build/fuzz_$target" "${args[@]}" "$corpus" "$here/corpus/$target" >"$log" 2>&1 || rc=$?
+    "$build/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" $(target_args "$target") "$corpus" "$here/corpus/$target" >"$log" 2>&1 || rc=$?
+  local execs
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
   if [ "$rc" -ne 0 ]; then
     echo "fuzz: $target FAILED (exit $rc) after ${execs:-?} runs; log $log:" >&2
     tail -n 60 "$log" >&2
-    status=1
   else
-    echo "fuzz: $target ok: ${execs:-?} runs in ${seconds}s, corpus $(ls "$corpus" | wc -l) files"
+    echo "fuzz: $target ok: ${execs:-?} runs in ${seconds}s, corpus $(find "$corpus" -type f | wc -l) files"
   fi
+  return "$rc"
+}
+
+status=0
+pids=()
+for target in $targets; do
+  echo "fuzz: $target for ${seconds}s"
+  run_target "$target" &
+  pids+=($!)
+  if [ "${#pids[@]}" -ge "$jobs" ]; then
+    wait "${pids[0]}" || status=1
+    pids=("${pids[@]:1}")
+  fi
+done
+for pid in "${pids[@]}"; do
+  wait "$pid" || status=1
 done
 exit "$status"
