@@ -191,6 +191,45 @@ def trace_seeds():
     }
 
 
+def http_seeds():
+    """Byte 0: even the ack endpoint, odd the agent API; the rest is sent as is."""
+    auth = "Authorization: Bearer fuzz-token-5c1d\r\n"
+    body = '{"by":"alice","note":"looking"}'
+    def post(path, headers="", b=body):
+        return f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:9465\r\n{headers}Content-Type: application/json\r\n" \
+               f"Content-Length: {len(b)}\r\n\r\n{b}"
+    ack, api = "\x00", "\x01"
+    return {
+        "ack-ok": ack + post("/ack", auth),
+        "ack-no-token": ack + post("/ack"),
+        "ack-wrong-token": ack + post("/ack", "Authorization: Bearer nope\r\n"),
+        "ack-two-tokens": ack + post("/ack", auth + auth),
+        "ack-chunked": ack + "POST /ack HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
+                       "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "ack-body-before-token": ack + "POST /ack HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n{\"by\":",
+        "ack-foreign-origin": ack + post("/ack", auth + "Origin: http://evil.example\r\n"),
+        "ack-status": ack + "GET /status HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "ack-healthz-head": ack + "HEAD /healthz HTTP/1.1\r\n\r\n",
+        "ack-put": ack + "PUT /ack HTTP/1.1\r\n" + auth + "Content-Length: 0\r\n\r\n",
+        "ack-rebinding": ack + "GET /status HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+        "ack-bad-body": ack + post("/ack", auth, '{"by": 7}'),
+        "ack-expect": ack + "POST /ack HTTP/1.1\r\n" + auth + "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
+        "ack-percent-token": ack + post("/ack", "Authorization: Bearer%20fuzz-token-5c1d\r\n"),
+        "api-jobs": api + "GET /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:9465\r\nAccept: application/json\r\n\r\n",
+        "api-job": api + "GET /api/v1/jobs/fuzz-job HTTP/1.1\r\nHost: [::1]:9465\r\n\r\n",
+        "api-incidents": api + "GET /api/v1/incidents?job=fuzz-job&limit=5 HTTP/1.1\r\n\r\n",
+        "api-ack-ok": api + post("/api/v1/jobs/fuzz-job/ack", "authorization: bearer fuzz-token-5c1d\r\n"),
+        "api-ack-no-token": api + post("/api/v1/jobs/fuzz-job/ack"),
+        "api-ack-unknown-job": api + post("/api/v1/jobs/nope/ack", auth),
+        "api-delete": api + "DELETE /api/v1/jobs/fuzz-job HTTP/1.1\r\n" + auth + "Content-Length: 0\r\n\r\n",
+        "api-options": api + "OPTIONS /healthz HTTP/1.1\r\n\r\n",
+        "api-dashboard-gzip": api + "GET / HTTP/1.1\r\nAccept-Encoding: gzip, br\r\n\r\n",
+        "api-unknown-path": api + "GET /nope?x=%41 HTTP/1.1\r\n\r\n",
+        "api-bad-request-line": api + "GET /api/v1/jobs HTTP/9.9\r\n\r\n",
+        "api-http10": api + "GET /healthz HTTP/1.0\r\n\r\n",
+    }
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
     b_dir, j_dir = os.path.join(out, "beacon"), os.path.join(out, "jsonl")
@@ -201,6 +240,7 @@ def main():
     write_seeds(out, "log_contract", log_contract_seeds())
     write_seeds(out, "proc", proc_seeds())
     write_seeds(out, "trace", trace_seeds())
+    write_seeds(out, "http", http_seeds())
 
     fresh = beacon(phase="init")
     seeds = {

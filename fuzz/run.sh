@@ -6,7 +6,7 @@
 #
 #   fuzz/run.sh 60
 #   STEPWATCH_FUZZ_BUILD_DIR=/tmp/f fuzz/run.sh 10
-#   STEPWATCH_FUZZ_TARGETS="spec proc" STEPWATCH_FUZZ_JOBS=2 fuzz/run.sh 600
+#   STEPWATCH_FUZZ_TARGETS="spec http" STEPWATCH_FUZZ_JOBS=2 fuzz/run.sh 600
 #
 # STEPWATCH_FUZZ_TARGETS: which targets (default: all); STEPWATCH_FUZZ_JOBS: how many run at
 # once (default 1: the runs share the machine's cores with everything else).
@@ -23,7 +23,7 @@ build="${STEPWATCH_FUZZ_BUILD_DIR:-$root/build/fuzz}"
 work="${STEPWATCH_FUZZ_CORPUS_DIR:-$root/.fuzz-corpus}"
 cxx="${STEPWATCH_FUZZ_CXX:-clang++-14}"
 cc="${STEPWATCH_FUZZ_CC:-clang-14}"
-all_targets="beacon jsonl spec agent_config trace log_contract proc"
+all_targets="beacon jsonl spec agent_config trace log_contract proc http"
 targets="${STEPWATCH_FUZZ_TARGETS:-$all_targets}"
 jobs="${STEPWATCH_FUZZ_JOBS:-1}"
 
@@ -46,6 +46,7 @@ target_args() {
     trace) echo "-max_len=16384 -dict=$here/trace.dict" ;;
     log_contract) echo "-max_len=8192 -dict=$here/log_contract.dict" ;;
     proc) echo "-max_len=4096 -dict=$here/proc.dict" ;;
+    http) echo "-max_len=4096 -dict=$here/http.dict" ;;
   esac
 }
 
