@@ -5,7 +5,7 @@ The beacons follow include/stepwatch/beacon_v1.h byte for byte (little-endian, 1
 valid records in several states, and one of each kind of damage the reader must report. The
 other targets get real examples from the tree (examples/specs, deploy/agent.toml, the log and
 /proc fixtures under tests/) and small hand-written cases, in each target's input format
-(see each fuzz/*_fuzz.cpp). Deterministic, so the checked-in files only change when this script (or a
+(fuzz/README.md). Deterministic, so the checked-in files only change when this script (or a
 file it copies) does; the captured-* seeds (this machine's /proc, detection_bench traces) are
 checked in as captured and never written here.
 Usage: fuzz/make_seeds.py [OUT_DIR]   (default: fuzz/corpus next to this script)

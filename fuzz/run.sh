@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets with clang++-14 and runs each for SECONDS (default 30).
 # Fails on any crash, sanitizer report or property violation; a reproducer lands in
 # build/fuzz/artifacts/<target>/. New inputs accumulate in .fuzz-corpus/<target> (git-ignored);
-# the checked-in seeds in fuzz/corpus/<target> are read, never written.
+# the checked-in seeds in fuzz/corpus/<target> are read, never written. fuzz/README.md lists
+# the targets and what each one asserts.
 #
 #   fuzz/run.sh 60
 #   STEPWATCH_FUZZ_BUILD_DIR=/tmp/f fuzz/run.sh 10
