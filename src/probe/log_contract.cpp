@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <utility>
 
 #include "src/probe/log_presets.h"
@@ -524,6 +525,18 @@ void LogContract::apply(LogEvent& e, int64_t wall_ns) {
   }
 }
 
+namespace {
+
+// a + b, held at the int64 bounds: a log may print any number, and the fold must stay defined.
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  return out;
+}
+
+}  // namespace
+
 void LogContract::apply_step(LogEvent& e, int64_t wall_ns) {
   LogState& s = state_;
   Position& p = pos_;
@@ -543,7 +556,7 @@ void LogContract::apply_step(LogEvent& e, int64_t wall_ns) {
   if (same_epoch && e.epoch && inner && e.step > p.number) {
     // The step bar advanced by the inner loop that was just drawn (Lightning 1.x counts
     // validation batches in the epoch bar): not a step, and not counted in this epoch's steps.
-    p.skipped += e.step - p.number;
+    p.skipped = saturating_add(p.skipped, e.step - p.number);
     p.number = e.step;
     e.inner = true;
     ++s.inner_redraws;
@@ -570,7 +583,7 @@ void LogContract::apply_step(LogEvent& e, int64_t wall_ns) {
   p.epoch = e.epoch;
   p.number = e.step;
   e.counted = true;
-  s.step = p.base + e.step - p.skipped;
+  s.step = saturating_add(p.base, e.step - p.skipped);
   s.epoch = e.epoch;
   ++s.step_count;
   s.step_wall_ns = wall_ns;

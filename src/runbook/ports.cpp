@@ -102,10 +102,15 @@ std::optional<SocketLine> parse_socket_line(std::string_view line, bool v6) {
   s.local.v6 = v6;
   auto addr =
       colon == std::string_view::npos ? std::nullopt : decode_address(f[1].substr(0, colon), v6);
-  if (!addr || !number(f[1].substr(colon + 1), &s.local.port, 16) || !number(f[7], &s.local.uid) ||
+  // The kernel prints the port as %04X: four hex digits, never a sign.
+  std::string_view port =
+      colon == std::string_view::npos ? std::string_view() : f[1].substr(colon + 1);
+  uint16_t port_value = 0;
+  if (!addr || port.size() != 4 || !number(port, &port_value, 16) || !number(f[7], &s.local.uid) ||
       !number(f[9], &s.local.inode)) {
     return std::nullopt;
   }
+  s.local.port = port_value;
   s.local.address = *addr;
   s.state = std::string(f[3]);
   return s;

@@ -251,7 +251,10 @@ class Rules {
     bool found = false;
     std::string prefix = std::string(required_group) + "_";
     for (const auto& [name, index] : re.NamedCapturingGroups()) {
-      found = found || name == required_group || (std::string(required_group) == "phase" && name.rfind(prefix, 0) == 0);
+      // (?P<phase_>...) names no phase: the log contract refuses it, so the spec does too.
+      found = found || name == required_group ||
+              (std::string(required_group) == "phase" && name.size() > prefix.size() &&
+               name.rfind(prefix, 0) == 0);
     }
     if (!found) {
       sink_.error(

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -272,6 +273,19 @@ TEST(LogContractRules, RepeatsCountOnceBackwardsCounts) {
   EXPECT_EQ(c.feed("step 3 loss 1.25", kT0 + 100).events[0].counted, false);
   EXPECT_EQ(c.progress().loss, 1.25) << "a repeat may still bring the loss";
   EXPECT_EQ(c.progress().step_wall_ns, kT0 + 3) << "but not a new step time";
+}
+
+// Found by fuzz/log_contract_fuzz.cpp: a counter that starts again in a new epoch after a step
+// near INT64_MAX overflowed the running step (undefined). It is held at INT64_MAX.
+TEST(LogContractRules, HugeStepNumbersSaturateInsteadOfOverflowing) {
+  LogContract c = make({.step = R"(^ep (?P<epoch>\d+) it (?P<step>\d+)$)"});
+  c.feed("ep 0 it 9223372036854775000", kT0);
+  EXPECT_EQ(c.state().step, 9223372036854775000);
+  c.feed("ep 1 it 5", kT0 + 1);  // a new epoch counting from 1 again: continues from the last
+  EXPECT_EQ(c.state().step, 9223372036854775005);
+  c.feed("ep 1 it 9223372036854775000", kT0 + 2);
+  EXPECT_EQ(c.state().step, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(c.state().step_count, 3u);
 }
 
 TEST(LogContractRules, OutputWithoutStepsIsNotProgress) {

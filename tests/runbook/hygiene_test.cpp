@@ -4,6 +4,7 @@
 #include "src/runbook/hygiene.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -73,6 +74,29 @@ TEST(Ports, ParsesTheCheckedInProcNetFiles) {
   EXPECT_EQ((*mapped)[0].address, "::ffff:10.0.0.1");
   EXPECT_TRUE(listeners_on_port(root, 1)->empty());
   EXPECT_FALSE(listeners_on_port(root + "/nonexistent", 29500).ok());
+}
+
+// Found by fuzz/proc_fuzz.cpp: a port of more than four hex digits, or with a sign, was taken.
+TEST(Ports, APortIsFourHexDigitsAsTheKernelPrintsIt) {
+  const std::string header =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
+      "inode\n";
+  auto line = [](const char* port) {
+    return fmt::format(
+        "   0: 0100007F:{} 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000 0 7001 1 "
+        "0 100 0 0 10 0\n",
+        port);
+  };
+  int malformed = 0;
+  auto ok = parse_proc_net_tcp(header + line("24F9"), false, &malformed);
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].port, 9465);
+  EXPECT_EQ(malformed, 0);
+  for (const char* bad : {"124F9", "-001", "+0FF", "24F", "zzzz"}) {
+    auto none = parse_proc_net_tcp(header + line(bad), false, &malformed);
+    EXPECT_TRUE(none.empty()) << bad;
+    EXPECT_EQ(malformed, 1) << bad;
+  }
 }
 
 TEST(Ports, AConnectedSocketsOwnerIsFoundByItsLocalEnd) {

@@ -217,6 +217,14 @@ TEST(SpecErrors, PagerUrlSecretsAreNeverEchoed) {
   }
 }
 
+// Found by fuzz/spec_fuzz.cpp: (?P<phase_>...) names no phase; the log contract refuses it.
+TEST(SpecErrors, APhaseGroupMustNameAPhase) {
+  expect_one_error(
+      {"[log]\nphase_start = \"(?P<phase_>x)\"\n",
+       "t.toml:2: log.phase_start: pattern \"(?P<phase_>x)\" has no named group (?P<phase>...)"});
+  EXPECT_TRUE(check_spec("[log]\nphase_start = \"(?P<phase_eval>x)\"\n", "t.toml").errors.empty());
+}
+
 TEST(SpecErrors, Users) {
   const Case cases[] = {
       {"users = \"alice\"\n", "t.toml:1: users: expected an array of strings, got a string"},
