@@ -215,9 +215,7 @@ void fuzz_tcp(std::string_view text, bool v6) {
   for (size_t i = 0; i < listeners.size(); ++i) {
     const auto& l = listeners[i];
     FUZZ_REQUIRE(l.v6 == v6);
-    // Known and reported: a port of more than four hex digits, or a negative one, is accepted
-    // (the kernel prints %04X, so /proc never shows one). Check the range with the fix:
-    //   FUZZ_REQUIRE(l.port >= 0 && l.port <= 65535);
+    FUZZ_REQUIRE(l.port >= 0 && l.port <= 65535);  // four hex digits, as the kernel prints it
     again += fmt::format(
         "{:4}: {}:{:04X} {}:0000 0A 00000000:00000000 00:00000000 00000000 {:5} 0 {} 1 "
         "0000000000000000 100 0 0 10 "

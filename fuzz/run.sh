@@ -47,7 +47,11 @@ target_args() {
     trace) echo "-max_len=16384 -dict=$here/trace.dict" ;;
     log_contract) echo "-max_len=8192 -dict=$here/log_contract.dict" ;;
     proc) echo "-max_len=4096 -dict=$here/proc.dict" ;;
-    http) echo "-max_len=4096 -dict=$here/http.dict" ;;
+    # No per-input leak check for the servers: a connection's thread may still be ending (its
+    # stack no longer scanned, its buffers not yet freed) when libFuzzer looks, which LeakSanitizer
+    # reports as a leak of httplib's stream. The servers' leaks are checked where they stop:
+    # the ASan build of tests/serve, tests/runbook and tests/agent.
+    http) echo "-max_len=4096 -dict=$here/http.dict -detect_leaks=0" ;;
   esac
 }
 
