@@ -22,8 +22,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -188,8 +191,8 @@ Due due(std::string_view r) {
 size_t thread_count() {
   size_t n = 0;
   std::error_code ec;
-  for (auto it = fs::directory_iterator("/proc/self/task", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::directory_iterator("/proc/self/task", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
     ++n;
   }
   return n;
@@ -206,32 +209,60 @@ struct Exchange {
   bool complete = false;  // read to the server's end of stream
 };
 
+// Connects to 127.0.0.1:port. A blocking connect that libFuzzer's timer signal (SIGALRM)
+// interrupts goes on in the background: wait for it.
+void connect_loopback(int fd, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int err = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
+  if (err == EINTR) {
+    pollfd p{fd, POLLOUT, 0};
+    int ready = 0;
+    while ((ready = ::poll(&p, 1, 2000)) < 0 && errno == EINTR) {
+    }
+    socklen_t len = sizeof err;
+    if (ready <= 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = ETIMEDOUT;
+  }
+  if (err != 0) {
+    std::string what = fmt::format("connect to 127.0.0.1:{}: {}", port, std::strerror(err));
+    stepwatch::fuzz::violated(what.c_str(), __FILE__, __LINE__);
+  }
+}
+
 Exchange exchange(int port, std::string_view request, Due when) {
   Exchange x;
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   FUZZ_REQUIRE(fd >= 0);
   timeval tv{2, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  FUZZ_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  connect_loopback(fd, port);
   while (!request.empty()) {
     ssize_t n = ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the server answered and closed before reading it all
     request.remove_prefix(static_cast<size_t>(n));
   }
-  // The server closes once it has answered (one request per connection).
-  int wait_ms = when == Due::kAnswer ? 2000 : when == Due::kMaybe ? 5 : 0;
+  // The server closes once it has answered (one request per connection). Calls that the timer
+  // signal interrupts are resumed with the time left.
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::milliseconds(when == Due::kAnswer  ? 2000
+                                                           : when == Due::kMaybe ? 5
+                                                                                 : 0);
   char buf[16384];
   for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, x.response.empty() ? wait_ms : 2000) <= 0) break;
+    int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n == 0) x.complete = true;
     if (n <= 0) break;
     x.response.append(buf, static_cast<size_t>(n));
+    deadline = Clock::now() + std::chrono::seconds(2);  // the rest of an answer that has begun
   }
   // Closed with a reset: thousands of connections a second would otherwise fill the ephemeral
   // ports with TIME_WAIT, and a server still waiting for bytes stops at once.
