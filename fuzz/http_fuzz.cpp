@@ -179,7 +179,11 @@ Due due(std::string_view r) {
     if (name == "transfer-encoding" && !chunked)
       chunked = lower(value).find("chunked") != std::string::npos;
   }
-  std::string_view method = request_line.substr(0, request_line.find_first_of(" \r\n"));
+  // The method as httplib splits the line: its first word, around spaces and tabs.
+  std::string_view words = request_line.substr(0, request_line.find_last_not_of("\r\n") + 1);
+  size_t start = std::min(words.size(), words.find_first_not_of(" \t"));
+  std::string_view method = words.substr(start, words.find(' ', start) - start);
+  method = method.substr(0, method.find_last_not_of(" \t") + 1);
   bool body = method == "POST" || method == "PUT" || method == "PATCH" || method == "PRI" ||
               method == "DELETE";
   if (!body || chunked.value_or(false))
