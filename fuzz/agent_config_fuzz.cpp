@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "fuzz/require.h"
+#include "fuzz/toml_text.h"
 #include "src/agent/config.h"
 #include "src/common/host.h"
 
@@ -35,28 +36,8 @@ using stepwatch::agent::AgentConfig;
 
 constexpr const char* kSource = "fuzz-agent.toml";
 
-// A TOML basic string holding exactly `s` (valid UTF-8: toml++ parsed it).
-std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\u{:04X}", c);
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-std::string strings(const std::vector<std::string>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i > 0 ? ", " : "") + quoted(v[i]);
-  return out + "]";
-}
+using stepwatch::fuzz::quoted;
+using stepwatch::fuzz::strings;
 
 // Every field of `c` as agent.toml, each value in a form that reads back exactly.
 std::string to_toml(const AgentConfig& c) {

@@ -11,8 +11,8 @@
 namespace {
 
 using stepwatch::contract::decode_beacon;
-using stepwatch::contract::ReadOptions;
 using stepwatch::contract::RankSnapshot;
+using stepwatch::contract::ReadOptions;
 
 void check_accepted(const RankSnapshot& s) {
   FUZZ_REQUIRE(stepwatch::contract::validate_job_id(s.job).ok());

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "fuzz/require.h"
+#include "fuzz/toml_text.h"
 #include "src/contract/names.h"
 #include "src/probe/log_contract.h"
 #include "src/spec/command_template.h"
@@ -26,28 +27,8 @@ using stepwatch::spec::SpecIssue;
 constexpr const char* kSource = "fuzz.toml";
 constexpr int64_t kHour = int64_t{3600} * stepwatch::kNsPerSec;
 
-// A TOML basic string holding exactly `s` (valid UTF-8: toml++ parsed it).
-std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\u{:04X}", c);
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-std::string strings(const std::vector<std::string>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i > 0 ? ", " : "") + quoted(v[i]);
-  return out + "]";
-}
+using stepwatch::fuzz::quoted;
+using stepwatch::fuzz::strings;
 
 std::string duration(int64_t ns) {
   return fmt::format("\"{}ns\"", ns);
