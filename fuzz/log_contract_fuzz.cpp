@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fuzz/require.h"
+#include "fuzz/text.h"
 #include "src/contract/names.h"
 #include "src/probe/log_contract.h"
 #include "src/probe/log_presets.h"
@@ -31,17 +32,7 @@ using stepwatch::probe::LogEventKind;
 using stepwatch::probe::LogLine;
 using stepwatch::probe::LogPatterns;
 
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (;;) {
-    size_t at = s.find(sep, start);
-    out.push_back(
-        s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
-    if (at == std::string_view::npos) return out;
-    start = at + 1;
-  }
-}
+using stepwatch::fuzz::split;
 
 // What the field must satisfy, checked with RE2 directly: "" when acceptable.
 enum class Groups { kNone, kStep, kPhase };

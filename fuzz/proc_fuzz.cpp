@@ -31,6 +31,7 @@
 
 #include "fuzz/require.h"
 #include "fuzz/scratch.h"
+#include "fuzz/text.h"
 #include "src/common/proc_stat.h"
 #include "src/probe/procfs.h"
 #include "src/runbook/artifact.h"
@@ -44,17 +45,7 @@ constexpr int kPid = 4242;
 constexpr int kMaxTasks = 4;
 constexpr size_t kStatRead = 1024;  // read_proc_stat reads one buffer of this size
 
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (;;) {
-    size_t at = s.find(sep, start);
-    out.push_back(
-        s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
-    if (at == std::string_view::npos) return out;
-    start = at + 1;
-  }
-}
+using stepwatch::fuzz::split;
 
 // A fake proc root for the whole run: <root>/4242/{stat,io,wchan,status,task/<tid>/stat}.
 const std::string& proc_root() {
