@@ -4,7 +4,7 @@ BUILD := build/$(PRESET)
 FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build test unit-test asan-test fuzz-test demo bench fuzz format clean
+.PHONY: all deps build test unit-test asan-test fuzz-test demo bench fuzz format format-check clean
 
 all: build
 
@@ -17,7 +17,7 @@ build: deps
 
 # Unit, concurrency, C-compiled, Python and end-to-end tests; then the fuzzers for a bounded
 # time; then the C++ tests again under AddressSanitizer + UBSan.
-test: unit-test fuzz-test asan-test
+test: format-check unit-test fuzz-test asan-test
 
 unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -48,6 +48,11 @@ bench: deps
 
 format:
 	clang-format-14 -i $$(git ls-files '*.cpp' '*.h' '*.hpp' '*.c')
+
+# Every C and C++ file git tracks against the checked-in .clang-format; the first difference
+# fails it, with the file and line.
+format-check: deps
+	clang-format-14 --dry-run -Werror $$(git ls-files '*.cpp' '*.h' '*.hpp' '*.c')
 
 clean:
 	rm -rf build

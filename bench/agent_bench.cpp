@@ -22,8 +22,8 @@
 
 #include "src/agent/agent.h"
 #include "src/agent/api.h"
-#include "src/common/log.h"
 #include "src/common/limits.h"
+#include "src/common/log.h"
 #include "src/contract/beacon_writer.h"
 #include "src/serve/metrics.h"
 
@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Shape {
-  int jobs, ranks;  // ranks per job
+  int jobs, ranks;     // ranks per job
   bool quiet = false;  // no rank steps between polls: every rank's details are due
 };
 
@@ -65,7 +65,8 @@ double p90(std::vector<double> v) {
 
 // Writes jobs x ranks beacons under root, one step each; the writers stay open so that each
 // poll can be preceded by a step of every rank.
-bool write_beacons(const std::string& root, Shape s, std::vector<std::unique_ptr<contract::BeaconWriter>>& writers) {
+bool write_beacons(const std::string& root, Shape s,
+                   std::vector<std::unique_ptr<contract::BeaconWriter>>& writers) {
   for (int j = 0; j < s.jobs; ++j) {
     for (int r = 0; r < s.ranks; ++r) {
       contract::Identity id;
@@ -97,14 +98,16 @@ size_t http_get(int port, const std::string& path) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   size_t body = 0;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    std::string req = fmt::format("GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    std::string req =
+        fmt::format("GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
     if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
       std::string resp;
       char buf[65536];
       ssize_t n;
       while ((n = ::read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
       size_t head = resp.find("\r\n\r\n");
-      if (resp.starts_with("HTTP/1.1 200") && head != std::string::npos) body = resp.size() - head - 4;
+      if (resp.starts_with("HTTP/1.1 200") && head != std::string::npos)
+        body = resp.size() - head - 4;
     }
   }
   ::close(fd);
@@ -119,7 +122,8 @@ ApiRow time_get(int port, const std::string& path, int requests, const std::stri
   for (int i = 0; i < requests; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     size_t b = http_get(port, path);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (b == 0) row.bytes = 0;
   }
   row.median_ms = median(ms);
@@ -133,11 +137,14 @@ int main(int argc, char** argv) {
   int polls = 10, requests = 20;
   std::string only;  // --shape JOBSxRANKS[q]: that row alone (for profiling)
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--polls") == 0 && i + 1 < argc) polls = std::max(1, std::atoi(argv[++i]));
-    else if (std::strcmp(argv[i], "--requests") == 0 && i + 1 < argc) requests = std::max(1, std::atoi(argv[++i]));
-    else if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) only = argv[++i];
+    if (std::strcmp(argv[i], "--polls") == 0 && i + 1 < argc)
+      polls = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--requests") == 0 && i + 1 < argc)
+      requests = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc)
+      only = argv[++i];
   }
-  raise_fd_limit();  // as the agent does: a pidfd per rank
+  raise_fd_limit();                // as the agent does: a pidfd per rank
   set_log_level(LogLevel::kWarn);  // "watching job ..." once per job would swamp the tables
   fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
   fs::path tmp = base / fmt::format("sw-agent-bench-{}", ::getpid());
@@ -147,16 +154,17 @@ int main(int argc, char** argv) {
   // Before each timed poll every rank commits a step (untimed): each poll finds every record
   // changed, as with trainers stepping at least once a second. The quiet rows show the other
   // extreme: no rank steps, so every rank is overdue and its process details are due.
-  const std::vector<Shape> shapes = {{1, 1},       {1, 100},          {10, 10},   {1, 1000},
-                                     {10, 100},    {1000, 1},         {1, 10'000}, {10, 1000},
-                                     {100, 100},   {1000, 10},        {1, 10'000, true}, {1000, 10, true}};
+  const std::vector<Shape> shapes = {{1, 1},     {1, 100},   {10, 10},          {1, 1000},
+                                     {10, 100},  {1000, 1},  {1, 10'000},       {10, 1000},
+                                     {100, 100}, {1000, 10}, {1, 10'000, true}, {1000, 10, true}};
   std::vector<PollRow> rows;
   std::vector<ApiRow> api_rows;
   bool api_done_10 = false, api_done_1000 = false;
   int status = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     Shape s = shapes[i];
-    if (!only.empty() && only != fmt::format("{}x{}{}", s.jobs, s.ranks, s.quiet ? "q" : "")) continue;
+    if (!only.empty() && only != fmt::format("{}x{}{}", s.jobs, s.ranks, s.quiet ? "q" : ""))
+      continue;
     fs::path dir = tmp / fmt::format("shape-{}", i);
     std::string root = (dir / "beacons").string();
     std::vector<std::unique_ptr<contract::BeaconWriter>> writers;
@@ -181,7 +189,8 @@ int main(int argc, char** argv) {
       break;
     }
     agent::Agent& agent = **a;
-    for (int w = 0; w < 2; ++w) (void)agent.poll_once(SystemClock::instance().now());  // start tracking
+    for (int w = 0; w < 2; ++w)
+      (void)agent.poll_once(SystemClock::instance().now());  // start tracking
     std::vector<double> cpu, wall;
     int64_t step = 1;
     for (int p = 0; p < polls; ++p) {
@@ -194,7 +203,8 @@ int main(int argc, char** argv) {
       if (auto st = agent.poll_once(SystemClock::instance().now()); !st) {
         fmt::print(stderr, "agent_bench: {}\n", st.error().message);
       }
-      wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      wall.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       cpu.push_back(static_cast<double>(cpu_now_ns() - c0) / 1e6);
     }
     rows.push_back({s, median(cpu), p90(cpu), median(wall)});
@@ -212,7 +222,8 @@ int main(int argc, char** argv) {
         status = 1;
       } else {
         std::string shape = fmt::format("{} jobs x {} ranks", s.jobs, s.ranks);
-        api_rows.push_back(time_get(server.port(), "/api/v1/jobs", requests, "GET /api/v1/jobs, " + shape));
+        api_rows.push_back(
+            time_get(server.port(), "/api/v1/jobs", requests, "GET /api/v1/jobs, " + shape));
         api_rows.push_back(time_get(server.port(), "/metrics", requests, "GET /metrics, " + shape));
       }
       server.stop();
@@ -221,21 +232,25 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::remove_all(tmp, ec);
 
-  fmt::print("\n## Agent CPU per poll ({} polls after 2 warm-up, beacons under {}, no GPU)\n\n", polls,
-             base.string());
-  fmt::print("| jobs x ranks | ranks | ranks step between polls | CPU ms/poll (median) | CPU ms p90 | wall ms/poll | one core at 1 poll/s | target | met |\n");
+  fmt::print("\n## Agent CPU per poll ({} polls after 2 warm-up, beacons under {}, no GPU)\n\n",
+             polls, base.string());
+  fmt::print(
+      "| jobs x ranks | ranks | ranks step between polls | CPU ms/poll (median) | CPU ms p90 | "
+      "wall ms/poll | one core at 1 poll/s | target | met |\n");
   fmt::print("|---|---:|---|---:|---:|---:|---:|---|---|\n");
   for (const auto& r : rows) {
     int ranks = r.shape.jobs * r.shape.ranks;
     double share = r.cpu_ms / 1000.0 * 100.0;
     bool target = ranks == 10'000 && !r.shape.quiet;
-    fmt::print("| {} x {} | {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f}% | {} | {} |\n", r.shape.jobs, r.shape.ranks,
-               ranks, r.shape.quiet ? "no (all overdue)" : "yes", r.cpu_ms, r.cpu_p90_ms, r.wall_ms, share,
-               target ? "< 5%" : "-",
+    fmt::print("| {} x {} | {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f}% | {} | {} |\n",
+               r.shape.jobs, r.shape.ranks, ranks, r.shape.quiet ? "no (all overdue)" : "yes",
+               r.cpu_ms, r.cpu_p90_ms, r.wall_ms, share, target ? "< 5%" : "-",
                target ? (share < 5.0 ? "yes" : "**no**") : "-");
   }
-  fmt::print("\n## Agent API latency with 10,000 ranks ({} requests each, loopback, new connection each)\n\n",
-             requests);
+  fmt::print(
+      "\n## Agent API latency with 10,000 ranks ({} requests each, loopback, new connection "
+      "each)\n\n",
+      requests);
   fmt::print("| request | median ms | p90 ms | response bytes |\n|---|---:|---:|---:|\n");
   for (const auto& r : api_rows) {
     fmt::print("| {} | {:.2f} | {:.2f} | {} |\n", r.what, r.median_ms, r.p90_ms,

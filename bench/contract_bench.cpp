@@ -54,7 +54,9 @@ class ScratchDir {
 
 // Beacons live on tmpfs in production; the comparison files in an ordinary temp dir.
 const ScratchDir& beacon_dir() {
-  static ScratchDir d(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : std::filesystem::temp_directory_path().string());
+  static ScratchDir d(::access("/dev/shm", W_OK) == 0
+                          ? "/dev/shm"
+                          : std::filesystem::temp_directory_path().string());
   return d;
 }
 const ScratchDir& file_dir() {
@@ -178,7 +180,8 @@ void BM_c_jsonl_write(benchmark::State& state) {
   for (auto _ : state) {
     timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
-    int len = std::snprintf(line, sizeof line, "{\"job\":\"bench\",\"rank\":0,\"time\":%lld.%09ld,\"step\":%lld}\n",
+    int len = std::snprintf(line, sizeof line,
+                            "{\"job\":\"bench\",\"rank\":0,\"time\":%lld.%09ld,\"step\":%lld}\n",
                             static_cast<long long>(t.tv_sec), t.tv_nsec, n++);
     bad |= ::write(fd, line, static_cast<size_t>(len)) != len;
   }
@@ -265,6 +268,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  if (g_errors != 0) std::fprintf(stderr, "contract_bench: %d benchmark(s) could not run\n", g_errors);
+  if (g_errors != 0)
+    std::fprintf(stderr, "contract_bench: %d benchmark(s) could not run\n", g_errors);
   return g_errors == 0 ? 0 : 1;
 }

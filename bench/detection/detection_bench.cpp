@@ -24,7 +24,8 @@ std::string latency_text(const bench::Score& s) {
 
 std::string intervals_text(const bench::Score& s, const bench::Scenario& sc) {
   if (!s.latency_ns || sc.truth.interval_ns <= 0) return "-";
-  return fmt::format("{:.1f}", static_cast<double>(*s.latency_ns) / static_cast<double>(sc.truth.interval_ns));
+  return fmt::format(
+      "{:.1f}", static_cast<double>(*s.latency_ns) / static_cast<double>(sc.truth.interval_ns));
 }
 
 int write_traces(const std::vector<bench::Scenario>& scenarios, const std::string& dir) {
@@ -46,7 +47,8 @@ int write_traces(const std::vector<bench::Scenario>& scenarios, const std::strin
 int main(int argc, char** argv) {
   std::string traces;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--traces") == 0 && i + 1 < argc) traces = argv[++i];
+    if (std::strcmp(argv[i], "--traces") == 0 && i + 1 < argc)
+      traces = argv[++i];
     else {
       fmt::print(stderr, "usage: detection_bench [--traces DIR]\n");
       return 2;
@@ -55,9 +57,13 @@ int main(int argc, char** argv) {
   auto scenarios = bench::make_scenarios();
   if (!traces.empty()) return write_traces(scenarios, traces);
 
-  fmt::print("## Detection quality: {} scenarios, stepwatch vs baselines (GPU-minutes for a {}-GPU job)\n\n",
-             scenarios.size(), bench::kGpus);
-  fmt::print("| scenario | truth | detector | false page | latency | in intervals | culprit | GPU-min burned | verdict |\n");
+  fmt::print(
+      "## Detection quality: {} scenarios, stepwatch vs baselines (GPU-minutes for a {}-GPU "
+      "job)\n\n",
+      scenarios.size(), bench::kGpus);
+  fmt::print(
+      "| scenario | truth | detector | false page | latency | in intervals | culprit | GPU-min "
+      "burned | verdict |\n");
   fmt::print("|---|---|---|---|---|---|---|---|---|\n");
   int sw_false = 0, sw_missed = 0, sw_late = 0, sw_culprit_wrong = 0, stalls = 0;
   int base_false[3] = {0, 0, 0}, base_missed[3] = {0, 0, 0};
@@ -77,10 +83,11 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i];
       std::string culprit = !r.culprit_ok ? "-" : (*r.culprit_ok ? "right" : "WRONG");
-      std::string gpu = s.truth.stall ? fmt::format("{}{:.0f}", r.missed ? ">" : "", r.gpu_minutes) : "-";
-      fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", i == 0 ? s.name : "", i == 0 ? truth : "",
-                 r.detector, r.false_page ? "**yes**" : "no", latency_text(r), intervals_text(r, s), culprit, gpu,
-                 r.verdict.empty() ? "" : r.verdict);
+      std::string gpu =
+          s.truth.stall ? fmt::format("{}{:.0f}", r.missed ? ">" : "", r.gpu_minutes) : "-";
+      fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", i == 0 ? s.name : "",
+                 i == 0 ? truth : "", r.detector, r.false_page ? "**yes**" : "no", latency_text(r),
+                 intervals_text(r, s), culprit, gpu, r.verdict.empty() ? "" : r.verdict);
       if (i == 0) {
         sw_false += r.false_page;
         sw_missed += r.missed;
@@ -95,17 +102,22 @@ int main(int argc, char** argv) {
       }
     }
   }
-  fmt::print("\n| detector | false pages | stalls missed (of {}) | GPU-minutes burned, all stalls |\n|---|---|---|---|\n",
-             stalls);
+  fmt::print(
+      "\n| detector | false pages | stalls missed (of {}) | GPU-minutes burned, all stalls "
+      "|\n|---|---|---|---|\n",
+      stalls);
   fmt::print("| stepwatch | {} | {} | {:.0f} |\n", sw_false, sw_missed, sw_gpu);
   for (int i = 0; i < 3; ++i) {
-    fmt::print("| {} | {} | {} | {:.0f}{} |\n", base_names[i], base_false[i], base_missed[i], base_gpu[i],
-               base_missed[i] ? " (missed stalls counted to trace end)" : "");
+    fmt::print("| {} | {} | {} | {:.0f}{} |\n", base_names[i], base_false[i], base_missed[i],
+               base_gpu[i], base_missed[i] ? " (missed stalls counted to trace end)" : "");
   }
   bool ok = sw_false == 0 && sw_missed == 0 && sw_late == 0 && sw_culprit_wrong == 0;
-  fmt::print("\nstepwatch targets (zero false pages; every stall within grace x interval or budget + 1 poll; "
-             "culprits right): {}\n",
-             ok ? "MET" : fmt::format("NOT MET (false {}, missed {}, late {}, wrong culprits {})", sw_false, sw_missed,
-                                      sw_late, sw_culprit_wrong));
+  fmt::print(
+      "\nstepwatch targets (zero false pages; every stall within grace x interval or budget + 1 "
+      "poll; "
+      "culprits right): {}\n",
+      ok ? "MET"
+         : fmt::format("NOT MET (false {}, missed {}, late {}, wrong culprits {})", sw_false,
+                       sw_missed, sw_late, sw_culprit_wrong));
   return ok ? 0 : 1;
 }

@@ -71,7 +71,8 @@ detect::Truth no_stall(int64_t interval) {
   return t;
 }
 
-detect::Truth stall_at(const World& w, int64_t allowed, int64_t interval, std::vector<int> culprits, std::string note) {
+detect::Truth stall_at(const World& w, int64_t allowed, int64_t interval, std::vector<int> culprits,
+                       std::string note) {
   detect::Truth t;
   t.stall = true;
   t.stall_start_wall_ns = w.now().wall_ns;
@@ -110,7 +111,8 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     });
     std::string spec = spec_2s("\"learn\"");
     spec.replace(spec.find("grace_intervals = 2"), 19, "grace_intervals = 4");
-    out.push_back(finish("heavy-tail", "lognormal steps (median 2 s, sigma 0.35), 1% 3x spikes; learn, grace 4",
+    out.push_back(finish("heavy-tail",
+                         "lognormal steps (median 2 s, sigma 0.35), 1% 3x spikes; learn, grace 4",
                          spec, poll, w, no_stall(2 * kSec)));
   }
   {  // 3. A labeled eval 30x the step time, every 300 steps, beating per batch.
@@ -126,8 +128,8 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
       }
       w.phase_all("train");
     }
-    out.push_back(finish("long-eval", "a labeled 60 s eval (30x the step) every 300 steps", spec_2s(), poll, w,
-                         no_stall(2 * kSec)));
+    out.push_back(finish("long-eval", "a labeled 60 s eval (30x the step) every 300 steps",
+                         spec_2s(), poll, w, no_stall(2 * kSec)));
   }
   {  // 4. A cold compile of 8 minutes before the first step.
     World w(kRanks, poll);
@@ -139,8 +141,8 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     w.step_all();
     w.phase_all("train");
     train(w, 300, 2 * kSec);
-    out.push_back(finish("cold-compile", "8 min compile (budget 15m) on a cold cache", spec_2s(), poll, w,
-                         no_stall(2 * kSec)));
+    out.push_back(finish("cold-compile", "8 min compile (budget 15m) on a cold cache", spec_2s(),
+                         poll, w, no_stall(2 * kSec)));
   }
   {  // 5. A warm restart whose compile overruns its (shorter) budget.
     World w(kRanks, poll, /*incarnation=*/1);
@@ -151,7 +153,8 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     w.advance(5 * kMin);
     detect::Truth t = stall_at(w, poll, 2 * kSec, {0, 1, 2, 3}, "warm compile past its 5m budget");
     w.advance(25 * kMin);
-    out.push_back(finish("warm-compile-overrun", "restart's compile hangs; warm budget 5m", spec_2s(), poll, w, t));
+    out.push_back(finish("warm-compile-overrun", "restart's compile hangs; warm budget 5m",
+                         spec_2s(), poll, w, t));
   }
   {  // 6. Checkpoint saves on rank 0 only while the others wait in the next collective.
     World w(kRanks, poll);
@@ -165,8 +168,8 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
       w.phase(0, "train");
       w.checkpoint_all(fmt::format("step_{}", w.next_step() - 1));
     }
-    out.push_back(finish("checkpoint-rank0", "rank 0 saves for 90 s every 200 steps, others wait", spec_2s(), poll,
-                         w, no_stall(2 * kSec)));
+    out.push_back(finish("checkpoint-rank0", "rank 0 saves for 90 s every 200 steps, others wait",
+                         spec_2s(), poll, w, no_stall(2 * kSec)));
   }
   {  // 7. I/O-bound: storage degrades, steps take up to 5x longer but complete.
     World w(kRanks, poll);
@@ -179,8 +182,8 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
       w.advance(interval);
       w.step_all();
     }
-    out.push_back(finish("io-bound-slow", "steps slow from 2 s to 10 s (5x) and keep completing", spec_2s(), poll, w,
-                         no_stall(2 * kSec)));
+    out.push_back(finish("io-bound-slow", "steps slow from 2 s to 10 s (5x) and keep completing",
+                         spec_2s(), poll, w, no_stall(2 * kSec)));
   }
   {  // 8. Collective hang: rank 2 stuck in its data loader, the others block in allreduce.
     World w(kRanks, poll);
@@ -190,10 +193,12 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     w.phase(2, "data");
     w.activity(2, Activity::kDataWait);
     for (int r : {0, 1, 3}) w.activity(r, Activity::kWaitGpu);
-    detect::Truth t = stall_at(w, 2 * kMin + poll, 2 * kSec, {2}, "rank 2 never leaves data (budget 2m)");
+    detect::Truth t =
+        stall_at(w, 2 * kMin + poll, 2 * kSec, {2}, "rank 2 never leaves data (budget 2m)");
     w.advance(30 * kMin);
-    out.push_back(finish("collective-hang-data", "rank 2 hangs in data; NCCL keeps the other GPUs busy", spec_2s(),
-                         poll, w, t));
+    out.push_back(finish("collective-hang-data",
+                         "rank 2 hangs in data; NCCL keeps the other GPUs busy", spec_2s(), poll, w,
+                         t));
   }
   {  // 9. One rank's beacon goes silent while its process lives and training goes on.
     World w(kRanks, poll);
@@ -202,7 +207,8 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     w.freeze_beacon(3);
     detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {3}, "rank 3 stops reporting");
     train(w, 300, 2 * kSec);
-    out.push_back(finish("rank-silent", "rank 3's beacon stops, its process keeps training", spec_2s(), poll, w, t));
+    out.push_back(finish("rank-silent", "rank 3's beacon stops, its process keeps training",
+                         spec_2s(), poll, w, t));
   }
   {  // 10. A rank dies; the others hang in the collective until gloo/NCCL times out.
     World w(kRanks, poll);
@@ -213,14 +219,17 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     for (int r : {0, 2, 3}) w.activity(r, Activity::kWaitGpu);
     detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {1}, "rank 1 killed (OOM)");
     w.advance(30 * kMin);
-    out.push_back(finish("rank-dies", "rank 1 is killed; the others wait in allreduce", spec_2s(), poll, w, t));
+    out.push_back(finish("rank-dies", "rank 1 is killed; the others wait in allreduce", spec_2s(),
+                         poll, w, t));
   }
   {  // 11. A restart hung at init: the old incarnation still holds the port.
     World w(kRanks, poll, /*incarnation=*/1);
     w.activity_all(Activity::kInitWait);
-    detect::Truth t = stall_at(w, 5 * kMin + poll, 2 * kSec, {0, 1, 2, 3}, "never reaches the first step");
+    detect::Truth t =
+        stall_at(w, 5 * kMin + poll, 2 * kSec, {0, 1, 2, 3}, "never reaches the first step");
     w.advance(40 * kMin);
-    out.push_back(finish("restart-hung-init", "incarnation 1 waits for rendezvous forever", spec_2s(), poll, w, t));
+    out.push_back(finish("restart-hung-init", "incarnation 1 waits for rendezvous forever",
+                         spec_2s(), poll, w, t));
   }
   {  // 12. The log keeps printing while steps stopped (a progress bar redraws, NCCL warns).
     World w(kRanks, poll);
@@ -229,9 +238,11 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     w.advance(kSec);
     w.activity_all(Activity::kWaitCpu);
     w.log_lines_per_sec(20);
-    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "all ranks hang; log still printing");
+    detect::Truth t =
+        stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "all ranks hang; log still printing");
     w.advance(30 * kMin);
-    out.push_back(finish("log-noise-hang", "hang with 20 log lines/s still arriving", spec_2s(), poll, w, t));
+    out.push_back(
+        finish("log-noise-hang", "hang with 20 log lines/s still arriving", spec_2s(), poll, w, t));
   }
   {  // 13. The wall clock jumps forward an hour, then back 30 minutes.
     World w(kRanks, poll);
@@ -254,8 +265,8 @@ init = "30m"
     World w(kRanks, 30 * kSec);
     start(w, 2 * kMin);
     train(w, 6, 18 * kMin);
-    out.push_back(finish("18min-steps", "huge batches: one step every 18 minutes", spec_18m, 30 * kSec, w,
-                         no_stall(18 * kMin)));
+    out.push_back(finish("18min-steps", "huge batches: one step every 18 minutes", spec_18m,
+                         30 * kSec, w, no_stall(18 * kMin)));
   }
   {  // 15. 18-minute steps, then a hang: latency in intervals for a slow job.
     World w(kRanks, 30 * kSec);
@@ -264,7 +275,8 @@ init = "30m"
     w.activity_all(Activity::kWaitGpu);
     detect::Truth t = stall_at(w, 36 * kMin + 30 * kSec, 18 * kMin, {}, "hang after 3 steps");
     w.advance(90 * kMin);
-    out.push_back(finish("18min-steps-hang", "18-minute steps, then a collective hang", spec_18m, 30 * kSec, w, t));
+    out.push_back(finish("18min-steps-hang", "18-minute steps, then a collective hang", spec_18m,
+                         30 * kSec, w, t));
   }
   {  // 16. Every rank in uninterruptible I/O: a dead NFS mount.
     World w(kRanks, poll);
@@ -274,7 +286,8 @@ init = "30m"
     w.activity_all(Activity::kIoStall);
     detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "storage hangs");
     w.advance(20 * kMin);
-    out.push_back(finish("io-stall", "every rank in D state, no bytes moving", spec_2s(), poll, w, t));
+    out.push_back(
+        finish("io-stall", "every rank in D state, no bytes moving", spec_2s(), poll, w, t));
   }
   {  // 17. A single-process job deadlocks on the host.
     World w(1, poll);
@@ -284,7 +297,8 @@ init = "30m"
     w.activity_all(Activity::kDeadlock);
     detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "lock-order deadlock");
     w.advance(20 * kMin);
-    out.push_back(finish("host-deadlock", "1 process, asleep on a futex, GPU idle", spec_2s(), poll, w, t));
+    out.push_back(
+        finish("host-deadlock", "1 process, asleep on a futex, GPU idle", spec_2s(), poll, w, t));
   }
   return out;
 }

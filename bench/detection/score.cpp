@@ -27,7 +27,8 @@ void judge(const Scenario& s, Score& sc) {
     } else if (!sc.fired) {
       sc.missed = true;
       sc.within_target = false;
-      sc.gpu_minutes = kGpus * static_cast<double>(end - t.stall_start_wall_ns) / (60.0 * kNsPerSec);
+      sc.gpu_minutes =
+          kGpus * static_cast<double>(end - t.stall_start_wall_ns) / (60.0 * kNsPerSec);
     }
   }
 }

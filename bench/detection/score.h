@@ -16,13 +16,13 @@ struct Score {
   std::string detector;
   bool fired = false;
   int64_t fired_wall_ns = 0;
-  bool false_page = false;          // fired with no stall, or before the stall began
+  bool false_page = false;            // fired with no stall, or before the stall began
   std::optional<int64_t> latency_ns;  // fire - stall start, for true stalls detected
-  bool missed = false;              // a true stall never detected in the trace
-  bool within_target = true;        // detected within truth.allowed_ns (true stalls only)
-  std::optional<bool> culprit_ok;   // only where both the truth and the detector name ranks
-  std::string verdict;              // stepwatch: state/cause and culprits at the fire
-  double gpu_minutes = 0;           // 64 GPUs x (fire or trace end - stall start)
+  bool missed = false;                // a true stall never detected in the trace
+  bool within_target = true;          // detected within truth.allowed_ns (true stalls only)
+  std::optional<bool> culprit_ok;     // only where both the truth and the detector name ranks
+  std::string verdict;                // stepwatch: state/cause and culprits at the fire
+  double gpu_minutes = 0;             // 64 GPUs x (fire or trace end - stall start)
 };
 
 inline constexpr int kGpus = 64;

@@ -9,7 +9,8 @@ constexpr int64_t kStartWall = 1'760'000'000LL * kNsPerSec;
 constexpr int64_t kStartMono = 86'400LL * kNsPerSec;
 }  // namespace
 
-World::World(int world, int64_t poll_ns, uint32_t incarnation) : poll_ns_(poll_ns), next_poll_(poll_ns) {
+World::World(int world, int64_t poll_ns, uint32_t incarnation)
+    : poll_ns_(poll_ns), next_poll_(poll_ns) {
   for (int r = 0; r < world; ++r) {
     Rank rank;
     auto& s = rank.snap;
@@ -29,8 +30,12 @@ World::World(int world, int64_t poll_ns, uint32_t incarnation) : poll_ns_(poll_n
   record();
 }
 
-Stamp World::stamp() const { return Stamp{kStartWall + t_ + wall_offset_, kStartMono + t_}; }
-Stamp World::now() const { return stamp(); }
+Stamp World::stamp() const {
+  return Stamp{kStartWall + t_ + wall_offset_, kStartMono + t_};
+}
+Stamp World::now() const {
+  return stamp();
+}
 
 void World::advance(int64_t dt) {
   int64_t end = t_ + dt;
@@ -87,7 +92,9 @@ void World::checkpoint_all(const std::string& id) {
 void World::activity_all(Activity a) {
   for (auto& rank : ranks_) rank.act = a;
 }
-void World::activity(int r, Activity a) { ranks_[r].act = a; }
+void World::activity(int r, Activity a) {
+  ranks_[r].act = a;
+}
 
 void World::freeze_beacon(int r) {
   ranks_[r].frozen = ranks_[r].snap;
@@ -103,7 +110,9 @@ void World::finish_all() {
   for (auto& rank : ranks_) rank.snap.status = contract::RankStatus::kFinished;
 }
 
-void World::jump_wall(int64_t dt) { wall_offset_ += dt; }
+void World::jump_wall(int64_t dt) {
+  wall_offset_ += dt;
+}
 
 void World::record() {
   detect::Observation o;
@@ -128,7 +137,8 @@ void World::record() {
       o.gpus.push_back(g);
       continue;
     }
-    auto set = [&](char state, double cpu_frac, int64_t io, const char* wchan, double sm, double power) {
+    auto set = [&](char state, double cpu_frac, int64_t io, const char* wchan, double sm,
+                   double power) {
       p.state = state;
       p.cpu_delta_ns = static_cast<int64_t>(cpu_frac * poll);
       p.io_delta_bytes = io;
@@ -137,18 +147,34 @@ void World::record() {
       g.power_w = power;
     };
     switch (rank.act) {
-      case Activity::kCompute: set('R', 0.95, 1 << 20, "", 92, 650); break;
-      case Activity::kWaitGpu: set('R', 1.0, 0, "", 100, 420); break;
-      case Activity::kWaitCpu: set('S', 0.01, 0, "futex_wait_queue", 0, 90); break;
-      case Activity::kDataWait: set('S', 0.0, 0, "pipe_read", 0, 90); break;
+      case Activity::kCompute:
+        set('R', 0.95, 1 << 20, "", 92, 650);
+        break;
+      case Activity::kWaitGpu:
+        set('R', 1.0, 0, "", 100, 420);
+        break;
+      case Activity::kWaitCpu:
+        set('S', 0.01, 0, "futex_wait_queue", 0, 90);
+        break;
+      case Activity::kDataWait:
+        set('S', 0.0, 0, "pipe_read", 0, 90);
+        break;
       case Activity::kIoStall:
         set('D', 0.0, 0, "rpc_wait_bit_killable", 0, 90);
         p.threads_in_d = 4;
         break;
-      case Activity::kDeadlock: set('S', 0.0, 0, "futex_wait_queue", 0, 85); break;
-      case Activity::kInitWait: set('S', 0.0, 0, "inet_csk_accept", 0, 80); break;
-      case Activity::kCheckpointWrite: set('R', 0.5, int64_t{400} << 20, "", 0, 120); break;
-      case Activity::kIoBound: set('S', 0.3, int64_t{80} << 20, "wait_woken", 25, 250); break;
+      case Activity::kDeadlock:
+        set('S', 0.0, 0, "futex_wait_queue", 0, 85);
+        break;
+      case Activity::kInitWait:
+        set('S', 0.0, 0, "inet_csk_accept", 0, 80);
+        break;
+      case Activity::kCheckpointWrite:
+        set('R', 0.5, int64_t{400} << 20, "", 0, 120);
+        break;
+      case Activity::kIoBound:
+        set('S', 0.3, int64_t{80} << 20, "wait_woken", 25, 250);
+        break;
     }
     o.procs.push_back(p);
     o.gpus.push_back(g);

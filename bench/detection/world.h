@@ -13,15 +13,15 @@ namespace stepwatch::bench {
 
 // What a rank is doing, which decides the evidence probes would see.
 enum class Activity {
-  kCompute,         // forward/backward: CPU and GPU busy
-  kWaitGpu,         // blocked in an NCCL collective: SM spinning at 100%, CPU thread spinning
-  kWaitCpu,         // blocked in a gloo collective: asleep on a futex
-  kDataWait,        // waiting on its data loader
-  kIoStall,         // uninterruptible I/O wait, nothing moving (a dead NFS mount)
-  kDeadlock,        // a host deadlock: asleep, nothing moving
-  kInitWait,        // waiting for rendezvous at start
-  kCheckpointWrite, // writing a checkpoint: I/O moving, GPU idle
-  kIoBound,         // slow storage, but moving
+  kCompute,          // forward/backward: CPU and GPU busy
+  kWaitGpu,          // blocked in an NCCL collective: SM spinning at 100%, CPU thread spinning
+  kWaitCpu,          // blocked in a gloo collective: asleep on a futex
+  kDataWait,         // waiting on its data loader
+  kIoStall,          // uninterruptible I/O wait, nothing moving (a dead NFS mount)
+  kDeadlock,         // a host deadlock: asleep, nothing moving
+  kInitWait,         // waiting for rendezvous at start
+  kCheckpointWrite,  // writing a checkpoint: I/O moving, GPU idle
+  kIoBound,          // slow storage, but moving
 };
 
 class World {

@@ -21,7 +21,7 @@ extern "C" {
 #define STEPWATCH_BEACON_VERSION 1u
 #define STEPWATCH_BEACON_V1_SIZE 1024u
 
-#define STEPWATCH_JOB_MAX 64u      /* bytes including the terminating NUL */
+#define STEPWATCH_JOB_MAX 64u /* bytes including the terminating NUL */
 #define STEPWATCH_HOST_MAX 64u
 #define STEPWATCH_PHASE_MAX 32u
 #define STEPWATCH_CKPT_ID_MAX 64u
@@ -53,30 +53,30 @@ typedef struct stepwatch_beacon_v1 {
   int64_t created_wall_ns;  /*  56 CLOCK_REALTIME at open */
   int64_t created_mono_ns;  /*  64 CLOCK_MONOTONIC at open */
   /* --- progress --- */
-  int64_t step;             /*  72 last committed step; -1 before the first */
-  int64_t step_wall_ns;     /*  80 */
-  int64_t step_mono_ns;     /*  88 */
-  uint64_t step_count;      /*  96 number of step commits in this incarnation */
-  int64_t phase_wall_ns;    /* 104 when the current phase began */
-  int64_t phase_mono_ns;    /* 112 */
-  int64_t beat_wall_ns;     /* 120 last beat; 0 if none */
-  int64_t beat_mono_ns;     /* 128 */
-  uint64_t beat_count;      /* 136 beats in this incarnation */
-  int64_t ckpt_step;        /* 144 step of the last committed checkpoint; -1 if none */
-  int64_t ckpt_wall_ns;     /* 152 */
-  int64_t ckpt_mono_ns;     /* 160 */
-  double loss;              /* 168 last loss; NaN: not reported */
-  int64_t loss_wall_ns;     /* 176 */
-  int64_t loss_mono_ns;     /* 184 */
-  uint64_t phase_count;     /* 192 phase transitions so far (catches a phase shorter than a poll) */
-  int64_t update_mono_ns;   /* 200 last write of any kind */
-  char job[STEPWATCH_JOB_MAX];       /* 208 NUL-terminated */
-  char host[STEPWATCH_HOST_MAX];     /* 272 NUL-terminated */
-  char phase[STEPWATCH_PHASE_MAX];   /* 336 NUL-terminated current phase */
+  int64_t step;           /*  72 last committed step; -1 before the first */
+  int64_t step_wall_ns;   /*  80 */
+  int64_t step_mono_ns;   /*  88 */
+  uint64_t step_count;    /*  96 number of step commits in this incarnation */
+  int64_t phase_wall_ns;  /* 104 when the current phase began */
+  int64_t phase_mono_ns;  /* 112 */
+  int64_t beat_wall_ns;   /* 120 last beat; 0 if none */
+  int64_t beat_mono_ns;   /* 128 */
+  uint64_t beat_count;    /* 136 beats in this incarnation */
+  int64_t ckpt_step;      /* 144 step of the last committed checkpoint; -1 if none */
+  int64_t ckpt_wall_ns;   /* 152 */
+  int64_t ckpt_mono_ns;   /* 160 */
+  double loss;            /* 168 last loss; NaN: not reported */
+  int64_t loss_wall_ns;   /* 176 */
+  int64_t loss_mono_ns;   /* 184 */
+  uint64_t phase_count;   /* 192 phase transitions so far (catches a phase shorter than a poll) */
+  int64_t update_mono_ns; /* 200 last write of any kind */
+  char job[STEPWATCH_JOB_MAX];         /* 208 NUL-terminated */
+  char host[STEPWATCH_HOST_MAX];       /* 272 NUL-terminated */
+  char phase[STEPWATCH_PHASE_MAX];     /* 336 NUL-terminated current phase */
   char ckpt_id[STEPWATCH_CKPT_ID_MAX]; /* 368 NUL-terminated last committed checkpoint id */
-  uint8_t reserved0[16];             /* 432 zero */
+  uint8_t reserved0[16];               /* 432 zero */
   stepwatch_step_mark recent[STEPWATCH_RECENT_STEPS]; /* 448 ring, slot = (step_count-1) % 16 */
-  uint8_t reserved1[320];            /* 704 zero; future fields need a new version */
+  uint8_t reserved1[320]; /* 704 zero; future fields need a new version */
 } stepwatch_beacon_v1;
 
 #ifdef __cplusplus

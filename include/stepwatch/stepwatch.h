@@ -7,9 +7,9 @@
  * returns STEPWATCH_EBUSY instead of waiting.
  *
  *   stepwatch_t* sw = NULL;
- *   if (stepwatch_open_env(&sw) != STEPWATCH_OK) { fprintf(stderr, "%s\n", stepwatch_last_error()); }
- *   for (step = 0; ...; ++step) { train(); stepwatch_step(sw, step); }
- *   stepwatch_finish(sw, 1); stepwatch_close(sw);
+ *   if (stepwatch_open_env(&sw) != STEPWATCH_OK) { fprintf(stderr, "%s\n", stepwatch_last_error());
+ * } for (step = 0; ...; ++step) { train(); stepwatch_step(sw, step); } stepwatch_finish(sw, 1);
+ * stepwatch_close(sw);
  *
  * Every function accepts a NULL handle and returns STEPWATCH_ENULL, so a trainer can keep
  * running with a disabled watchdog. See docs/contract.md.

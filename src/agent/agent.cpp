@@ -314,7 +314,8 @@ Status Agent::poll_once(Stamp now) {
       } catch (const std::exception& e) {
         ++errors;
         ++job_failures;
-        note_problem(fmt::format("job {}: its poll failed, the other jobs go on: {}", job, e.what()));
+        note_problem(
+            fmt::format("job {}: its poll failed, the other jobs go on: {}", job, e.what()));
       }
     }
   }
@@ -358,8 +359,9 @@ Status Agent::poll_once(Stamp now) {
       t->state.incidents_total = s->incidents_total;
       t->state.actions_total = s->actions_total;
       t->published = std::move(s);
-    } else if (last && (last->retired != retired || last->incidents_total != t->state.incidents_total ||
-                        last->actions_total != t->state.actions_total)) {
+    } else if (last &&
+               (last->retired != retired || last->incidents_total != t->state.incidents_total ||
+                last->actions_total != t->state.actions_total)) {
       auto s = std::make_shared<serve::JobState>(*last);  // not observed (vanished): counters only
       s->retired = retired;
       s->incidents_total = t->state.incidents_total;
@@ -392,17 +394,19 @@ Status Agent::poll_once(Stamp now) {
   return {};
 }
 
-void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus, uint64_t* beacons,
-                    uint64_t* errors) {
+void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus,
+                    uint64_t* beacons, uint64_t* errors) {
   supervise::PollReport rep;
   // This job's share of the poll's detail budget: by the ranks that wanted details at the
   // previous poll (a stalled job among healthy ones gets all of it), by rank count when none did.
   auto share_of = [](size_t mine, size_t all) {
-    return static_cast<int64_t>(static_cast<double>(kDetailBudgetPerPollNs) * static_cast<double>(mine) /
+    return static_cast<int64_t>(static_cast<double>(kDetailBudgetPerPollNs) *
+                                static_cast<double>(mine) /
                                 static_cast<double>(std::max<size_t>(1, all)));
   };
-  t.observer->set_detail_budget(due_last_poll_ > 0 ? share_of(t.due, due_last_poll_)
-                                                   : share_of(std::max<size_t>(1, t.ranks), ranks_last_poll_));
+  t.observer->set_detail_budget(due_last_poll_ > 0
+                                    ? share_of(t.due, due_last_poll_)
+                                    : share_of(std::max<size_t>(1, t.ranks), ranks_last_poll_));
   detect::Observation obs = t.observer->poll(now, {}, {}, &rep, gpus);
   t.ranks = obs.ranks.size();
   t.due = rep.details_due;
@@ -421,7 +425,8 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   t.observed = true;
   // Process details only for ranks quiet for an expected interval (the poll interval while it
   // is still being learned): a rank that keeps committing steps costs one liveness check.
-  t.observer->set_detail_after(v.expected_interval_ns > 0 ? v.expected_interval_ns : config_.poll_interval_ns);
+  t.observer->set_detail_after(v.expected_interval_ns > 0 ? v.expected_interval_ns
+                                                          : config_.poll_interval_ns);
   transition(t, v, now);
   if (v.state == detect::State::kFinished) {
     // Ranks that end under our own preempt have not finished: the preempt closes the incident.
@@ -492,7 +497,8 @@ Result<std::optional<store::Incident>> Agent::ack(const std::string& job, const 
     std::lock_guard lock(mu_);
     uint64_t n = ++acks_total_[job];
     if (auto it = published_.find(job); it != published_.end()) {
-      auto copy = std::make_shared<serve::JobState>(*it->second);  // published states stay immutable
+      auto copy =
+          std::make_shared<serve::JobState>(*it->second);  // published states stay immutable
       copy->actions_total["ack"] = n;
       it->second = std::move(copy);
     }

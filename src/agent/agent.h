@@ -87,7 +87,8 @@ class Agent {
   void finish_paging(Tracked& t, bool wait);
   // Waits for its page, resolves its alert, records the resolution and forgets the incident.
   void close_incident(Tracked& t, Stamp now, const std::string& resolution);
-  void record_action(const Tracked& t, std::string_view kind, bool ok, const std::string& detail, int64_t at_ns);
+  void record_action(const Tracked& t, std::string_view kind, bool ok, const std::string& detail,
+                     int64_t at_ns);
   runbook::PageMessage page_message(const Tracked& t, const detect::Verdict& v, Stamp now) const;
   bool preempted_by_us(const Tracked& t) const;
   void maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now);

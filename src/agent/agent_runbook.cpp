@@ -134,8 +134,8 @@ void Agent::close_incident(Tracked& t, Stamp now, const std::string& resolution)
   t.incident_id.reset();
 }
 
-void Agent::record_action(const Tracked& t, std::string_view kind, bool ok, const std::string& detail,
-                          int64_t at_ns) {
+void Agent::record_action(const Tracked& t, std::string_view kind, bool ok,
+                          const std::string& detail, int64_t at_ns) {
   store::Action a;
   a.job = t.job;
   if (t.incident_id) a.incident_id = *t.incident_id;
@@ -193,7 +193,8 @@ void Agent::maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now) {
     Proof p = prove_rank_process(config_.proc_root, dir, r);
     if (p.proven) {
       refs.push_back(p.process);
-    } else if (!runbook::ended(runbook::inspect(config_.proc_root, r.pid, r.pid_start_ticks).liveness)) {
+    } else if (!runbook::ended(
+                   runbook::inspect(config_.proc_root, r.pid, r.pid_start_ticks).liveness)) {
       refused += (refused.empty() ? "" : "; ") + p.why;  // only the living need a reason
     }
   }

@@ -51,7 +51,6 @@ json time_or_null(const std::optional<int64_t>& ns) {
   return ns ? json(runbook::rfc3339_utc(*ns)) : json(nullptr);
 }
 
-
 json job_summary(const serve::JobState& s) {
   const detect::Verdict& v = s.verdict;
   return {{"job_id", s.job},
@@ -157,7 +156,9 @@ struct ApiServer::Impl {
   ApiConfig config;
   serve::HttpListener listener{"agent api"};
 
-  httplib::Server::Handler guarded(serve::Handler h) { return serve::guarded("agent api", std::move(h)); }
+  httplib::Server::Handler guarded(serve::Handler h) {
+    return serve::guarded("agent api", std::move(h));
+  }
 
   void jobs(const httplib::Request&, httplib::Response& res) {
     json list = json::array();
@@ -184,7 +185,7 @@ struct ApiServer::Impl {
       auto [p, ec] = std::from_chars(l.data(), l.data() + l.size(), limit);
       if (ec != std::errc() || p != l.data() + l.size() || limit < 1) {
         return serve::error_reply(res, 400,
-                           fmt::format("limit must be a positive integer, got \"{}\"", l));
+                                  fmt::format("limit must be a positive integer, got \"{}\"", l));
       }
     }
     auto list = agent->incidents(job, limit);
@@ -212,7 +213,7 @@ struct ApiServer::Impl {
         std::string v = j[key].get<std::string>();
         if (v.size() > kMaxField)
           return serve::error_reply(res, 400,
-                             fmt::format("\"{}\" is longer than {} bytes", key, kMaxField));
+                                    fmt::format("\"{}\" is longer than {} bytes", key, kMaxField));
         (std::string_view(key) == "by" ? by : note) = std::move(v);
       }
     }
@@ -287,7 +288,8 @@ struct ApiServer::Impl {
               res.set_content(config.metrics(), "text/plain; version=0.0.4");
             }));
     }
-    for (const char* path : {"/api/v1/jobs", kJobPattern, "/api/v1/incidents", "/healthz", "/", "/metrics"}) {
+    for (const char* path :
+         {"/api/v1/jobs", kJobPattern, "/api/v1/incidents", "/healthz", "/", "/metrics"}) {
       serve::refuse_other_methods(s, path, "GET", "agent api");
     }
     serve::refuse_other_methods(s, std::string(kJobPattern) + "/ack", "POST", "agent api");
@@ -295,8 +297,9 @@ struct ApiServer::Impl {
         [](const httplib::Request& req, httplib::Response& res) {
           if (res.body.empty()) {
             serve::error_reply(res, res.status,
-                        res.status == 404 ? fmt::format("no such path {} {}", req.method, req.path)
-                                          : fmt::format("HTTP {}", res.status));
+                               res.status == 404
+                                   ? fmt::format("no such path {} {}", req.method, req.path)
+                                   : fmt::format("HTTP {}", res.status));
           }
           return httplib::Server::HandlerResponse::Handled;
         }));
@@ -315,12 +318,18 @@ ApiServer::~ApiServer() {
 Status ApiServer::start() {
   auto server = std::make_unique<httplib::Server>();
   impl_->routes(*server);
-  return impl_->listener.start(std::move(server), impl_->config.host, impl_->config.port, impl_->config.threads,
-                               kMaxBody, impl_->config.bearer_token);
+  return impl_->listener.start(std::move(server), impl_->config.host, impl_->config.port,
+                               impl_->config.threads, kMaxBody, impl_->config.bearer_token);
 }
 
-void ApiServer::stop() { impl_->listener.stop(); }
-int ApiServer::port() const { return impl_->listener.port(); }
-std::string ApiServer::address() const { return serve::format_address(impl_->config.host, port()); }
+void ApiServer::stop() {
+  impl_->listener.stop();
+}
+int ApiServer::port() const {
+  return impl_->listener.port();
+}
+std::string ApiServer::address() const {
+  return serve::format_address(impl_->config.host, port());
+}
 
 }  // namespace stepwatch::agent

@@ -21,8 +21,8 @@ namespace {
 bool valid_job_pattern(const std::string& p) {
   if (p.empty() || p.size() > 63) return false;
   for (char ch : p) {
-    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-              ch == '_' || ch == '-' || ch == '*' || ch == '?';
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-' || ch == '*' || ch == '?';
     if (!ok) return false;
   }
   return true;
@@ -194,9 +194,10 @@ Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_
           std::string item = fmt::format("{}[{}]", key, i);
           int at = line_of((*arr)[i]) > 0 ? line_of((*arr)[i]) : line;
           if (s == nullptr || !valid_job_pattern(s->get())) {
-            sink.error(at, item,
-                       "must be a job id or a pattern of 1-63 characters from [A-Za-z0-9._-] and * ? "
-                       "(e.g. \"pretrain-*\")");
+            sink.error(
+                at, item,
+                "must be a job id or a pattern of 1-63 characters from [A-Za-z0-9._-] and * ? "
+                "(e.g. \"pretrain-*\")");
             continue;
           }
           c.preempt_jobs.push_back(s->get());

@@ -86,9 +86,9 @@ Result<std::optional<std::string>> find_agent(const std::string& explicit_url,
   auto res = client(url, given ? 2000 : 200)->Get("/healthz");
   if (res && res->status == 200) return std::optional<std::string>(url);
   if (given) {
-    return Error{Errc::kNotFound,
-                 fmt::format("no stepwatch agent answers at {}: {}", url,
-                             res ? fmt::format("HTTP {}", res->status) : httplib::to_string(res.error()))};
+    return Error{Errc::kNotFound, fmt::format("no stepwatch agent answers at {}: {}", url,
+                                              res ? fmt::format("HTTP {}", res->status)
+                                                  : httplib::to_string(res.error()))};
   }
   return std::optional<std::string>{};
 }
@@ -120,26 +120,30 @@ int status_from_agent(const std::string& base, const std::string& job) {
     if (!detail || detail->status != 200) continue;
     json d = json::parse(detail->body, nullptr, false);
     if (d.is_discarded()) continue;
-    fmt::print("  {:>4} {:>7} {:>10} {:>17} {:<12} {:<10} {:<22} {:<16} {}\n", "RANK", "PID", "STEP", "STEP AGE/BUDGET",
-               "PHASE", "STATE", "PROC", "GPU SM PWR", "NOTE");
+    fmt::print("  {:>4} {:>7} {:>10} {:>17} {:<12} {:<10} {:<22} {:<16} {}\n", "RANK", "PID",
+               "STEP", "STEP AGE/BUDGET", "PHASE", "STATE", "PROC", "GPU SM PWR", "NOTE");
     for (const auto& r : d.value("ranks", json::array())) {
       const json& b = r.contains("beacon") ? r["beacon"] : json();
       const json& p = r.contains("process") ? r["process"] : json();
       const json& g = r.contains("gpu") ? r["gpu"] : json();
-      std::string proc = p.is_object() ? fmt::format("{}:{}", text(p.value("state", json())), text(p.value("wchan", json())))
+      std::string proc = p.is_object() ? fmt::format("{}:{}", text(p.value("state", json())),
+                                                     text(p.value("wchan", json())))
                                        : "n/a";
       std::string gpu = g.is_object() ? fmt::format("{}% {}W", text(g.value("sm_util_pct", json())),
                                                     text(g.value("power_w", json())))
                                       : "n/a";
-      fmt::print("  {:>4} {:>7} {:>10} {:>17} {:<12} {:<10} {:<22} {:<16} {}\n", text(r.value("rank", json())),
-                 b.is_object() ? text(b.value("pid", json())) : "n/a", text(r.value("step", json())),
+      fmt::print("  {:>4} {:>7} {:>10} {:>17} {:<12} {:<10} {:<22} {:<16} {}\n",
+                 text(r.value("rank", json())),
+                 b.is_object() ? text(b.value("pid", json())) : "n/a",
+                 text(r.value("step", json())),
                  fmt::format("{}/{}", seconds(r.value("step_age_seconds", json())),
                              seconds(r.value("budget_seconds", json()))),
-                 text(r.value("phase", json())), text(r.value("state", json())), proc.substr(0, 22), gpu,
-                 text(r.value("note", json())));
+                 text(r.value("phase", json())), text(r.value("state", json())), proc.substr(0, 22),
+                 gpu, text(r.value("note", json())));
     }
     for (const auto& cu : d.value("culprits", json::array())) {
-      fmt::print("  culprit: rank {}: {}\n", text(cu.value("rank", json())), text(cu.value("reason", json())));
+      fmt::print("  culprit: rank {}: {}\n", text(cu.value("rank", json())),
+                 text(cu.value("reason", json())));
     }
   }
   if (shown == 0) {
@@ -152,7 +156,8 @@ int status_from_agent(const std::string& base, const std::string& job) {
   return 0;
 }
 
-int ack_through_agent(const std::string& base, const std::string& job, const std::string& by, const std::string& note) {
+int ack_through_agent(const std::string& base, const std::string& job, const std::string& by,
+                      const std::string& note) {
   httplib::Headers headers;
   if (const char* f = std::getenv("STEPWATCH_AGENT_TOKEN_FILE"); f != nullptr && *f != '\0') {
     std::ifstream in(f);
@@ -165,7 +170,9 @@ int ack_through_agent(const std::string& base, const std::string& job, const std
     headers.emplace("Authorization", "Bearer " + token);
   }
   json body = {{"by", by}, {"note", note}};
-  auto res = client(base, 2000)->Post(fmt::format("/api/v1/jobs/{}/ack", job), headers, body.dump(), "application/json");
+  auto res =
+      client(base, 2000)
+          ->Post(fmt::format("/api/v1/jobs/{}/ack", job), headers, body.dump(), "application/json");
   if (!res) {
     fmt::print(stderr, "stepwatch ack: agent {}: {}\n", base, httplib::to_string(res.error()));
     return 2;
@@ -182,7 +189,8 @@ int ack_through_agent(const std::string& base, const std::string& job, const std
     fmt::print("{}\n", err.empty() ? fmt::format("job {} has no open incident", job) : err);
     return 1;
   }
-  fmt::print(stderr, "stepwatch ack: agent {}: HTTP {}{}\n", base, res->status, err.empty() ? "" : ": " + err);
+  fmt::print(stderr, "stepwatch ack: agent {}: HTTP {}{}\n", base, res->status,
+             err.empty() ? "" : ": " + err);
   return 2;
 }
 

@@ -28,6 +28,7 @@ int status_from_agent(const std::string& base, const std::string& job);
 
 // `stepwatch ack` through the agent (POST /api/v1/jobs/JOB/ack); the token is read from
 // $STEPWATCH_AGENT_TOKEN_FILE when set. 0 acked, 1 no open incident, 2 refused or failed.
-int ack_through_agent(const std::string& base, const std::string& job, const std::string& by, const std::string& note);
+int ack_through_agent(const std::string& base, const std::string& job, const std::string& by,
+                      const std::string& note);
 
 }  // namespace stepwatch::cli

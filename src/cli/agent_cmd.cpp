@@ -51,7 +51,11 @@ int run_agent(const std::string& config_path) {
   }
   // A pidfd per watched rank (kept above descriptor 1023): thousands of ranks need the hard limit.
   uint64_t fds = raise_fd_limit();
-  if (fds < 4096) log_warn("agent: open-file limit is {}: ranks beyond it are checked through /proc instead of a pidfd", fds);
+  if (fds < 4096)
+    log_warn(
+        "agent: open-file limit is {}: ranks beyond it are checked through /proc instead of a "
+        "pidfd",
+        fds);
   agent::AgentDeps deps;
   if (config->gpu) {
     if (auto nvml = probe::Nvml::open(config->nvml_lib)) {

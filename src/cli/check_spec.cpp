@@ -51,8 +51,9 @@ std::string summary(const JobSpec& s) {
                 "learned (warmup {}, window {}); stalled after {:g} intervals without a step",
                 plural(s.learn.warmup_steps, "step"), s.learn.window, s.grace_intervals);
   out += fmt::format("  interval  {}; slow above {:g}x\n", interval, s.slow_factor);
-  out += fmt::format("  endings   a rank gone without a word is dead once another runs on {} after it\n",
-                     format_duration(s.exit_grace_ns));
+  out += fmt::format(
+      "  endings   a rank gone without a word is dead once another runs on {} after it\n",
+      format_duration(s.exit_grace_ns));
 
   std::string phases;
   for (const auto& [name, budget] : s.phases) {
@@ -89,9 +90,12 @@ std::string summary(const JobSpec& s) {
   std::string checkpoints = s.checkpoint.source == spec::CheckpointSource::kMarker
                                 ? s.checkpoint.dir + "/" + s.checkpoint.marker
                                 : "as the beacons report them";
-  out += fmt::format("  recovery  {}; checkpoints {}; resume {}; restart budget {}\n", preempt,
-                     checkpoints, !r.resume ? "off" : r.resume_command.empty() ? "the original command (STEPWATCH_RESUME_CHECKPOINT)" : argv_text(r.resume_command),
-                     r.restart_budget);
+  out += fmt::format(
+      "  recovery  {}; checkpoints {}; resume {}; restart budget {}\n", preempt, checkpoints,
+      !r.resume                  ? "off"
+      : r.resume_command.empty() ? "the original command (STEPWATCH_RESUME_CHECKPOINT)"
+                                 : argv_text(r.resume_command),
+      r.restart_budget);
   return out;
 }
 

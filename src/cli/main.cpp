@@ -1,8 +1,8 @@
 // The stepwatch binary: parses the command line and hands off to one subcommand.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <string>
 
@@ -10,9 +10,9 @@
 #include "src/cli/check_spec.h"
 #include "src/cli/doctor.h"
 #include "src/cli/incidents.h"
+#include "src/cli/replay.h"
 #include "src/cli/run_cmd.h"
 #include "src/cli/status_cmd.h"
-#include "src/cli/replay.h"
 #include "src/contract/names.h"
 
 namespace {
@@ -31,52 +31,75 @@ int main(int argc, char** argv) {
 
   stepwatch::cli::StatusArgs st;
   st.dir = default_dir();
-  auto* status = app.add_subcommand("status", "Every rank's step and phase beside its process, CPU, I/O and GPU");
-  auto* status_dir = status->add_option("--dir", st.dir, "Beacon root: read the beacons directly (default: the agent if one runs, else $STEPWATCH_DIR or /dev/shm/stepwatch)");
-  status->add_option("--agent", st.agent, "The node's agent (default $STEPWATCH_AGENT, else http://127.0.0.1:9465 if it answers)");
+  auto* status = app.add_subcommand(
+      "status", "Every rank's step and phase beside its process, CPU, I/O and GPU");
+  auto* status_dir =
+      status->add_option("--dir", st.dir,
+                         "Beacon root: read the beacons directly (default: the agent if one runs, "
+                         "else $STEPWATCH_DIR or /dev/shm/stepwatch)");
+  status->add_option(
+      "--agent", st.agent,
+      "The node's agent (default $STEPWATCH_AGENT, else http://127.0.0.1:9465 if it answers)");
   status->add_option("job", st.job, "Only this job");
-  status->add_option("--spec", st.spec_path, "Judge with this spec (expected interval, phase budgets)");
-  status->add_option("--sample", st.sample, "Window for CPU and I/O rates (default 500ms; 0: no probes)");
+  status->add_option("--spec", st.spec_path,
+                     "Judge with this spec (expected interval, phase budgets)");
+  status->add_option("--sample", st.sample,
+                     "Window for CPU and I/O rates (default 500ms; 0: no probes)");
   status->add_option("--nvml-lib", st.nvml_lib, "libnvidia-ml to load (default: the system's)");
 
   std::vector<std::string> spec_files;
   bool spec_json = false;
-  auto* check = app.add_subcommand("check-spec", "Validate job specs and show the values that will apply");
+  auto* check =
+      app.add_subcommand("check-spec", "Validate job specs and show the values that will apply");
   check->add_option("files", spec_files, "Spec files (TOML)")->required();
   check->add_flag("--json", spec_json, "Machine-readable output");
 
   stepwatch::cli::ReplayOptions replay_opts;
-  auto* replay = app.add_subcommand("replay", "Run the detector over recorded traces and print the verdict timeline");
-  replay->add_option("traces", replay_opts.traces, "Trace files (JSONL, docs/replay.md)")->required();
-  replay->add_option("--spec", replay_opts.spec_path, "Judge with this spec instead of the recorded one");
+  auto* replay = app.add_subcommand(
+      "replay", "Run the detector over recorded traces and print the verdict timeline");
+  replay->add_option("traces", replay_opts.traces, "Trace files (JSONL, docs/replay.md)")
+      ->required();
+  replay->add_option("--spec", replay_opts.spec_path,
+                     "Judge with this spec instead of the recorded one");
   replay->add_flag("--json", replay_opts.json, "One JSON object per verdict");
   replay->add_flag("--all", replay_opts.all, "Every poll, not only changes of state");
 
   stepwatch::cli::RunArgs run_args;
-  auto* run = app.add_subcommand("run", "Launch a training job and keep it honest: watch, page, collect, preempt, resume");
-  run->add_option("--spec", run_args.spec_path, "Job spec (TOML); default: every default, interval learned");
+  auto* run = app.add_subcommand(
+      "run", "Launch a training job and keep it honest: watch, page, collect, preempt, resume");
+  run->add_option("--spec", run_args.spec_path,
+                  "Job spec (TOML); default: every default, interval learned");
   run->add_option("--job", run_args.job, "Job id (default: the spec's, else $STEPWATCH_JOB)");
-  run->add_option("--dir", run_args.dir, "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
+  run->add_option("--dir", run_args.dir,
+                  "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
   run->add_option("--state-dir", run_args.state_dir, "Incident store, traces and artifacts");
   run->add_option("--trace", run_args.trace, "Record observations and verdicts to this file");
-  run->add_option("--ack-port", run_args.ack_port, "Loopback port of the ack endpoint (default: any free one)");
+  run->add_option("--ack-port", run_args.ack_port,
+                  "Loopback port of the ack endpoint (default: any free one)");
   run->add_option("--nvml-lib", run_args.nvml_lib, "libnvidia-ml to load (default: the system's)");
-  run->add_option("--master-port", run_args.master_port, "Rendezvous port to check before each launch (default $MASTER_PORT)");
-  run->add_option("--poll", run_args.poll, "Poll period (default: from the spec or the expected interval)");
+  run->add_option("--master-port", run_args.master_port,
+                  "Rendezvous port to check before each launch (default $MASTER_PORT)");
+  run->add_option("--poll", run_args.poll,
+                  "Poll period (default: from the spec or the expected interval)");
   run->add_option("command", run_args.argv, "The job: -- COMMAND [ARGS...]")->required();
 
   stepwatch::cli::AckArgs ack_args;
-  auto* ack = app.add_subcommand("ack", "Acknowledge a job's open incident: hold the runbook while you look");
+  auto* ack = app.add_subcommand(
+      "ack", "Acknowledge a job's open incident: hold the runbook while you look");
   ack->add_option("job", ack_args.job, "Job id")->required();
-  ack->add_option("--state-dir", ack_args.state_dir, "The supervisor's state directory (default: the agent if one runs)");
-  ack->add_option("--agent", ack_args.agent, "The node's agent (default $STEPWATCH_AGENT, else http://127.0.0.1:9465 if it answers)");
+  ack->add_option("--state-dir", ack_args.state_dir,
+                  "The supervisor's state directory (default: the agent if one runs)");
+  ack->add_option(
+      "--agent", ack_args.agent,
+      "The node's agent (default $STEPWATCH_AGENT, else http://127.0.0.1:9465 if it answers)");
   ack->add_option("--by", ack_args.by, "Who acks (default $USER)");
   ack->add_option("--note", ack_args.note, "A note for the incident");
 
   std::string inc_state, inc_job;
   bool inc_json = false;
   int inc_limit = 20;
-  auto* incidents = app.add_subcommand("incidents", "List incidents with their pages, acks and actions");
+  auto* incidents =
+      app.add_subcommand("incidents", "List incidents with their pages, acks and actions");
   incidents->add_option("job", inc_job, "Only this job");
   incidents->add_option("--state-dir", inc_state, "The supervisor's state directory");
   incidents->add_flag("--json", inc_json, "Machine-readable output");
@@ -85,18 +108,26 @@ int main(int argc, char** argv) {
   stepwatch::cli::DoctorOptions doc;
   bool doc_fix = false;
   std::optional<uint32_t> doc_incarnation;
-  auto* doctor = app.add_subcommand("doctor", "Check for leftovers of earlier incarnations (processes, GPU memory, port, beacons)");
+  auto* doctor = app.add_subcommand(
+      "doctor",
+      "Check for leftovers of earlier incarnations (processes, GPU memory, port, beacons)");
   doctor->add_option("--spec", doc.spec_path, "Job spec (TOML)");
   doctor->add_option("--job", doc.job, "Job id (default: the spec's, else $STEPWATCH_JOB)");
-  doctor->add_option("--dir", doc.dir, "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
-  doctor->add_option("--state-dir", doc.state_dir, "The supervisor's state directory (the recorded processes)");
-  doctor->add_option("--port", doc.port, "Rendezvous port to check (default: from the spec, else $MASTER_PORT)");
-  doctor->add_option("--incarnation", doc_incarnation, "The current incarnation: its processes are never touched");
+  doctor->add_option("--dir", doc.dir,
+                     "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
+  doctor->add_option("--state-dir", doc.state_dir,
+                     "The supervisor's state directory (the recorded processes)");
+  doctor->add_option("--port", doc.port,
+                     "Rendezvous port to check (default: from the spec, else $MASTER_PORT)");
+  doctor->add_option("--incarnation", doc_incarnation,
+                     "The current incarnation: its processes are never touched");
   doctor->add_flag("--fix", doc_fix, "Clean up what is proven to be this job's leftovers");
 
   std::string agent_config = "/etc/stepwatch/agent.toml";
-  auto* agent = app.add_subcommand("agent", "Watch every job on this node: detect, page, serve the JSON API and /metrics");
-  agent->add_option("--config", agent_config, "Agent configuration (TOML; default /etc/stepwatch/agent.toml)");
+  auto* agent = app.add_subcommand(
+      "agent", "Watch every job on this node: detect, page, serve the JSON API and /metrics");
+  agent->add_option("--config", agent_config,
+                    "Agent configuration (TOML; default /etc/stepwatch/agent.toml)");
 
   try {
     app.parse(argc, argv);
@@ -122,8 +153,9 @@ int main(int argc, char** argv) {
     }
     if (ack->parsed()) return stepwatch::cli::run_ack(ack_args);
     if (incidents->parsed()) {
-      return stepwatch::cli::run_incidents(inc_state.empty() ? stepwatch::cli::default_state_dir() : inc_state,
-                                           inc_job, inc_json, inc_limit);
+      return stepwatch::cli::run_incidents(
+          inc_state.empty() ? stepwatch::cli::default_state_dir() : inc_state, inc_job, inc_json,
+          inc_limit);
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "stepwatch: internal error: {}\n", e.what());

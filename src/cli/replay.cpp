@@ -20,7 +20,8 @@ std::string offset(int64_t ns) {
 }
 
 // The spec for one trace: --spec, else the one recorded in the trace, else the defaults.
-Result<spec::JobSpec> spec_for(const ReplayOptions& o, const detect::Trace& t, std::string* origin) {
+Result<spec::JobSpec> spec_for(const ReplayOptions& o, const detect::Trace& t,
+                               std::string* origin) {
   if (!o.spec_path.empty()) {
     *origin = o.spec_path;
     return spec::load_spec_file(o.spec_path);
@@ -55,27 +56,32 @@ int run_replay(const ReplayOptions& o) {
     }
     detect::Detector d(detect::config_from_spec(*spec));
     if (!o.json) {
-      fmt::print("{}: job {}, {} observations, spec {}\n", path, trace->header.job.empty() ? "?" : trace->header.job,
-                 trace->observations.size(), origin);
+      fmt::print("{}: job {}, {} observations, spec {}\n", path,
+                 trace->header.job.empty() ? "?" : trace->header.job, trace->observations.size(),
+                 origin);
     }
     if (trace->observations.empty()) continue;
     const Stamp start = trace->observations.front().now;
     auto since_start = [&](const Stamp& now) {
-      return now.mono_ns > 0 && start.mono_ns > 0 ? now.mono_ns - start.mono_ns : now.wall_ns - start.wall_ns;
+      return now.mono_ns > 0 && start.mono_ns > 0 ? now.mono_ns - start.mono_ns
+                                                  : now.wall_ns - start.wall_ns;
     };
     std::string last;
     std::optional<int64_t> fired_at;
     for (const auto& obs : trace->observations) {
       detect::Verdict v = d.observe(obs);
-      std::string key = fmt::format("{}/{}", detect::state_name(v.state), detect::cause_name(v.cause));
+      std::string key =
+          fmt::format("{}/{}", detect::state_name(v.state), detect::cause_name(v.cause));
       if ((v.state == detect::State::kStalled || v.state == detect::State::kDead) && !fired_at) {
         fired_at = since_start(obs.now);
       }
       if (!o.all && key == last) continue;
       last = key;
       if (o.json) {
-        nlohmann::json j = {{"trace", path}, {"offset_seconds", since_start(obs.now) / 1e9},
-                            {"verdict", nlohmann::json::parse(detect::verdict_to_json(v, trace->header.job))}};
+        nlohmann::json j = {
+            {"trace", path},
+            {"offset_seconds", since_start(obs.now) / 1e9},
+            {"verdict", nlohmann::json::parse(detect::verdict_to_json(v, trace->header.job))}};
         fmt::print("{}\n", j.dump());
       } else {
         fmt::print("  {}  {}\n", offset(since_start(obs.now)), v.summary);
@@ -90,13 +96,15 @@ int run_replay(const ReplayOptions& o) {
       const auto& t = *trace->header.truth;
       if (t.stall) {
         int64_t stall = t.stall_start_wall_ns - start.wall_ns;
-        fmt::print("  truth: stall at {}{}; stepwatch fired {}\n", offset(stall),
-                   t.culprits.empty() ? "" : fmt::format(" (culprits {})", fmt::join(t.culprits, ",")),
-                   fired_at ? fmt::format("at {} ({} after)", offset(*fired_at), format_duration(*fired_at - stall))
-                            : "never");
+        fmt::print(
+            "  truth: stall at {}{}; stepwatch fired {}\n", offset(stall),
+            t.culprits.empty() ? "" : fmt::format(" (culprits {})", fmt::join(t.culprits, ",")),
+            fired_at ? fmt::format("at {} ({} after)", offset(*fired_at),
+                                   format_duration(*fired_at - stall))
+                     : "never");
       } else {
-        fmt::print("  truth: no stall; stepwatch {}\n", fired_at ? fmt::format("FIRED at {}", offset(*fired_at))
-                                                                  : "never fired");
+        fmt::print("  truth: no stall; stepwatch {}\n",
+                   fired_at ? fmt::format("FIRED at {}", offset(*fired_at)) : "never fired");
       }
     }
   }

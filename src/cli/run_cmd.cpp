@@ -9,8 +9,8 @@
 
 #include "src/cli/agent_client.h"
 #include "src/common/duration.h"
-#include "src/probe/nvml.h"
 #include "src/contract/names.h"
+#include "src/probe/nvml.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
 #include "src/supervise/supervisor.h"
@@ -42,7 +42,8 @@ int run_supervisor(const RunArgs& a) {
   spec::JobSpec spec = spec::default_spec();
   if (!a.spec_path.empty()) {
     auto s = spec::load_spec_file(a.spec_path);
-    if (!s) return fail(fmt::format("the spec has errors; nothing was launched:\n{}", s.error().message));
+    if (!s)
+      return fail(fmt::format("the spec has errors; nothing was launched:\n{}", s.error().message));
     spec = std::move(*s);
     std::ifstream in(a.spec_path);
     std::stringstream text;
@@ -50,10 +51,15 @@ int run_supervisor(const RunArgs& a) {
     o.spec_path = a.spec_path;
     o.spec_text = text.str();
   }
-  o.job = !a.job.empty() ? a.job : !spec.job.empty() ? spec.job : (env("STEPWATCH_JOB") ? env("STEPWATCH_JOB") : "");
-  if (o.job.empty()) return fail("no job id: give --job, set job in the spec, or set STEPWATCH_JOB");
+  o.job = !a.job.empty()      ? a.job
+          : !spec.job.empty() ? spec.job
+                              : (env("STEPWATCH_JOB") ? env("STEPWATCH_JOB") : "");
+  if (o.job.empty())
+    return fail("no job id: give --job, set job in the spec, or set STEPWATCH_JOB");
   if (auto st = contract::validate_job_id(o.job); !st) return fail(st.error().message);
-  o.beacon_root = !a.dir.empty() ? a.dir : (env("STEPWATCH_DIR") ? env("STEPWATCH_DIR") : contract::kDefaultDir);
+  o.beacon_root = !a.dir.empty()
+                      ? a.dir
+                      : (env("STEPWATCH_DIR") ? env("STEPWATCH_DIR") : contract::kDefaultDir);
   o.state_dir = !a.state_dir.empty() ? a.state_dir : default_state_dir();
   o.trace_path = a.trace;
   o.ack_port = a.ack_port;
@@ -108,8 +114,8 @@ int run_ack(const AckArgs& a) {
     fmt::print("job {} has no open incident\n", a.job);
     return 1;
   }
-  fmt::print("acked incident {} of job {} ({}/{}): {}\n", (*inc)->id, a.job, (*inc)->state, (*inc)->cause,
-             (*inc)->summary);
+  fmt::print("acked incident {} of job {} ({}/{}): {}\n", (*inc)->id, a.job, (*inc)->state,
+             (*inc)->cause, (*inc)->summary);
   return 0;
 }
 
@@ -126,7 +132,8 @@ Result<std::vector<runbook::RecordedProcess>> load_recorded_processes(const std:
   auto procs = st->processes(job);
   if (!procs) return procs.error();
   for (const auto& p : *procs) {
-    out.push_back({static_cast<int>(p.pid), p.start_ticks, static_cast<uint32_t>(p.incarnation), p.role});
+    out.push_back(
+        {static_cast<int>(p.pid), p.start_ticks, static_cast<uint32_t>(p.incarnation), p.role});
   }
   return out;
 }

@@ -67,7 +67,8 @@ int run_status(const StatusArgs& a) {
   if (*sample > 0 && !views.empty()) {
     std::shared_ptr<probe::GpuProbe> gpu;
     if (auto nvml = probe::Nvml::open(a.nvml_lib)) {
-      gpu = std::make_shared<probe::GpuProbe>(std::shared_ptr<probe::Nvml>(std::move(*nvml)), [](const std::string&) {});
+      gpu = std::make_shared<probe::GpuProbe>(std::shared_ptr<probe::Nvml>(std::move(*nvml)),
+                                              [](const std::string&) {});
     }
     // Two polls a sample apart: rates need two readings. Every job is sampled in the same window.
     std::vector<std::unique_ptr<supervise::Observer>> observers;
@@ -94,7 +95,8 @@ int run_status(const StatusArgs& a) {
       views[i] = contract::scan_job(a.dir, views[i].job);  // the records as of the second poll
     }
   }
-  fmt::print("{}", render_status(views, SystemClock::instance().now(), host, evidence.empty() ? nullptr : &evidence));
+  fmt::print("{}", render_status(views, SystemClock::instance().now(), host,
+                                 evidence.empty() ? nullptr : &evidence));
   return 0;
 }
 

@@ -7,9 +7,10 @@
 namespace stepwatch::cli {
 
 struct StatusArgs {
-  std::string dir;         // beacon root
-  std::string job;         // empty: every job
-  std::string spec_path;   // judge with this spec (expected interval, budgets); empty: defaults, learned
+  std::string dir;  // beacon root
+  std::string job;  // empty: every job
+  std::string
+      spec_path;  // judge with this spec (expected interval, budgets); empty: defaults, learned
   std::string sample = "500ms";  // window for CPU and I/O rates; "0": progress only, no probes
   std::string nvml_lib;
   bool dir_given = false;  // --dir given: read the beacons directly, never the agent

@@ -40,12 +40,14 @@ std::string proc_text(const detect::ProcessFacts* p) {
   if (!p->alive) return "gone";
   if (!p->same_process) return "pid-reused";
   std::string w = p->wchan.empty() ? "" : ":" + p->wchan.substr(0, 14);
-  return fmt::format("{}{}{}", p->state, p->threads_in_d > 0 ? fmt::format("(D{})", p->threads_in_d) : "", w);
+  return fmt::format("{}{}{}", p->state,
+                     p->threads_in_d > 0 ? fmt::format("(D{})", p->threads_in_d) : "", w);
 }
 
 std::string cpu_text(const detect::ProcessFacts* p, int64_t sample_ns) {
   if (p == nullptr || !p->cpu_delta_ns || sample_ns <= 0) return "n/a";
-  return fmt::format("{:.0f}%", 100.0 * static_cast<double>(*p->cpu_delta_ns) / static_cast<double>(sample_ns));
+  return fmt::format(
+      "{:.0f}%", 100.0 * static_cast<double>(*p->cpu_delta_ns) / static_cast<double>(sample_ns));
 }
 
 std::string io_text(const detect::ProcessFacts* p, int64_t sample_ns) {
@@ -65,7 +67,8 @@ std::string gpu_text(const detect::GpuFacts* g) {
 
 }  // namespace
 
-std::string render_status(const std::vector<contract::JobView>& jobs, const Stamp& now, const std::string& local_host,
+std::string render_status(const std::vector<contract::JobView>& jobs, const Stamp& now,
+                          const std::string& local_host,
                           const std::map<std::string, JobEvidence>* evidence) {
   std::string out;
   if (jobs.empty()) return "no jobs\n";
@@ -81,38 +84,50 @@ std::string render_status(const std::vector<contract::JobView>& jobs, const Stam
     out += fmt::format("job {}  ranks {}/{}  dir {}\n", job.job, job.ranks.size(), world, job.dir);
     if (verdict != nullptr) out += fmt::format("  verdict: {}\n", verdict->summary);
     if (!job.ranks.empty()) {
-      out += fmt::format("  {:>4} {:<10} {:>7} {:>10} {:>8} {:<12} {:>9} {:>8} {:<22} {:>9} {:<8} {}", "RANK", "HOST",
-                         "PID", "STEP", "STEP AGE", "PHASE", "PHASE AGE", "BEAT AGE", "CHECKPOINT", "LOSS", "STATUS",
-                         "SRC");
-      if (ev != nullptr) out += fmt::format("  {:<22} {:>5} {:>9} {:<16} {}", "PROC", "CPU", "IO", "GPU SM PWR MEM", "VERDICT");
+      out +=
+          fmt::format("  {:>4} {:<10} {:>7} {:>10} {:>8} {:<12} {:>9} {:>8} {:<22} {:>9} {:<8} {}",
+                      "RANK", "HOST", "PID", "STEP", "STEP AGE", "PHASE", "PHASE AGE", "BEAT AGE",
+                      "CHECKPOINT", "LOSS", "STATUS", "SRC");
+      if (ev != nullptr)
+        out += fmt::format("  {:<22} {:>5} {:>9} {:<16} {}", "PROC", "CPU", "IO", "GPU SM PWR MEM",
+                           "VERDICT");
       out += "\n";
     }
     for (const auto& r : job.ranks) {
       bool same = !r.host.empty() && r.host == local_host;
       std::string ckpt = "n/a";
       if (r.checkpoint) {
-        ckpt = fmt::format("{}@{} {}", r.checkpoint->id, r.checkpoint->step, age(r.checkpoint->at, now, same));
+        ckpt = fmt::format("{}@{} {}", r.checkpoint->id, r.checkpoint->step,
+                           age(r.checkpoint->at, now, same));
       }
       const detect::RankVerdict* rv = nullptr;
       if (verdict != nullptr) {
-        for (const auto& x : verdict->ranks) if (x.rank == r.rank) rv = &x;
+        for (const auto& x : verdict->ranks)
+          if (x.rank == r.rank) rv = &x;
       }
       std::optional<int64_t> expected, budget;
-      if (verdict != nullptr && verdict->expected_interval_ns > 0) expected = verdict->expected_interval_ns;
+      if (verdict != nullptr && verdict->expected_interval_ns > 0)
+        expected = verdict->expected_interval_ns;
       if (rv != nullptr && r.phase != "train") budget = rv->budget_ns;
-      out += fmt::format("  {:>4} {:<10} {:>7} {:>10} {:>8} {:<12} {:>9} {:>8} {:<22} {:>9} {:<8} {}", r.rank,
-                         r.host.empty() ? "n/a" : r.host.substr(0, 10), r.pid > 0 ? fmt::format("{}", r.pid) : "n/a",
-                         r.step ? fmt::format("{}", *r.step) : "none",
-                         over(r.step ? age(r.step_at, now, same) : "n/a", expected), r.phase.substr(0, 12),
-                         over(age(r.phase_since, now, same), budget), r.beat_at ? age(*r.beat_at, now, same) : "n/a",
-                         ckpt, loss_text(r), contract::rank_status_name(r.status), contract::source_name(r.source));
+      out +=
+          fmt::format("  {:>4} {:<10} {:>7} {:>10} {:>8} {:<12} {:>9} {:>8} {:<22} {:>9} {:<8} {}",
+                      r.rank, r.host.empty() ? "n/a" : r.host.substr(0, 10),
+                      r.pid > 0 ? fmt::format("{}", r.pid) : "n/a",
+                      r.step ? fmt::format("{}", *r.step) : "none",
+                      over(r.step ? age(r.step_at, now, same) : "n/a", expected),
+                      r.phase.substr(0, 12), over(age(r.phase_since, now, same), budget),
+                      r.beat_at ? age(*r.beat_at, now, same) : "n/a", ckpt, loss_text(r),
+                      contract::rank_status_name(r.status), contract::source_name(r.source));
       if (ev != nullptr) {
         const detect::ProcessFacts* p = nullptr;
-        for (const auto& x : ev->procs) if (x.rank == r.rank) p = &x;
+        for (const auto& x : ev->procs)
+          if (x.rank == r.rank) p = &x;
         const detect::GpuFacts* g = nullptr;
-        for (const auto& x : ev->gpus) if (x.rank == r.rank) g = &x;
-        out += fmt::format("  {:<22} {:>5} {:>9} {:<16} {}", proc_text(p), cpu_text(p, ev->sample_ns),
-                           io_text(p, ev->sample_ns), gpu_text(g), rv ? detect::state_name(rv->state) : "n/a");
+        for (const auto& x : ev->gpus)
+          if (x.rank == r.rank) g = &x;
+        out += fmt::format("  {:<22} {:>5} {:>9} {:<16} {}", proc_text(p),
+                           cpu_text(p, ev->sample_ns), io_text(p, ev->sample_ns), gpu_text(g),
+                           rv ? detect::state_name(rv->state) : "n/a");
       }
       out += "\n";
     }
@@ -128,7 +143,8 @@ std::string render_status(const std::vector<contract::JobView>& jobs, const Stam
       }
     }
     if (verdict != nullptr) {
-      for (const auto& c : verdict->culprits) out += fmt::format("  culprit: rank {}: {}\n", c.rank, c.reason);
+      for (const auto& c : verdict->culprits)
+        out += fmt::format("  culprit: rank {}: {}\n", c.rank, c.reason);
     }
     for (const auto& p : job.problems) out += fmt::format("  problem: {}\n", p.message);
   }

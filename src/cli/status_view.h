@@ -28,7 +28,8 @@ struct JobEvidence {
 // `evidence` (by job id) adds the step age against the expected interval, the phase age against
 // its budget, process state, CPU and I/O, the GPU, and each rank's verdict; absent values are
 // "n/a", never 0.
-std::string render_status(const std::vector<contract::JobView>& jobs, const Stamp& now, const std::string& local_host,
+std::string render_status(const std::vector<contract::JobView>& jobs, const Stamp& now,
+                          const std::string& local_host,
                           const std::map<std::string, JobEvidence>* evidence = nullptr);
 
 }  // namespace stepwatch::cli

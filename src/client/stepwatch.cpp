@@ -17,15 +17,21 @@ namespace {
 
 thread_local char g_last_error[512] = "";
 
-void set_last_error(const char* text) { std::snprintf(g_last_error, sizeof g_last_error, "%s", text); }
+void set_last_error(const char* text) {
+  std::snprintf(g_last_error, sizeof g_last_error, "%s", text);
+}
 
 int code_for(stepwatch::Errc e) {
   switch (e) {
-    case stepwatch::Errc::kNotFound: return STEPWATCH_ENOJOB;
-    case stepwatch::Errc::kInvalidArgument: return STEPWATCH_EINVAL;
+    case stepwatch::Errc::kNotFound:
+      return STEPWATCH_ENOJOB;
+    case stepwatch::Errc::kInvalidArgument:
+      return STEPWATCH_EINVAL;
     case stepwatch::Errc::kIo:
-    case stepwatch::Errc::kPermission: return STEPWATCH_EIO;
-    default: return STEPWATCH_EINTERNAL;
+    case stepwatch::Errc::kPermission:
+      return STEPWATCH_EIO;
+    default:
+      return STEPWATCH_EINTERNAL;
   }
 }
 
@@ -53,7 +59,8 @@ int stepwatch_open(const stepwatch_options* o, stepwatch_t** out) {
     stepwatch::contract::IdentityOverrides ov;
     if (o != nullptr) {
       if (o->struct_size < sizeof(stepwatch_options)) {
-        set_last_error("stepwatch_open: options.struct_size is too small (call stepwatch_options_init)");
+        set_last_error(
+            "stepwatch_open: options.struct_size is too small (call stepwatch_options_init)");
         return STEPWATCH_EINVAL;
       }
       if (o->dir) ov.dir = o->dir;
@@ -68,7 +75,8 @@ int stepwatch_open(const stepwatch_options* o, stepwatch_t** out) {
       set_last_error(id.error().message.c_str());
       int code = code_for(id.error().code);
       // Rank variables at fault are their own code so a launcher bug is easy to tell apart.
-      if (code == STEPWATCH_EINVAL && std::strstr(id.error().message.c_str(), "job id") == nullptr) {
+      if (code == STEPWATCH_EINVAL &&
+          std::strstr(id.error().message.c_str(), "job id") == nullptr) {
         code = STEPWATCH_ENORANK;
       }
       return code;
@@ -94,7 +102,9 @@ int stepwatch_open(const stepwatch_options* o, stepwatch_t** out) {
   }
 }
 
-int stepwatch_open_env(stepwatch_t** out) { return stepwatch_open(nullptr, out); }
+int stepwatch_open_env(stepwatch_t** out) {
+  return stepwatch_open(nullptr, out);
+}
 
 int stepwatch_step(stepwatch_t* sw, int64_t step) {
   if (sw == nullptr) return STEPWATCH_ENULL;
@@ -108,38 +118,65 @@ int stepwatch_step_loss(stepwatch_t* sw, int64_t step, double loss) {
   return sw->writer->step_loss(step, loss);
 }
 
-int stepwatch_loss(stepwatch_t* sw, double loss) { return sw ? sw->writer->loss(loss) : STEPWATCH_ENULL; }
-int stepwatch_beat(stepwatch_t* sw) { return sw ? sw->writer->beat() : STEPWATCH_ENULL; }
+int stepwatch_loss(stepwatch_t* sw, double loss) {
+  return sw ? sw->writer->loss(loss) : STEPWATCH_ENULL;
+}
+int stepwatch_beat(stepwatch_t* sw) {
+  return sw ? sw->writer->beat() : STEPWATCH_ENULL;
+}
 int stepwatch_phase_begin(stepwatch_t* sw, const char* name) {
   return sw ? sw->writer->phase_begin(name) : STEPWATCH_ENULL;
 }
-int stepwatch_phase_end(stepwatch_t* sw) { return sw ? sw->writer->phase_end() : STEPWATCH_ENULL; }
+int stepwatch_phase_end(stepwatch_t* sw) {
+  return sw ? sw->writer->phase_end() : STEPWATCH_ENULL;
+}
 int stepwatch_checkpoint_committed(stepwatch_t* sw, const char* id, int64_t step) {
   return sw ? sw->writer->checkpoint_committed(id, step) : STEPWATCH_ENULL;
 }
-int stepwatch_finish(stepwatch_t* sw, int ok) { return sw ? sw->writer->finish(ok != 0) : STEPWATCH_ENULL; }
+int stepwatch_finish(stepwatch_t* sw, int ok) {
+  return sw ? sw->writer->finish(ok != 0) : STEPWATCH_ENULL;
+}
 
-void stepwatch_close(stepwatch_t* sw) { delete sw; }
+void stepwatch_close(stepwatch_t* sw) {
+  delete sw;
+}
 
-const char* stepwatch_path(const stepwatch_t* sw) { return sw ? sw->writer->path().c_str() : ""; }
+const char* stepwatch_path(const stepwatch_t* sw) {
+  return sw ? sw->writer->path().c_str() : "";
+}
 
 const char* stepwatch_strerror(int code) {
   switch (code) {
-    case STEPWATCH_OK: return "ok";
-    case STEPWATCH_EINVAL: return "invalid argument";
-    case STEPWATCH_ENOJOB: return "no job id (set STEPWATCH_JOB)";
-    case STEPWATCH_ENORANK: return "rank identity missing or inconsistent";
-    case STEPWATCH_EIO: return "beacon file could not be created or mapped";
-    case STEPWATCH_ENULL: return "handle is NULL";
-    case STEPWATCH_EBUSY: return "beacon busy (another thread is updating it)";
-    case STEPWATCH_ENOMEM: return "out of memory";
-    case STEPWATCH_EPHASE: return "phase_end without phase_begin, or phases nested too deep";
-    case STEPWATCH_EINTERNAL: return "internal error";
-    default: return "unknown stepwatch error code";
+    case STEPWATCH_OK:
+      return "ok";
+    case STEPWATCH_EINVAL:
+      return "invalid argument";
+    case STEPWATCH_ENOJOB:
+      return "no job id (set STEPWATCH_JOB)";
+    case STEPWATCH_ENORANK:
+      return "rank identity missing or inconsistent";
+    case STEPWATCH_EIO:
+      return "beacon file could not be created or mapped";
+    case STEPWATCH_ENULL:
+      return "handle is NULL";
+    case STEPWATCH_EBUSY:
+      return "beacon busy (another thread is updating it)";
+    case STEPWATCH_ENOMEM:
+      return "out of memory";
+    case STEPWATCH_EPHASE:
+      return "phase_end without phase_begin, or phases nested too deep";
+    case STEPWATCH_EINTERNAL:
+      return "internal error";
+    default:
+      return "unknown stepwatch error code";
   }
 }
 
-const char* stepwatch_last_error(void) { return g_last_error; }
-int stepwatch_abi_version(void) { return STEPWATCH_ABI_VERSION; }
+const char* stepwatch_last_error(void) {
+  return g_last_error;
+}
+int stepwatch_abi_version(void) {
+  return STEPWATCH_ABI_VERSION;
+}
 
 }  // extern "C"

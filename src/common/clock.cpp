@@ -12,10 +12,16 @@ int64_t read_clock(clockid_t id) {
 }
 }  // namespace
 
-int64_t wall_now_ns() { return read_clock(CLOCK_REALTIME); }
-int64_t mono_now_ns() { return read_clock(CLOCK_MONOTONIC); }
+int64_t wall_now_ns() {
+  return read_clock(CLOCK_REALTIME);
+}
+int64_t mono_now_ns() {
+  return read_clock(CLOCK_MONOTONIC);
+}
 
-Stamp SystemClock::now() const { return Stamp{wall_now_ns(), mono_now_ns()}; }
+Stamp SystemClock::now() const {
+  return Stamp{wall_now_ns(), mono_now_ns()};
+}
 
 const SystemClock& SystemClock::instance() {
   static const SystemClock clock;

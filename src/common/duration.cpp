@@ -26,8 +26,9 @@ int64_t unit_ns(std::string_view unit) {
 
 Result<int64_t> parse_duration(std::string_view text) {
   auto bad = [&](std::string_view why) {
-    return Error{Errc::kParse,
-                 fmt::format("invalid duration \"{}\": {} (use e.g. 500ms, 2s, 1.5m, 1h30m)", text, why)};
+    return Error{
+        Errc::kParse,
+        fmt::format("invalid duration \"{}\": {} (use e.g. 500ms, 2s, 1.5m, 1h30m)", text, why)};
   };
   if (text.empty()) return bad("empty");
   if (text.front() == '-') return bad("negative");
@@ -37,7 +38,8 @@ Result<int64_t> parse_duration(std::string_view text) {
   int parts = 0;
   while (i < text.size()) {
     size_t start = i;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+      ++i;
     if (i == start) return bad("expected a number");
     std::string number(text.substr(start, i - start));
     char* end = nullptr;

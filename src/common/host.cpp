@@ -4,7 +4,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-
 #include <unistd.h>
 
 namespace stepwatch {
@@ -20,7 +19,8 @@ std::string short_hostname() {
 
 bool is_loopback_literal(std::string_view host) {
   if (host == "localhost") return true;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   std::string h(host);
   in_addr v4{};
   if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
@@ -34,7 +34,8 @@ bool is_loopback_host(std::string_view host) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (h.empty() || ::getaddrinfo(h.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return false;
+  if (h.empty() || ::getaddrinfo(h.c_str(), nullptr, &hints, &found) != 0 || found == nullptr)
+    return false;
   bool all = true;
   for (const addrinfo* a = found; a != nullptr && all; a = a->ai_next) {
     if (a->ai_family == AF_INET) {

@@ -11,8 +11,12 @@ std::atomic<LogLevel> g_level{LogLevel::kInfo};
 std::mutex g_mu;
 }  // namespace
 
-void set_log_level(LogLevel level) { g_level.store(level); }
-LogLevel log_level() { return g_level.load(std::memory_order_relaxed); }
+void set_log_level(LogLevel level) {
+  g_level.store(level);
+}
+LogLevel log_level() {
+  return g_level.load(std::memory_order_relaxed);
+}
 
 void log_line(LogLevel level, std::string_view message) {
   static constexpr const char* kNames[] = {"debug", "info", "warn", "error"};

@@ -1,12 +1,12 @@
 #include "src/common/proc_stat.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fmt/format.h>
 
 namespace stepwatch {
 
@@ -42,15 +42,32 @@ Result<ProcStat> parse_proc_stat(std::string_view text) {
     ++field;
     bool ok = true;
     switch (field) {
-      case 3: st.state = tok.empty() ? '?' : tok[0]; break;
-      case 4: ok = to_num(tok, st.ppid); break;
-      case 5: ok = to_num(tok, st.pgrp); break;
-      case 6: ok = to_num(tok, st.session); break;
-      case 14: ok = to_num(tok, st.utime_ticks); break;
-      case 15: ok = to_num(tok, st.stime_ticks); break;
-      case 20: ok = to_num(tok, st.num_threads); break;
-      case 22: ok = to_num(tok, st.start_ticks); break;
-      default: break;
+      case 3:
+        st.state = tok.empty() ? '?' : tok[0];
+        break;
+      case 4:
+        ok = to_num(tok, st.ppid);
+        break;
+      case 5:
+        ok = to_num(tok, st.pgrp);
+        break;
+      case 6:
+        ok = to_num(tok, st.session);
+        break;
+      case 14:
+        ok = to_num(tok, st.utime_ticks);
+        break;
+      case 15:
+        ok = to_num(tok, st.stime_ticks);
+        break;
+      case 20:
+        ok = to_num(tok, st.num_threads);
+        break;
+      case 22:
+        ok = to_num(tok, st.start_ticks);
+        break;
+      default:
+        break;
     }
     if (!ok) return Error{Errc::kParse, fmt::format("stat: malformed field {} \"{}\"", field, tok)};
     i = j;
@@ -64,8 +81,10 @@ Result<ProcStat> read_proc_stat(const std::string& proc_root, int pid) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
-    if (e == ENOENT || e == ESRCH) return Error{Errc::kNotFound, fmt::format("{}: process gone", path)};
-    if (e == EACCES || e == EPERM) return Error{Errc::kPermission, fmt::format("{}: {}", path, std::strerror(e))};
+    if (e == ENOENT || e == ESRCH)
+      return Error{Errc::kNotFound, fmt::format("{}: process gone", path)};
+    if (e == EACCES || e == EPERM)
+      return Error{Errc::kPermission, fmt::format("{}: {}", path, std::strerror(e))};
     return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(e))};
   }
   char buf[1024];

@@ -10,19 +10,19 @@ namespace stepwatch {
 
 enum class Errc {
   kOk = 0,
-  kNotFound,        // the object does not exist (file, process, job)
-  kIo,              // a system call failed for another reason
-  kPermission,      // EACCES / EPERM
-  kInvalidArgument, // the caller passed something malformed
-  kBadMagic,        // a beacon file that is not a beacon
-  kUnknownVersion,  // a beacon layout this build does not know
-  kTruncated,       // shorter than its header says
-  kSizeMismatch,    // header size and file size disagree
-  kTorn,            // never got a consistent read after N retries
-  kJobMismatch,     // the record names another job
-  kParse,           // malformed text input (JSON, TOML, durations)
-  kBusy,            // another writer holds the record right now
-  kInvalidField,    // a record field out of its allowed range
+  kNotFound,         // the object does not exist (file, process, job)
+  kIo,               // a system call failed for another reason
+  kPermission,       // EACCES / EPERM
+  kInvalidArgument,  // the caller passed something malformed
+  kBadMagic,         // a beacon file that is not a beacon
+  kUnknownVersion,   // a beacon layout this build does not know
+  kTruncated,        // shorter than its header says
+  kSizeMismatch,     // header size and file size disagree
+  kTorn,             // never got a consistent read after N retries
+  kJobMismatch,      // the record names another job
+  kParse,            // malformed text input (JSON, TOML, durations)
+  kBusy,             // another writer holds the record right now
+  kInvalidField,     // a record field out of its allowed range
 };
 
 const char* errc_name(Errc code);
@@ -35,8 +35,8 @@ struct Error {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                    // NOLINT: implicit by design
-  Result(Error error) : v_(std::move(error)) {}                // NOLINT
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT
   Result(Errc code, std::string message) : v_(Error{code, std::move(message)}) {}
 
   bool ok() const { return v_.index() == 0; }

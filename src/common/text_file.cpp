@@ -22,7 +22,9 @@ const char* kind_of(mode_t m) {
 }
 
 Error errno_error(const std::string& path, const char* what, int err) {
-  Errc code = err == ENOENT ? Errc::kNotFound : (err == EACCES || err == EPERM) ? Errc::kPermission : Errc::kIo;
+  Errc code = err == ENOENT                     ? Errc::kNotFound
+              : (err == EACCES || err == EPERM) ? Errc::kPermission
+                                                : Errc::kIo;
   return Error{code, fmt::format("{}: {}: {}", path, what, std::strerror(err))};
 }
 

@@ -25,7 +25,8 @@ enum class Symlinks { kFollow, kRefuse };
 
 // kNotFound (missing), kPermission, kInvalidArgument (a directory, FIFO, socket or device; a
 // symlink when refused; larger than max_bytes), kIo.
-Result<TextFile> read_text_file(const std::string& path, size_t max_bytes, Symlinks symlinks = Symlinks::kFollow);
+Result<TextFile> read_text_file(const std::string& path, size_t max_bytes,
+                                Symlinks symlinks = Symlinks::kFollow);
 
 // Replaces whatever is at path (a symlink there is removed, never followed) with a new file of
 // mode 0600 holding text: created exclusively (O_EXCL | O_NOFOLLOW), so nobody else's file is

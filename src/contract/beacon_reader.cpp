@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
-#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -24,18 +24,24 @@ namespace stepwatch::contract {
 
 const char* source_name(Source s) {
   switch (s) {
-    case Source::kBeacon: return "beacon";
-    case Source::kJsonl: return "jsonl";
-    case Source::kLog: return "log";
+    case Source::kBeacon:
+      return "beacon";
+    case Source::kJsonl:
+      return "jsonl";
+    case Source::kLog:
+      return "log";
   }
   return "?";
 }
 
 const char* rank_status_name(RankStatus s) {
   switch (s) {
-    case RankStatus::kRunning: return "running";
-    case RankStatus::kFinished: return "finished";
-    case RankStatus::kFailed: return "failed";
+    case RankStatus::kRunning:
+      return "running";
+    case RankStatus::kFinished:
+      return "finished";
+    case RankStatus::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -43,10 +49,12 @@ const char* rank_status_name(RankStatus s) {
 namespace {
 
 // A fixed char field must hold a NUL inside its bounds; returns the string before it.
-Result<std::string> fixed_string(const char* field, size_t size, std::string_view path, const char* name) {
+Result<std::string> fixed_string(const char* field, size_t size, std::string_view path,
+                                 const char* name) {
   size_t len = ::strnlen(field, size);
   if (len == size) {
-    return Error{Errc::kInvalidField, fmt::format("{}: field {} is not NUL-terminated", path, name)};
+    return Error{Errc::kInvalidField,
+                 fmt::format("{}: field {} is not NUL-terminated", path, name)};
   }
   return std::string(field, len);
 }
@@ -60,7 +68,8 @@ Error field_error(std::string_view path, const char* name, std::string_view why)
 Result<RankSnapshot> decode_beacon(std::span<const uint8_t> bytes, const ReadOptions& options,
                                    std::string_view path) {
   if (bytes.size() < 16) {
-    return Error{Errc::kTruncated, fmt::format("{}: {} bytes, shorter than the 16-byte header", path, bytes.size())};
+    return Error{Errc::kTruncated,
+                 fmt::format("{}: {} bytes, shorter than the 16-byte header", path, bytes.size())};
   }
   uint64_t magic;
   uint32_t version, size;
@@ -68,26 +77,30 @@ Result<RankSnapshot> decode_beacon(std::span<const uint8_t> bytes, const ReadOpt
   std::memcpy(&version, bytes.data() + 8, 4);
   std::memcpy(&size, bytes.data() + 12, 4);
   if (magic != STEPWATCH_BEACON_MAGIC) {
-    return Error{Errc::kBadMagic, fmt::format("{}: bad magic 0x{:016x}, not a stepwatch beacon", path, magic)};
+    return Error{Errc::kBadMagic,
+                 fmt::format("{}: bad magic 0x{:016x}, not a stepwatch beacon", path, magic)};
   }
   if (version != STEPWATCH_BEACON_VERSION) {
     return Error{Errc::kUnknownVersion,
-                 fmt::format("{}: beacon version {}, this stepwatch reads version {}", path, version,
-                             STEPWATCH_BEACON_VERSION)};
+                 fmt::format("{}: beacon version {}, this stepwatch reads version {}", path,
+                             version, STEPWATCH_BEACON_VERSION)};
   }
   if (size != sizeof(stepwatch_beacon_v1)) {
-    return Error{Errc::kSizeMismatch,
-                 fmt::format("{}: header says {} bytes, version 1 is {}", path, size, sizeof(stepwatch_beacon_v1))};
+    return Error{Errc::kSizeMismatch, fmt::format("{}: header says {} bytes, version 1 is {}", path,
+                                                  size, sizeof(stepwatch_beacon_v1))};
   }
   if (bytes.size() < size) {
-    return Error{Errc::kTruncated, fmt::format("{}: {} bytes, header says {}", path, bytes.size(), size)};
+    return Error{Errc::kTruncated,
+                 fmt::format("{}: {} bytes, header says {}", path, bytes.size(), size)};
   }
   if (bytes.size() > size) {
-    return Error{Errc::kSizeMismatch, fmt::format("{}: {} bytes, header says {}", path, bytes.size(), size)};
+    return Error{Errc::kSizeMismatch,
+                 fmt::format("{}: {} bytes, header says {}", path, bytes.size(), size)};
   }
   stepwatch_beacon_v1 b;
   std::memcpy(&b, bytes.data(), sizeof b);
-  if (b.seq & 1) return Error{Errc::kTorn, fmt::format("{}: copied while a writer was inside an update", path)};
+  if (b.seq & 1)
+    return Error{Errc::kTorn, fmt::format("{}: copied while a writer was inside an update", path)};
 
   RankSnapshot s;
   s.source = Source::kBeacon;
@@ -97,7 +110,8 @@ Result<RankSnapshot> decode_beacon(std::span<const uint8_t> bytes, const ReadOpt
   if (auto st = validate_job_id(*job); !st) return field_error(path, "job", st.error().message);
   if (options.expected_job && *job != *options.expected_job) {
     return Error{Errc::kJobMismatch,
-                 fmt::format("{}: beacon belongs to job \"{}\", expected \"{}\"", path, *job, *options.expected_job)};
+                 fmt::format("{}: beacon belongs to job \"{}\", expected \"{}\"", path, *job,
+                             *options.expected_job)};
   }
   s.job = std::move(*job);
   auto host = fixed_string(b.host, sizeof b.host, path, "host");
@@ -109,20 +123,25 @@ Result<RankSnapshot> decode_beacon(std::span<const uint8_t> bytes, const ReadOpt
   if (auto st = validate_phase(*phase); !st) return field_error(path, "phase", st.error().message);
   s.phase = std::move(*phase);
 
-  if (b.world_size < 1) return field_error(path, "world_size", fmt::format("is {}, must be >= 1", b.world_size));
+  if (b.world_size < 1)
+    return field_error(path, "world_size", fmt::format("is {}, must be >= 1", b.world_size));
   if (b.rank < 0 || b.rank >= b.world_size) {
     return field_error(path, "rank", fmt::format("is {}, outside 0..{}", b.rank, b.world_size - 1));
   }
   if (b.local_rank < 0 || b.local_rank >= b.world_size) {
-    return field_error(path, "local_rank", fmt::format("is {}, outside 0..{}", b.local_rank, b.world_size - 1));
+    return field_error(path, "local_rank",
+                       fmt::format("is {}, outside 0..{}", b.local_rank, b.world_size - 1));
   }
   if (b.pid <= 0) return field_error(path, "pid", fmt::format("is {}, must be > 0", b.pid));
-  if (b.status > STEPWATCH_STATUS_FAILED) return field_error(path, "status", fmt::format("is {}", b.status));
+  if (b.status > STEPWATCH_STATUS_FAILED)
+    return field_error(path, "status", fmt::format("is {}", b.status));
   if (b.step < -1) return field_error(path, "step", fmt::format("is {}, must be >= -1", b.step));
-  if (b.ckpt_step < -1) return field_error(path, "ckpt_step", fmt::format("is {}, must be >= -1", b.ckpt_step));
-  for (int64_t t : {b.created_wall_ns, b.created_mono_ns, b.step_wall_ns, b.step_mono_ns, b.phase_wall_ns,
-                    b.phase_mono_ns, b.beat_wall_ns, b.beat_mono_ns, b.ckpt_wall_ns, b.ckpt_mono_ns, b.loss_wall_ns,
-                    b.loss_mono_ns, b.update_mono_ns}) {
+  if (b.ckpt_step < -1)
+    return field_error(path, "ckpt_step", fmt::format("is {}, must be >= -1", b.ckpt_step));
+  for (int64_t t :
+       {b.created_wall_ns, b.created_mono_ns, b.step_wall_ns, b.step_mono_ns, b.phase_wall_ns,
+        b.phase_mono_ns, b.beat_wall_ns, b.beat_mono_ns, b.ckpt_wall_ns, b.ckpt_mono_ns,
+        b.loss_wall_ns, b.loss_mono_ns, b.update_mono_ns}) {
     if (t < 0) return field_error(path, "time", fmt::format("has a negative timestamp {}", t));
   }
 
@@ -148,7 +167,8 @@ Result<RankSnapshot> decode_beacon(std::span<const uint8_t> bytes, const ReadOpt
   if (b.ckpt_step >= 0) {
     auto id = fixed_string(b.ckpt_id, sizeof b.ckpt_id, path, "ckpt_id");
     if (!id) return id.error();
-    if (auto st = validate_checkpoint_id(*id); !st) return field_error(path, "ckpt_id", st.error().message);
+    if (auto st = validate_checkpoint_id(*id); !st)
+      return field_error(path, "ckpt_id", st.error().message);
     s.checkpoint = CheckpointMark{std::move(*id), b.ckpt_step, {b.ckpt_wall_ns, b.ckpt_mono_ns}};
   }
   if (b.loss_wall_ns > 0 || b.loss_mono_ns > 0) {
@@ -157,8 +177,8 @@ Result<RankSnapshot> decode_beacon(std::span<const uint8_t> bytes, const ReadOpt
   }
   s.updated_mono_ns = b.update_mono_ns;
   s.updated = {0, b.update_mono_ns};
-  int64_t latest_wall = std::max({b.created_wall_ns, b.step_wall_ns, b.phase_wall_ns, b.beat_wall_ns,
-                                  b.ckpt_wall_ns, b.loss_wall_ns});
+  int64_t latest_wall = std::max({b.created_wall_ns, b.step_wall_ns, b.phase_wall_ns,
+                                  b.beat_wall_ns, b.ckpt_wall_ns, b.loss_wall_ns});
   s.updated.wall_ns = latest_wall;
 
   // The ring, oldest first: slots hold the last min(step_count, 16) commits.
@@ -224,9 +244,10 @@ bool under_fault_guard(Read&& read) {
 }
 
 Error shrank(const std::string& path) {
-  return Error{Errc::kSizeMismatch,
-               fmt::format("{}: the file shrank while mapped (a version 1 beacon stays {} bytes), skipped", path,
-                           sizeof(stepwatch_beacon_v1))};
+  return Error{
+      Errc::kSizeMismatch,
+      fmt::format("{}: the file shrank while mapped (a version 1 beacon stays {} bytes), skipped",
+                  path, sizeof(stepwatch_beacon_v1))};
 }
 
 }  // namespace
@@ -237,8 +258,10 @@ Result<BeaconMapping> BeaconMapping::open(const std::string& path) {
   if (fd < 0) {
     int e = errno;
     if (e == ENOENT) return Error{Errc::kNotFound, fmt::format("{}: no such beacon", path)};
-    if (e == ELOOP) return Error{Errc::kInvalidArgument, fmt::format("{}: is a symlink, refused", path)};
-    if (e == EACCES || e == EPERM) return Error{Errc::kPermission, fmt::format("{}: {}", path, std::strerror(e))};
+    if (e == ELOOP)
+      return Error{Errc::kInvalidArgument, fmt::format("{}: is a symlink, refused", path)};
+    if (e == EACCES || e == EPERM)
+      return Error{Errc::kPermission, fmt::format("{}: {}", path, std::strerror(e))};
     return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(e))};
   }
   struct stat st {};
@@ -259,17 +282,20 @@ Result<BeaconMapping> BeaconMapping::open(const std::string& path) {
     if (got == 16) {
       auto r = decode_beacon(std::span<const uint8_t>(head, 16), {}, path);
       Errc c = r ? Errc::kOk : r.error().code;
-      if (c == Errc::kBadMagic || c == Errc::kUnknownVersion || c == Errc::kSizeMismatch) return r.error();
+      if (c == Errc::kBadMagic || c == Errc::kUnknownVersion || c == Errc::kSizeMismatch)
+        return r.error();
     }
-    Errc code = static_cast<uint64_t>(st.st_size) < sizeof(stepwatch_beacon_v1) ? Errc::kTruncated
-                                                                                 : Errc::kSizeMismatch;
+    Errc code = static_cast<uint64_t>(st.st_size) < sizeof(stepwatch_beacon_v1)
+                    ? Errc::kTruncated
+                    : Errc::kSizeMismatch;
     return Error{code, fmt::format("{}: file is {} bytes, a version 1 beacon is {}", path,
                                    static_cast<int64_t>(st.st_size), sizeof(stepwatch_beacon_v1))};
   }
   void* mem = ::mmap(nullptr, sizeof(stepwatch_beacon_v1), PROT_READ, MAP_SHARED, fd, 0);
   int e = errno;
   ::close(fd);
-  if (mem == MAP_FAILED) return Error{Errc::kIo, fmt::format("{}: mmap: {}", path, std::strerror(e))};
+  if (mem == MAP_FAILED)
+    return Error{Errc::kIo, fmt::format("{}: mmap: {}", path, std::strerror(e))};
   BeaconMapping m;
   m.path_ = path;
   m.map_ = static_cast<const stepwatch_beacon_v1*>(mem);
@@ -279,11 +305,15 @@ Result<BeaconMapping> BeaconMapping::open(const std::string& path) {
 }
 
 BeaconMapping::BeaconMapping(BeaconMapping&& o) noexcept
-    : path_(std::move(o.path_)), map_(std::exchange(o.map_, nullptr)), inode_(o.inode_), uid_(o.uid_) {}
+    : path_(std::move(o.path_)),
+      map_(std::exchange(o.map_, nullptr)),
+      inode_(o.inode_),
+      uid_(o.uid_) {}
 
 BeaconMapping& BeaconMapping::operator=(BeaconMapping&& o) noexcept {
   if (this != &o) {
-    if (map_ != nullptr) ::munmap(const_cast<stepwatch_beacon_v1*>(map_), sizeof(stepwatch_beacon_v1));
+    if (map_ != nullptr)
+      ::munmap(const_cast<stepwatch_beacon_v1*>(map_), sizeof(stepwatch_beacon_v1));
     path_ = std::move(o.path_);
     map_ = std::exchange(o.map_, nullptr);
     inode_ = o.inode_;
@@ -293,7 +323,8 @@ BeaconMapping& BeaconMapping::operator=(BeaconMapping&& o) noexcept {
 }
 
 BeaconMapping::~BeaconMapping() {
-  if (map_ != nullptr) ::munmap(const_cast<stepwatch_beacon_v1*>(map_), sizeof(stepwatch_beacon_v1));
+  if (map_ != nullptr)
+    ::munmap(const_cast<stepwatch_beacon_v1*>(map_), sizeof(stepwatch_beacon_v1));
 }
 
 Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
@@ -319,31 +350,37 @@ Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
     }
   }
   if (odd > max_retries / 2) {
-    return Error{Errc::kTorn, fmt::format("{}: writer inside an update for {} reads (stuck or died mid-update)",
-                                          path_, max_retries + 1)};
+    return Error{Errc::kTorn,
+                 fmt::format("{}: writer inside an update for {} reads (stuck or died mid-update)",
+                             path_, max_retries + 1)};
   }
-  return Error{Errc::kTorn, fmt::format("{}: no consistent read after {} retries", path_, max_retries + 1)};
+  return Error{Errc::kTorn,
+               fmt::format("{}: no consistent read after {} retries", path_, max_retries + 1)};
 }
 
 Result<uint64_t> BeaconMapping::sequence() const {
   uint64_t seq = 0;
-  if (!under_fault_guard([&] { seq = __atomic_load_n(&map_->seq, __ATOMIC_ACQUIRE); })) return shrank(path_);
+  if (!under_fault_guard([&] { seq = __atomic_load_n(&map_->seq, __ATOMIC_ACQUIRE); }))
+    return shrank(path_);
   return seq;
 }
 
 Result<uint64_t> BeaconMapping::size_on_disk() const {
   struct stat st {};
   if (::fstatat(AT_FDCWD, path_.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    return Error{errno == ENOENT ? Errc::kNotFound : Errc::kIo, fmt::format("{}: {}", path_, std::strerror(errno))};
+    return Error{errno == ENOENT ? Errc::kNotFound : Errc::kIo,
+                 fmt::format("{}: {}", path_, std::strerror(errno))};
   }
-  if (st.st_ino != inode_) return Error{Errc::kNotFound, fmt::format("{}: replaced by another file", path_)};
+  if (st.st_ino != inode_)
+    return Error{Errc::kNotFound, fmt::format("{}: replaced by another file", path_)};
   return static_cast<uint64_t>(st.st_size);
 }
 
 Result<RankSnapshot> BeaconMapping::read(const ReadOptions& options) const {
   auto raw = read_raw(options.max_retries);
   if (!raw) return raw.error();
-  return decode_beacon(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&*raw), sizeof(stepwatch_beacon_v1)),
+  return decode_beacon(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&*raw),
+                                                sizeof(stepwatch_beacon_v1)),
                        options, path_);
 }
 

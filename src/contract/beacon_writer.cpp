@@ -41,14 +41,17 @@ Status check_owner(const std::string& path, const char* what) {
     return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(errno))};
   }
   if (S_ISLNK(st.st_mode)) {
-    return Error{Errc::kPermission, fmt::format("{} {} is a symlink: refused (it could point anywhere)", what, path)};
+    return Error{Errc::kPermission,
+                 fmt::format("{} {} is a symlink: refused (it could point anywhere)", what, path)};
   }
   uid_t me = ::geteuid();
   if (st.st_uid != me && st.st_uid != 0) {
-    return Error{Errc::kPermission,
-                 fmt::format("{} {} belongs to uid {}, not to you (uid {}): another user could replace its beacons; "
-                             "remove it, or set STEPWATCH_DIR to a directory of your own",
-                             what, path, st.st_uid, me)};
+    return Error{
+        Errc::kPermission,
+        fmt::format(
+            "{} {} belongs to uid {}, not to you (uid {}): another user could replace its beacons; "
+            "remove it, or set STEPWATCH_DIR to a directory of your own",
+            what, path, st.st_uid, me)};
   }
   return {};
 }
@@ -103,18 +106,21 @@ void fill_header(stepwatch_beacon_v1* b, const Identity& id, uint64_t start_tick
 
 }  // namespace
 
-Result<std::unique_ptr<BeaconWriter>> BeaconWriter::create(const Identity& id, const std::string& proc_root) {
+Result<std::unique_ptr<BeaconWriter>> BeaconWriter::create(const Identity& id,
+                                                           const std::string& proc_root) {
   if (auto st = validate_job_id(id.job); !st) return st.error();
   if (auto st = validate_host(id.host); !st) return st.error();
   if (auto st = make_dirs(id.dir, id.job); !st) return st.error();
 
   uint64_t start_ticks = 0;
-  if (auto ps = read_proc_stat(proc_root, static_cast<int>(::getpid()))) start_ticks = ps->start_ticks;
+  if (auto ps = read_proc_stat(proc_root, static_cast<int>(::getpid())))
+    start_ticks = ps->start_ticks;
 
   // Build the record in a temporary file and rename it into place, so a reader never sees a
   // half-initialised beacon and a beacon of an earlier incarnation is replaced whole.
   std::string final_path = beacon_path(id.dir, id.job, id.rank);
-  std::string tmp_path = fmt::format("{}/.rank-{}.beacon.tmp-{}", job_dir(id.dir, id.job), id.rank, ::getpid());
+  std::string tmp_path =
+      fmt::format("{}/.rank-{}.beacon.tmp-{}", job_dir(id.dir, id.job), id.rank, ::getpid());
   int fd = ::open(tmp_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
     return Error{errno == EACCES ? Errc::kPermission : Errc::kIo,
@@ -127,7 +133,8 @@ Result<std::unique_ptr<BeaconWriter>> BeaconWriter::create(const Identity& id, c
     return e;
   };
   if (::ftruncate(fd, sizeof(stepwatch_beacon_v1)) != 0) return fail("ftruncate");
-  void* mem = ::mmap(nullptr, sizeof(stepwatch_beacon_v1), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* mem =
+      ::mmap(nullptr, sizeof(stepwatch_beacon_v1), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (mem == MAP_FAILED) return fail("mmap");
   auto* b = static_cast<stepwatch_beacon_v1*>(mem);
   fill_header(b, id, start_ticks);
@@ -161,8 +168,8 @@ int BeaconWriter::phase_begin(const char* name) noexcept {
   if (len == 0 || len >= STEPWATCH_PHASE_MAX) return STEPWATCH_EINVAL;
   for (size_t i = 0; i < len; ++i) {
     char c = name[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == '-' || c == ':' || c == '/';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-' || c == ':' || c == '/';
     if (!ok) return STEPWATCH_EINVAL;
   }
   uint64_t s;

@@ -23,7 +23,8 @@ class BeaconWriter {
  public:
   // Creates (or replaces) $dir/<job>/rank-<rank>.beacon for this process and maps it.
   // `proc_root` is where this process's start time is read ("/proc").
-  static Result<std::unique_ptr<BeaconWriter>> create(const Identity& id, const std::string& proc_root = "/proc");
+  static Result<std::unique_ptr<BeaconWriter>> create(const Identity& id,
+                                                      const std::string& proc_root = "/proc");
   ~BeaconWriter();
   BeaconWriter(const BeaconWriter&) = delete;
   BeaconWriter& operator=(const BeaconWriter&) = delete;
@@ -115,7 +116,7 @@ class BeaconWriter {
   // Phase stack: names of enclosing phases, restored by phase_end. Fixed size: no allocation.
   char stack_[STEPWATCH_PHASE_DEPTH][STEPWATCH_PHASE_MAX] = {};
   int depth_ = 0;
-  bool in_init_ = true;  // current phase is the implicit "init"
+  bool in_init_ = true;      // current phase is the implicit "init"
   int64_t wall_offset_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC, as of offset_at_
   int64_t offset_at_ = 0;
 };

@@ -28,7 +28,8 @@ Result<std::optional<int64_t>> int_var(const GetEnv& getenv, const char* name) {
 }
 
 // First set variable of a list (torchrun before Slurm), with the name that supplied it.
-Result<std::optional<int64_t>> first_var(const GetEnv& getenv, std::initializer_list<const char*> names,
+Result<std::optional<int64_t>> first_var(const GetEnv& getenv,
+                                         std::initializer_list<const char*> names,
                                          const char** which) {
   for (const char* n : names) {
     auto r = int_var(getenv, n);
@@ -40,7 +41,6 @@ Result<std::optional<int64_t>> first_var(const GetEnv& getenv, std::initializer_
   }
   return std::optional<int64_t>{};
 }
-
 
 }  // namespace
 
@@ -91,7 +91,8 @@ Result<Identity> resolve_identity(const IdentityOverrides& o, const GetEnv& gete
 
   if (!rank && world && *world > 1) {
     return Error{Errc::kInvalidArgument,
-                 fmt::format("{}={} but no rank: set RANK (torchrun) or SLURM_PROCID (Slurm)", world_src, *world)};
+                 fmt::format("{}={} but no rank: set RANK (torchrun) or SLURM_PROCID (Slurm)",
+                             world_src, *world)};
   }
   id.rank = static_cast<int>(rank.value_or(0));
   id.world_size = static_cast<int>(world.value_or(1));
@@ -100,17 +101,18 @@ Result<Identity> resolve_identity(const IdentityOverrides& o, const GetEnv& gete
     return Error{Errc::kInvalidArgument, fmt::format("{}={} is out of range", rank_src, *rank)};
   }
   if (world && (*world < 1 || *world > 1'000'000)) {
-    return Error{Errc::kInvalidArgument, fmt::format("{}={} must be at least 1", world_src, *world)};
+    return Error{Errc::kInvalidArgument,
+                 fmt::format("{}={} must be at least 1", world_src, *world)};
   }
   if (id.rank >= id.world_size) {
-    return Error{Errc::kInvalidArgument, fmt::format("{}={} is not below {}={}", rank_src, id.rank, world_src,
-                                                     id.world_size)};
+    return Error{Errc::kInvalidArgument, fmt::format("{}={} is not below {}={}", rank_src, id.rank,
+                                                     world_src, id.world_size)};
   }
   // Checked on the 64-bit value: LOCAL_RANK=4294967296 must not wrap to 0 in the int.
   int64_t local_value = local.value_or(id.rank);
   if (local_value < 0 || local_value >= id.world_size) {
-    return Error{Errc::kInvalidArgument, fmt::format("{}={} is out of range for {}={}", local_src, local_value,
-                                                     world_src, id.world_size)};
+    return Error{Errc::kInvalidArgument, fmt::format("{}={} is out of range for {}={}", local_src,
+                                                     local_value, world_src, id.world_size)};
   }
 
   if (o.incarnation && *o.incarnation >= 0) {
@@ -120,7 +122,8 @@ Result<Identity> resolve_identity(const IdentityOverrides& o, const GetEnv& gete
     if (!r) return r.error();
     if (r->has_value()) {
       if (**r < 0 || **r > 0xffffffffLL) {
-        return Error{Errc::kInvalidArgument, fmt::format("STEPWATCH_INCARNATION={} is out of range", **r)};
+        return Error{Errc::kInvalidArgument,
+                     fmt::format("STEPWATCH_INCARNATION={} is out of range", **r)};
       }
       id.incarnation = static_cast<uint32_t>(**r);
     }

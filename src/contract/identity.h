@@ -12,9 +12,9 @@
 namespace stepwatch::contract {
 
 struct Identity {
-  std::string dir;       // beacon root
-  std::string job;       // validated job id
-  std::string host;      // short host name
+  std::string dir;   // beacon root
+  std::string job;   // validated job id
+  std::string host;  // short host name
   int rank = 0;
   int local_rank = 0;
   int world_size = 1;

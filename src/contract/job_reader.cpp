@@ -1,8 +1,8 @@
 #include "src/contract/job_reader.h"
 
 #include <dirent.h>
-#include <sys/stat.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -41,9 +41,10 @@ void JobReader::refresh(Entry& e, bool reopen, bool audit) {
     if (dir_uid_ && m->owner_uid() != *dir_uid_) {
       // Only the job directory's owner speaks for the job: in a shared root, a file another
       // user dropped into it (where the directory let them) could forge a healthy rank.
-      e.error = Error{Errc::kPermission, fmt::format("{}: owned by uid {}, not by the job directory's owner (uid {}): "
-                                                     "ignored",
-                                                     path, m->owner_uid(), *dir_uid_)};
+      e.error = Error{Errc::kPermission,
+                      fmt::format("{}: owned by uid {}, not by the job directory's owner (uid {}): "
+                                  "ignored",
+                                  path, m->owner_uid(), *dir_uid_)};
       return;
     }
     ++stats_.mapped;
@@ -110,7 +111,8 @@ JobView JobReader::poll() {
     return view;
   }
   struct stat dst {};
-  std::optional<uint32_t> uid = ::fstat(::dirfd(d), &dst) == 0 ? std::optional<uint32_t>(dst.st_uid) : std::nullopt;
+  std::optional<uint32_t> uid =
+      ::fstat(::dirfd(d), &dst) == 0 ? std::optional<uint32_t>(dst.st_uid) : std::nullopt;
   if (uid != dir_uid_) entries_.clear();  // another directory now: judge its files afresh
   dir_uid_ = uid;
   for (auto& [name, e] : entries_) e.seen = false;
@@ -180,9 +182,10 @@ JobView JobReader::poll() {
     tail_.reset();
   }
   if (over_cap > 0) {
-    view.problems.push_back(Error{Errc::kInvalidArgument,
-                                  fmt::format("{}: {} more beacon file(s) beyond the {} watched per job, ignored", dir_,
-                                              over_cap, options_.max_entries)});
+    view.problems.push_back(
+        Error{Errc::kInvalidArgument,
+              fmt::format("{}: {} more beacon file(s) beyond the {} watched per job, ignored", dir_,
+                          over_cap, options_.max_entries)});
     ++problems;
   }
   view.problems_total = problems;

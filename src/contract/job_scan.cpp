@@ -18,8 +18,8 @@ Error dir_error(const std::string& dir, int err) {
   return Error{code, fmt::format("{}: {}", dir, std::strerror(err))};
 }
 
-Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<Error>* skipped, size_t max_listed,
-                                           size_t* skipped_total) {
+Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<Error>* skipped,
+                                           size_t max_listed, size_t* skipped_total) {
   DIR* d = ::opendir(root.c_str());
   if (d == nullptr) return dir_error(root, errno);
   std::vector<std::string> jobs;
@@ -49,10 +49,12 @@ Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<
   }
   ::closedir(d);
   std::sort(jobs.begin(), jobs.end());
-  std::sort(bad.begin(), bad.end(), [](const Error& a, const Error& b) { return a.message < b.message; });
+  std::sort(bad.begin(), bad.end(),
+            [](const Error& a, const Error& b) { return a.message < b.message; });
   if (bad_total > bad.size()) {
     bad.push_back(Error{Errc::kInvalidArgument,
-                        fmt::format("{}: {} more entries that are not job directories, skipped", root, bad_total - bad.size())});
+                        fmt::format("{}: {} more entries that are not job directories, skipped",
+                                    root, bad_total - bad.size())});
   }
   if (skipped) {
     for (auto& e : bad) skipped->push_back(std::move(e));
@@ -61,6 +63,8 @@ Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<
   return jobs;
 }
 
-JobView scan_job(const std::string& root, const std::string& job) { return JobReader(root, job).poll(); }
+JobView scan_job(const std::string& root, const std::string& job) {
+  return JobReader(root, job).poll();
+}
 
 }  // namespace stepwatch::contract

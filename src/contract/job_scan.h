@@ -21,7 +21,8 @@ struct JobView {
 // Job directories under root with valid job ids, sorted. Invalid names are skipped and listed
 // in `skipped` when given: at most `max_listed` of them, then one line that sums up the rest (a
 // root flooded with junk must not flood the log); `skipped_total` receives the full count.
-Result<std::vector<std::string>> list_jobs(const std::string& root, std::vector<Error>* skipped = nullptr,
+Result<std::vector<std::string>> list_jobs(const std::string& root,
+                                           std::vector<Error>* skipped = nullptr,
                                            size_t max_listed = 32, size_t* skipped_total = nullptr);
 
 // Reads every rank of one job once (a one-shot JobReader, src/contract/job_reader.h). When a

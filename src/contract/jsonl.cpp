@@ -30,8 +30,8 @@ Result<int64_t> get_int(const json& v, const char* field, int64_t lo, int64_t hi
       double d = v.get<double>();
       // hi may be INT64_MAX, which rounds up to 2^63 as a double: compare below 2^63 too, or the
       // cast of 9223372036854775808.0 is undefined behaviour.
-      if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) && d <= static_cast<double>(hi) &&
-          d < 9223372036854775808.0) {
+      if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) &&
+          d <= static_cast<double>(hi) && d < 9223372036854775808.0) {
         return static_cast<int64_t>(d);
       }
     }
@@ -60,7 +60,8 @@ Result<std::string> get_string(const json& v, const char* field) {
 
 Result<ProgressEvent> parse_progress_line(std::string_view line) {
   if (line.size() > kMaxJsonlLine) {
-    return Error{Errc::kParse, fmt::format("line of {} bytes, at most {} allowed", line.size(), kMaxJsonlLine)};
+    return Error{Errc::kParse,
+                 fmt::format("line of {} bytes, at most {} allowed", line.size(), kMaxJsonlLine)};
   }
   json doc = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Error{Errc::kParse, "not valid JSON"};
@@ -82,9 +83,11 @@ Result<ProgressEvent> parse_progress_line(std::string_view line) {
 
   it = doc.find("time");
   if (it == doc.end()) return field_error("time", "is missing (Unix seconds)");
-  if (!it->is_number()) return field_error("time", fmt::format("must be Unix seconds, got {}", it->dump()));
+  if (!it->is_number())
+    return field_error("time", fmt::format("must be Unix seconds, got {}", it->dump()));
   double t = it->get<double>();
-  if (!std::isfinite(t) || t <= 0 || t > 9.2e9) return field_error("time", fmt::format("is {}, not Unix seconds", t));
+  if (!std::isfinite(t) || t <= 0 || t > 9.2e9)
+    return field_error("time", fmt::format("is {}, not Unix seconds", t));
   e.wall_ns = static_cast<int64_t>(std::llround(t * 1e9));
 
   for (auto& [key, v] : doc.items()) {
@@ -99,12 +102,14 @@ Result<ProgressEvent> parse_progress_line(std::string_view line) {
       if (auto st = validate_phase(*r); !st) return field_error("phase", st.error().message);
       e.phase = std::move(*r);
     } else if (key == "beat") {
-      if (!v.is_boolean()) return field_error("beat", fmt::format("must be true or false, got {}", v.dump()));
+      if (!v.is_boolean())
+        return field_error("beat", fmt::format("must be true or false, got {}", v.dump()));
       e.beat = v.get<bool>();
     } else if (key == "checkpoint") {
       auto r = get_string(v, "checkpoint");
       if (!r) return r.error();
-      if (auto st = validate_checkpoint_id(*r); !st) return field_error("checkpoint", st.error().message);
+      if (auto st = validate_checkpoint_id(*r); !st)
+        return field_error("checkpoint", st.error().message);
       e.checkpoint = std::move(*r);
     } else if (key == "checkpoint_step") {
       auto r = get_int(v, "checkpoint_step", 0, std::numeric_limits<int64_t>::max());
@@ -117,9 +122,11 @@ Result<ProgressEvent> parse_progress_line(std::string_view line) {
       } else if (v.is_string() && (v == "nan" || v == "NaN")) {
         e.loss = std::numeric_limits<double>::quiet_NaN();
       } else if (v.is_string() && (v == "inf" || v == "-inf")) {
-        e.loss = v == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+        e.loss = v == "inf" ? std::numeric_limits<double>::infinity()
+                            : -std::numeric_limits<double>::infinity();
       } else {
-        return field_error("loss", fmt::format("must be a number, null or \"nan\", got {}", v.dump()));
+        return field_error("loss",
+                           fmt::format("must be a number, null or \"nan\", got {}", v.dump()));
       }
     } else if (key == "world_size") {
       auto r = get_int(v, "world_size", 1, 1'000'000);
@@ -145,16 +152,23 @@ Result<ProgressEvent> parse_progress_line(std::string_view line) {
     } else if (key == "status") {
       auto r = get_string(v, "status");
       if (!r) return r.error();
-      if (*r == "running") e.status = RankStatus::kRunning;
-      else if (*r == "finished") e.status = RankStatus::kFinished;
-      else if (*r == "failed") e.status = RankStatus::kFailed;
-      else return field_error("status", fmt::format("is \"{}\", expected running, finished or failed", *r));
+      if (*r == "running")
+        e.status = RankStatus::kRunning;
+      else if (*r == "finished")
+        e.status = RankStatus::kFinished;
+      else if (*r == "failed")
+        e.status = RankStatus::kFailed;
+      else
+        return field_error("status",
+                           fmt::format("is \"{}\", expected running, finished or failed", *r));
     }
     // Unknown keys are ignored: newer writers may add fields (docs/contract.md, versioning).
   }
-  if (e.checkpoint_step && !e.checkpoint) return field_error("checkpoint_step", "given without \"checkpoint\"");
+  if (e.checkpoint_step && !e.checkpoint)
+    return field_error("checkpoint_step", "given without \"checkpoint\"");
   if (e.world_size && e.rank >= *e.world_size) {
-    return field_error("rank", fmt::format("is {}, not below world_size {}", e.rank, *e.world_size));
+    return field_error("rank",
+                       fmt::format("is {}, not below world_size {}", e.rank, *e.world_size));
   }
   return e;
 }
@@ -198,7 +212,8 @@ void JsonlFolder::apply(const ProgressEvent& e) {
     ++s.beat_count;
   }
   if (e.checkpoint) {
-    s.checkpoint = CheckpointMark{*e.checkpoint, e.checkpoint_step.value_or(e.step.value_or(s.step.value_or(0))), at};
+    s.checkpoint = CheckpointMark{
+        *e.checkpoint, e.checkpoint_step.value_or(e.step.value_or(s.step.value_or(0))), at};
   }
   if (e.loss) {
     s.loss = *e.loss;
@@ -208,18 +223,20 @@ void JsonlFolder::apply(const ProgressEvent& e) {
 }
 
 Status JsonlFolder::feed(std::string_view line, int64_t line_no) {
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+    line.remove_suffix(1);
   if (line.empty()) return {};  // blank lines are allowed
   auto e = parse_progress_line(line);
   if (!e) return Error{e.error().code, fmt::format("{}:{}: {}", path_, line_no, e.error().message)};
   if (expected_job_ && e->job != *expected_job_) {
     return Error{Errc::kJobMismatch,
-                 fmt::format("{}:{}: line belongs to job \"{}\", expected \"{}\"", path_, line_no, e->job, *expected_job_)};
+                 fmt::format("{}:{}: line belongs to job \"{}\", expected \"{}\"", path_, line_no,
+                             e->job, *expected_job_)};
   }
   auto known = ranks_.find(e->rank);
   if (known != ranks_.end() && known->second.job != e->job) {
-    return Error{Errc::kJobMismatch, fmt::format("{}:{}: rank {} was job \"{}\", now \"{}\"", path_, line_no, e->rank,
-                                                 known->second.job, e->job)};
+    return Error{Errc::kJobMismatch, fmt::format("{}:{}: rank {} was job \"{}\", now \"{}\"", path_,
+                                                 line_no, e->rank, known->second.job, e->job)};
   }
   apply(*e);
   return {};
@@ -230,8 +247,10 @@ Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes, std::optional<uint3
   int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return bad;
-    if (errno == ELOOP) return Error{Errc::kInvalidArgument, fmt::format("{}: is a symlink, refused", path_)};
-    return Error{errno == EACCES ? Errc::kPermission : Errc::kIo, fmt::format("{}: {}", path_, std::strerror(errno))};
+    if (errno == ELOOP)
+      return Error{Errc::kInvalidArgument, fmt::format("{}: is a symlink, refused", path_)};
+    return Error{errno == EACCES ? Errc::kPermission : Errc::kIo,
+                 fmt::format("{}: {}", path_, std::strerror(errno))};
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -240,14 +259,18 @@ Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes, std::optional<uint3
   }
   if (owner_uid && st.st_uid != *owner_uid) {
     ::close(fd);
-    return Error{Errc::kPermission, fmt::format("{}: owned by uid {}, not by the job directory's owner (uid {}): ignored",
-                                                path_, st.st_uid, *owner_uid)};
+    return Error{
+        Errc::kPermission,
+        fmt::format("{}: owned by uid {}, not by the job directory's owner (uid {}): ignored",
+                    path_, st.st_uid, *owner_uid)};
   }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (st.st_ino != inode_ || size < offset_) {
     // Replaced or truncated: read it again from the top. The fold keeps what it knew.
     if (inode_ != 0) {
-      bad.push_back(Error{Errc::kIo, fmt::format("{}: file was truncated or replaced; reading it from the start", path_)});
+      bad.push_back(Error{
+          Errc::kIo,
+          fmt::format("{}: file was truncated or replaced; reading it from the start", path_)});
     }
     inode_ = st.st_ino;
     offset_ = 0;
@@ -259,10 +282,11 @@ Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes, std::optional<uint3
     // Too far behind to read it all: resume near the end, at the next line boundary (the part
     // line there is dropped like an over-long one). Line numbers count on from the last read.
     uint64_t resume = size - std::min<uint64_t>(kJsonlPollBytes, max_bytes);
-    bad.push_back(Error{Errc::kSizeMismatch,
-                        fmt::format("{}: {} bytes behind the writer, more than {}: skipped {} bytes to its tail "
-                                    "(line numbers after this count from line {})",
-                                    path_, size - offset_, kJsonlMaxBacklog, resume - offset_, line_no_ + 1)});
+    bad.push_back(Error{
+        Errc::kSizeMismatch,
+        fmt::format("{}: {} bytes behind the writer, more than {}: skipped {} bytes to its tail "
+                    "(line numbers after this count from line {})",
+                    path_, size - offset_, kJsonlMaxBacklog, resume - offset_, line_no_ + 1)});
     skipped_bytes_ += resume - offset_;
     offset_ = resume;
     partial_.clear();
@@ -289,8 +313,8 @@ Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes, std::optional<uint3
     if (nl == std::string::npos) {
       if (!skipping_long_line_) partial_.append(buf, start, std::string::npos);
       if (partial_.size() > kMaxJsonlLine) {
-        bad.push_back(Error{Errc::kParse, fmt::format("{}:{}: line longer than {} bytes, skipped", path_, line_no_ + 1,
-                                                      kMaxJsonlLine)});
+        bad.push_back(Error{Errc::kParse, fmt::format("{}:{}: line longer than {} bytes, skipped",
+                                                      path_, line_no_ + 1, kMaxJsonlLine)});
         partial_.clear();
         skipping_long_line_ = true;
       }
@@ -313,8 +337,9 @@ Result<std::vector<Error>> JsonlTail::poll(size_t max_bytes, std::optional<uint3
     start = nl + 1;
   }
   if (unlisted > 0) {
-    bad.push_back(Error{Errc::kParse, fmt::format("{}: {} more bad line(s) up to line {}, not listed", path_, unlisted,
-                                                  line_no_)});
+    bad.push_back(
+        Error{Errc::kParse, fmt::format("{}: {} more bad line(s) up to line {}, not listed", path_,
+                                        unlisted, line_no_)});
   }
   return bad;
 }

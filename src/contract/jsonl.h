@@ -43,7 +43,8 @@ Result<ProgressEvent> parse_progress_line(std::string_view line);
 // Per-rank fold of events for one job.
 class JsonlFolder {
  public:
-  explicit JsonlFolder(std::string path = "progress.jsonl", std::optional<std::string> expected_job = {})
+  explicit JsonlFolder(std::string path = "progress.jsonl",
+                       std::optional<std::string> expected_job = {})
       : path_(std::move(path)), expected_job_(std::move(expected_job)) {}
 
   // Parses and applies one line; an error names path:line and leaves the fold unchanged.
@@ -79,7 +80,8 @@ class JsonlTail {
   // Reads what was appended since the last poll (at most max_bytes). Returns the bad lines seen
   // in this poll; a missing file is not an error (nothing written yet).
   // With `owner_uid`, a file of another owner is refused (kPermission), nothing read.
-  Result<std::vector<Error>> poll(size_t max_bytes = kJsonlPollBytes, std::optional<uint32_t> owner_uid = {});
+  Result<std::vector<Error>> poll(size_t max_bytes = kJsonlPollBytes,
+                                  std::optional<uint32_t> owner_uid = {});
   uint64_t skipped_bytes() const { return skipped_bytes_; }  // by backlog skips, in all
 
   const JsonlFolder& folder() const { return folder_; }

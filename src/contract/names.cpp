@@ -12,13 +12,17 @@ namespace {
 bool is_alnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
-bool printable(char c) { return c > 0x20 && c < 0x7f; }
+bool printable(char c) {
+  return c > 0x20 && c < 0x7f;
+}
 
 std::string shown(std::string_view s) {
   std::string out;
   for (char c : s.substr(0, 80)) {
-    if (c >= 0x20 && c < 0x7f) out += c;
-    else out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    if (c >= 0x20 && c < 0x7f)
+      out += c;
+    else
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
   }
   if (s.size() > 80) out += "...";
   return out;
@@ -28,8 +32,8 @@ Status check(std::string_view what, std::string_view s, size_t max_len, bool (*o
              const char* allowed) {
   if (s.empty()) return Error{Errc::kInvalidArgument, fmt::format("{} is empty", what)};
   if (s.size() > max_len) {
-    return Error{Errc::kInvalidArgument,
-                 fmt::format("{} \"{}\" is {} bytes, at most {} allowed", what, shown(s), s.size(), max_len)};
+    return Error{Errc::kInvalidArgument, fmt::format("{} \"{}\" is {} bytes, at most {} allowed",
+                                                     what, shown(s), s.size(), max_len)};
   }
   for (char c : s) {
     if (!ok_char(c)) {
@@ -42,25 +46,31 @@ Status check(std::string_view what, std::string_view s, size_t max_len, bool (*o
 }  // namespace
 
 Status validate_job_id(std::string_view job) {
-  auto st = check("job id", job, STEPWATCH_JOB_MAX - 1,
-                  [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; }, "[A-Za-z0-9._-]");
+  auto st = check(
+      "job id", job, STEPWATCH_JOB_MAX - 1,
+      [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; }, "[A-Za-z0-9._-]");
   if (!st) return st;
   if (job.front() == '.' || job.front() == '-') {
-    return Error{Errc::kInvalidArgument, fmt::format("job id \"{}\" may not start with '.' or '-'", shown(job))};
+    return Error{Errc::kInvalidArgument,
+                 fmt::format("job id \"{}\" may not start with '.' or '-'", shown(job))};
   }
   return {};
 }
 
 Status validate_phase(std::string_view phase) {
-  return check("phase", phase, STEPWATCH_PHASE_MAX - 1,
-               [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-' || c == ':' || c == '/'; },
-               "[A-Za-z0-9._:/-]");
+  return check(
+      "phase", phase, STEPWATCH_PHASE_MAX - 1,
+      [](char c) {
+        return is_alnum(c) || c == '.' || c == '_' || c == '-' || c == ':' || c == '/';
+      },
+      "[A-Za-z0-9._:/-]");
 }
 
 Status validate_checkpoint_id(std::string_view id) {
-  return check("checkpoint id", id, STEPWATCH_CKPT_ID_MAX - 1,
-               [](char c) { return printable(c) && c != '"' && c != '\'' && c != '\\'; },
-               "printable ASCII without quotes or backslash");
+  return check(
+      "checkpoint id", id, STEPWATCH_CKPT_ID_MAX - 1,
+      [](char c) { return printable(c) && c != '"' && c != '\'' && c != '\\'; },
+      "printable ASCII without quotes or backslash");
 }
 
 Status validate_host(std::string_view host) {
@@ -68,7 +78,9 @@ Status validate_host(std::string_view host) {
   return check("host", host, STEPWATCH_HOST_MAX - 1, printable, "printable ASCII");
 }
 
-std::string job_dir(const std::string& root, std::string_view job) { return fmt::format("{}/{}", root, job); }
+std::string job_dir(const std::string& root, std::string_view job) {
+  return fmt::format("{}/{}", root, job);
+}
 
 std::string beacon_path(const std::string& root, std::string_view job, int rank) {
   return fmt::format("{}/{}/rank-{}.beacon", root, job, rank);
@@ -80,10 +92,12 @@ std::string jsonl_path(const std::string& root, std::string_view job) {
 
 int rank_from_beacon_name(std::string_view name) {
   constexpr std::string_view kPrefix = "rank-", kSuffix = ".beacon";
-  if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) {
+  if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) ||
+      !name.ends_with(kSuffix)) {
     return -1;
   }
-  std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  std::string_view digits =
+      name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
   if (digits.size() > 9 || (digits.size() > 1 && digits[0] == '0')) return -1;
   // from_chars would take a sign ("rank--5.beacon"): only plain digits name a rank.
   for (char c : digits) {

@@ -43,29 +43,36 @@ inline void store_string(char* field, size_t field_size, const char* src, size_t
 inline bool seq_begin(stepwatch_beacon_v1* b, uint64_t* seq) {
   uint64_t s = __atomic_load_n(&b->seq, __ATOMIC_RELAXED);
   if (s & 1) return false;
-  if (!__atomic_compare_exchange_n(&b->seq, &s, s + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return false;
+  if (!__atomic_compare_exchange_n(&b->seq, &s, s + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    return false;
   // Orders the odd seq before the field stores that follow (smp_wmb in kernel seqlocks).
   __atomic_thread_fence(__ATOMIC_RELEASE);
   *seq = s;
   return true;
 }
 
-inline void seq_end(stepwatch_beacon_v1* b, uint64_t seq) { __atomic_store_n(&b->seq, seq + 2, __ATOMIC_RELEASE); }
+inline void seq_end(stepwatch_beacon_v1* b, uint64_t seq) {
+  __atomic_store_n(&b->seq, seq + 2, __ATOMIC_RELEASE);
+}
 
 // Leaves an update that wrote nothing: seq returns to its even value (readers saw no change).
-inline void seq_abort(stepwatch_beacon_v1* b, uint64_t seq) { __atomic_store_n(&b->seq, seq, __ATOMIC_RELEASE); }
+inline void seq_abort(stepwatch_beacon_v1* b, uint64_t seq) {
+  __atomic_store_n(&b->seq, seq, __ATOMIC_RELEASE);
+}
 
 enum class ReadOutcome { kOk, kOdd, kChanged };
 
 // One read attempt of `src` (a mapping shared with a writer) into `dst`.
 // `seen` (optional) receives the sequence number the attempt started from.
-inline ReadOutcome seq_read_once(const stepwatch_beacon_v1* src, stepwatch_beacon_v1* dst, uint64_t* seen = nullptr) {
+inline ReadOutcome seq_read_once(const stepwatch_beacon_v1* src, stepwatch_beacon_v1* dst,
+                                 uint64_t* seen = nullptr) {
   uint64_t s1 = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
   if (seen != nullptr) *seen = s1;
   if (s1 & 1) return ReadOutcome::kOdd;
   const uint64_t* from = reinterpret_cast<const uint64_t*>(src);
   uint64_t* to = reinterpret_cast<uint64_t*>(dst);
-  for (size_t i = 0; i < sizeof(stepwatch_beacon_v1) / 8; ++i) to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+  for (size_t i = 0; i < sizeof(stepwatch_beacon_v1) / 8; ++i)
+    to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
   uint64_t s2 = __atomic_load_n(&src->seq, __ATOMIC_RELAXED);
   return s1 == s2 ? ReadOutcome::kOk : ReadOutcome::kChanged;

@@ -59,8 +59,8 @@ struct RankSnapshot {
   std::optional<double> loss;
   Stamp loss_at;
 
-  int64_t updated_mono_ns = 0;  // last write of any kind (beacons only)
-  Stamp updated;                // last write, wall and mono where known
+  int64_t updated_mono_ns = 0;   // last write of any kind (beacons only)
+  Stamp updated;                 // last write, wall and mono where known
   std::vector<StepMark> recent;  // last committed steps, oldest first (beacons only)
 };
 

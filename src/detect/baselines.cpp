@@ -10,15 +10,21 @@ namespace stepwatch::detect {
 namespace {
 
 // Times on one axis: monotonic when the record has it, else wall.
-int64_t t_of(const Stamp& s) { return s.mono_ns > 0 ? s.mono_ns : s.wall_ns; }
+int64_t t_of(const Stamp& s) {
+  return s.mono_ns > 0 ? s.mono_ns : s.wall_ns;
+}
 
 // The newest progress mark of a rank: its last step, or its start.
-int64_t progress_mark(const contract::RankSnapshot& r) { return r.step ? t_of(r.step_at) : t_of(r.created); }
+int64_t progress_mark(const contract::RankSnapshot& r) {
+  return r.step ? t_of(r.step_at) : t_of(r.created);
+}
 
 class FixedTimeout final : public Baseline {
  public:
   explicit FixedTimeout(int64_t timeout) : timeout_(timeout) {}
-  std::string name() const override { return fmt::format("fixed {}min timeout", timeout_ / (60 * kNsPerSec)); }
+  std::string name() const override {
+    return fmt::format("fixed {}min timeout", timeout_ / (60 * kNsPerSec));
+  }
   bool observe(const Observation& obs) override {
     for (const auto& r : obs.ranks) {
       if (r.status != contract::RankStatus::kRunning) continue;
@@ -52,7 +58,8 @@ class CalculatedTimeout final : public Baseline {
         m.at = at;
       }
     }
-    int64_t timeout = intervals_ >= 2 ? static_cast<int64_t>(factor_ * static_cast<double>(largest_)) : initial_;
+    int64_t timeout =
+        intervals_ >= 2 ? static_cast<int64_t>(factor_ * static_cast<double>(largest_)) : initial_;
     for (const auto& r : obs.ranks) {
       if (r.status != contract::RankStatus::kRunning) continue;
       if (t_of(obs.now) - progress_mark(r) > timeout) return true;
@@ -101,7 +108,9 @@ class SmIdle final : public Baseline {
 
 }  // namespace
 
-std::unique_ptr<Baseline> make_fixed_timeout(int64_t timeout_ns) { return std::make_unique<FixedTimeout>(timeout_ns); }
+std::unique_ptr<Baseline> make_fixed_timeout(int64_t timeout_ns) {
+  return std::make_unique<FixedTimeout>(timeout_ns);
+}
 std::unique_ptr<Baseline> make_calculated_timeout(double factor, int64_t initial_ns) {
   return std::make_unique<CalculatedTimeout>(factor, initial_ns);
 }

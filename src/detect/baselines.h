@@ -23,10 +23,12 @@ std::unique_ptr<Baseline> make_fixed_timeout(int64_t timeout_ns = 10 * 60 * kNsP
 
 // NVIDIA resiliency extension style: an initial timeout until two intervals were seen, then
 // `factor` x the largest interval seen so far (phases included: it has no labels).
-std::unique_ptr<Baseline> make_calculated_timeout(double factor = 5.0, int64_t initial_ns = 30 * 60 * kNsPerSec);
+std::unique_ptr<Baseline> make_calculated_timeout(double factor = 5.0,
+                                                  int64_t initial_ns = 30 * 60 * kNsPerSec);
 
 // "GPUs idle": every reporting GPU below `threshold_pct` SM for `window_ns`. Never fires
 // without GPU facts.
-std::unique_ptr<Baseline> make_sm_idle(double threshold_pct = 10.0, int64_t window_ns = 5 * 60 * kNsPerSec);
+std::unique_ptr<Baseline> make_sm_idle(double threshold_pct = 10.0,
+                                       int64_t window_ns = 5 * 60 * kNsPerSec);
 
 }  // namespace stepwatch::detect

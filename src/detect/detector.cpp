@@ -16,7 +16,8 @@ using contract::RankSnapshot;
 
 // Age of a stamp: monotonic for records of this host (immune to clock jumps), else wall.
 int64_t age_of(const Stamp& at, const Stamp& now, bool same_host) {
-  if (same_host && at.mono_ns > 0 && now.mono_ns > 0) return std::max<int64_t>(0, now.mono_ns - at.mono_ns);
+  if (same_host && at.mono_ns > 0 && now.mono_ns > 0)
+    return std::max<int64_t>(0, now.mono_ns - at.mono_ns);
   if (at.wall_ns > 0 && now.wall_ns > 0) return std::max<int64_t>(0, now.wall_ns - at.wall_ns);
   return 0;
 }
@@ -26,19 +27,24 @@ bool later(const Stamp& a, const Stamp& b) {
   return a.wall_ns > b.wall_ns;
 }
 
-int64_t scaled(int64_t ns, double f) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * f)); }
+int64_t scaled(int64_t ns, double f) {
+  return static_cast<int64_t>(std::llround(static_cast<double>(ns) * f));
+}
 
 // Phases that do not take part in collectives: a rank sitting in one while others train is the
 // likely reason the others wait.
 // The note of a rank that said it failed, as opposed to one that vanished.
 constexpr const char* kReportedFailure = "rank reported failure";
 
-bool non_collective_phase(const std::string& p) { return p == "data" || p == "checkpoint" || p == "init"; }
+bool non_collective_phase(const std::string& p) {
+  return p == "data" || p == "checkpoint" || p == "init";
+}
 
 }  // namespace
 
 const PhaseRule* Detector::rule_for(const RankSnapshot& r) const {
-  if (r.phase == "compile" && r.incarnation > 0 && config_.compile_warm) return &*config_.compile_warm;
+  if (r.phase == "compile" && r.incarnation > 0 && config_.compile_warm)
+    return &*config_.compile_warm;
   auto it = config_.phases.find(r.phase);
   return it == config_.phases.end() ? nullptr : &it->second;
 }
@@ -72,8 +78,8 @@ void Detector::learn(const RankSnapshot& r, RankMemory& m) {
   m.seen = true;
 }
 
-RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, int64_t effective_ns,
-                                 const Stamp& job_phase_mark) {
+RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs,
+                                 int64_t effective_ns, const Stamp& job_phase_mark) {
   RankVerdict rv;
   rv.rank = r.rank;
   rv.step = r.step;
@@ -122,8 +128,8 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
                             format_duration(rule->budget_ns));
     } else if (elapsed > scaled(rule->budget_ns, 0.8)) {
       rv.state = State::kSuspect;
-      rv.note = fmt::format("phase {}{} for {}, near its budget {}", r.phase, warm, format_duration(elapsed),
-                            format_duration(rule->budget_ns));
+      rv.note = fmt::format("phase {}{} for {}, near its budget {}", r.phase, warm,
+                            format_duration(elapsed), format_duration(rule->budget_ns));
     } else {
       rv.state = r.step ? State::kHealthy : State::kStarting;
       rv.note = fmt::format("in phase {}{} ({} of {})", r.phase, warm, format_duration(elapsed),
@@ -144,7 +150,8 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
                             format_duration(config_.init_budget_ns));
     } else if (elapsed > scaled(config_.init_budget_ns, 0.8)) {
       rv.state = State::kSuspect;
-      rv.note = fmt::format("no first step after {}, near the init budget", format_duration(elapsed));
+      rv.note =
+          fmt::format("no first step after {}, near the init budget", format_duration(elapsed));
     } else {
       rv.state = State::kStarting;
       rv.note = fmt::format("starting for {}", format_duration(elapsed));
@@ -163,7 +170,8 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
   int64_t stall_after, suspect_after;
   if (effective_ns <= 0) {
     // Learning and nothing learned yet: be conservative rather than page on a guess.
-    int64_t guess = learner_.max_seen() > 0 ? scaled(learner_.max_seen(), 3.0 * config_.grace_intervals) : 0;
+    int64_t guess =
+        learner_.max_seen() > 0 ? scaled(learner_.max_seen(), 3.0 * config_.grace_intervals) : 0;
     stall_after = std::max(guess, config_.init_budget_ns);
     suspect_after = scaled(stall_after, 0.5);
   } else {
@@ -178,8 +186,9 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs, 
   if (silent > stall_after) {
     rv.state = State::kStalled;
     rv.cause = Cause::kUnknown;
-    rv.note = fmt::format("no step for {}, {:.1f}x the expected interval", format_duration(silent),
-                          effective_ns > 0 ? static_cast<double>(silent) / static_cast<double>(effective_ns) : 0.0);
+    rv.note = fmt::format(
+        "no step for {}, {:.1f}x the expected interval", format_duration(silent),
+        effective_ns > 0 ? static_cast<double>(silent) / static_cast<double>(effective_ns) : 0.0);
   } else if (silent > suspect_after) {
     rv.state = State::kSuspect;
     rv.note = fmt::format("no step for {} (one interval missed)", format_duration(silent));
@@ -200,7 +209,8 @@ Verdict Detector::observe(const Observation& obs) {
   // Process facts by rank (thousands of ranks: no linear search per rank).
   proc_index_.clear();
   for (const auto& p : obs.procs) proc_index_.emplace_back(p.rank, &p);
-  std::stable_sort(proc_index_.begin(), proc_index_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(proc_index_.begin(), proc_index_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   // 1. Learn from what is new, then fix the effective interval for this poll.
   std::vector<const RankSnapshot*> ranks;
   for (const auto& r : obs.ranks) ranks.push_back(&r);
@@ -258,9 +268,11 @@ Verdict Detector::observe(const Observation& obs) {
 
   // Slow: steps complete, but the recent median is well above what is expected.
   std::optional<Learned> recent8 = learner_.recent(8);
-  int64_t slow_ref = config_.expected_interval_ns ? *config_.expected_interval_ns : (base ? base->median_ns : 0);
-  bool slow = slow_ref > 0 && recent8 && recent8->samples >= 3 &&
-              static_cast<double>(recent8->median_ns) > config_.slow_factor * static_cast<double>(slow_ref);
+  int64_t slow_ref =
+      config_.expected_interval_ns ? *config_.expected_interval_ns : (base ? base->median_ns : 0);
+  bool slow =
+      slow_ref > 0 && recent8 && recent8->samples >= 3 &&
+      static_cast<double>(recent8->median_ns) > config_.slow_factor * static_cast<double>(slow_ref);
   for (auto& rv : v.ranks) {
     if (slow && rv.state == State::kHealthy) {
       rv.state = State::kSlow;
@@ -277,17 +289,20 @@ Verdict Detector::observe(const Observation& obs) {
   const RankVerdict* holder = nullptr;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankVerdict& rv = v.ranks[i];
-    if (rule_for(*ranks[i]) != nullptr && rv.state != State::kStalled && rv.state != State::kDead) holder = &rv;
+    if (rule_for(*ranks[i]) != nullptr && rv.state != State::kStalled && rv.state != State::kDead)
+      holder = &rv;
   }
   if (holder != nullptr) {
     for (size_t i = 0; i < ranks.size(); ++i) {
       RankVerdict& rv = v.ranks[i];
       bool step_time = rule_for(*ranks[i]) == nullptr && ranks[i]->step.has_value();
-      bool waiting = (rv.state == State::kStalled && rv.cause == Cause::kUnknown) || rv.state == State::kSuspect;
+      bool waiting = (rv.state == State::kStalled && rv.cause == Cause::kUnknown) ||
+                     rv.state == State::kSuspect;
       if (step_time && waiting) {
         rv.state = State::kSuspect;
         rv.note = fmt::format("waiting on rank {} ({} for {} of {})", holder->rank, holder->phase,
-                              format_duration(holder->phase_age_ns), format_duration(holder->budget_ns.value_or(0)));
+                              format_duration(holder->phase_age_ns),
+                              format_duration(holder->budget_ns.value_or(0)));
       }
     }
   }
@@ -301,19 +316,22 @@ Verdict Detector::observe(const Observation& obs) {
   for (const auto& rv : v.ranks) {
     if (severity(rv.state) > severity(worst)) worst = rv.state;
   }
-  bool all_finished = !v.ranks.empty() && worst == State::kFinished && static_cast<int>(v.ranks.size()) >= world;
+  bool all_finished =
+      !v.ranks.empty() && worst == State::kFinished && static_cast<int>(v.ranks.size()) >= world;
   if (obs.job_exit_code && *obs.job_exit_code == 0 && worst != State::kDead) all_finished = true;
   if (all_finished) {
     worst = State::kFinished;
   } else if (worst == State::kFinished) {
     worst = State::kHealthy;  // some ranks finished, the rest have not reported yet
   }
-  if (obs.job_exit_code && *obs.job_exit_code != 0 && worst != State::kFinished) worst = State::kDead;
+  if (obs.job_exit_code && *obs.job_exit_code != 0 && worst != State::kFinished)
+    worst = State::kDead;
   v.state = worst;
 
   for (const auto& rv : v.ranks) {
     if (rv.step && (!v.last_step || *rv.step > *v.last_step)) v.last_step = rv.step;
-    if (rv.step && (v.last_step_age_ns < 0 || rv.step_age_ns < v.last_step_age_ns)) v.last_step_age_ns = rv.step_age_ns;
+    if (rv.step && (v.last_step_age_ns < 0 || rv.step_age_ns < v.last_step_age_ns))
+      v.last_step_age_ns = rv.step_age_ns;
   }
   std::map<std::string, int> phases;
   for (const auto& rv : v.ranks) ++phases[rv.phase];
@@ -325,7 +343,8 @@ Verdict Detector::observe(const Observation& obs) {
     }
   }
   for (const auto& rv : v.ranks) {
-    if (rv.phase == v.phase && rv.budget_ns && config_.phases.count(rv.phase)) v.phase_budget_ns = rv.budget_ns;
+    if (rv.phase == v.phase && rv.budget_ns && config_.phases.count(rv.phase))
+      v.phase_budget_ns = rv.budget_ns;
   }
 
   if (v.state == State::kStalled || v.state == State::kDead) choose_cause(obs, v, effective);
@@ -336,11 +355,12 @@ Verdict Detector::observe(const Observation& obs) {
     last_cause_ = v.cause;
   }
   v.since_wall_ns = since_wall_ns_;
-  v.summary = fmt::format("{}{}{}: last step {} {} ago, expected interval {} ({})", state_name(v.state),
-                          v.cause == Cause::kNone ? "" : "/", v.cause == Cause::kNone ? "" : cause_name(v.cause),
-                          v.last_step ? fmt::format("{}", *v.last_step) : "none",
-                          v.last_step_age_ns >= 0 ? format_duration(v.last_step_age_ns) : "n/a",
-                          effective > 0 ? format_duration(effective) : "n/a", interval_source_name(v.interval_source));
+  v.summary = fmt::format(
+      "{}{}{}: last step {} {} ago, expected interval {} ({})", state_name(v.state),
+      v.cause == Cause::kNone ? "" : "/", v.cause == Cause::kNone ? "" : cause_name(v.cause),
+      v.last_step ? fmt::format("{}", *v.last_step) : "none",
+      v.last_step_age_ns >= 0 ? format_duration(v.last_step_age_ns) : "n/a",
+      effective > 0 ? format_duration(effective) : "n/a", interval_source_name(v.interval_source));
   if (!v.culprits.empty()) {
     v.summary += "; culprit";
     for (const auto& c : v.culprits) v.summary += fmt::format(" rank {} ({})", c.rank, c.reason);
@@ -348,11 +368,13 @@ Verdict Detector::observe(const Observation& obs) {
   return v;
 }
 
-void Detector::settle_endings(const Observation& obs, Verdict& v, const std::vector<const RankSnapshot*>& ranks) {
+void Detector::settle_endings(const Observation& obs, Verdict& v,
+                              const std::vector<const RankSnapshot*>& ranks) {
   bool launcher_failed = obs.job_exit_code && *obs.job_exit_code != 0;
   bool died = launcher_failed;
   std::vector<RankVerdict*> exited;
-  std::optional<Stamp> first_gone, first_end;  // the first silent exit; the first ending of any kind
+  std::optional<Stamp> first_gone,
+      first_end;  // the first silent exit; the first ending of any kind
   std::optional<int64_t> last_ended_step;
   for (auto& rv : v.ranks) {
     RankMemory& m = memory_[rv.rank];
@@ -409,8 +431,9 @@ void Detector::settle_endings(const Observation& obs, Verdict& v, const std::vec
         rv->note += fmt::format("; the launcher exited with status {}", *obs.job_exit_code);
       }
     } else if (running > 0) {
-      rv->note += fmt::format(" ({} ago, without a finish record; {} rank(s) still running, exit grace {})",
-                              format_duration(gone_for), running, format_duration(config_.exit_grace_ns));
+      rv->note +=
+          fmt::format(" ({} ago, without a finish record; {} rank(s) still running, exit grace {})",
+                      format_duration(gone_for), running, format_duration(config_.exit_grace_ns));
     } else {
       rv->note += ": ended with the others (no finish record)";
     }
@@ -418,8 +441,10 @@ void Detector::settle_endings(const Observation& obs, Verdict& v, const std::vec
   if (!died && holdout == std::nullopt) judge_finishing(obs, v, ranks, *first_end, last_ended_step);
 }
 
-void Detector::judge_finishing(const Observation& obs, Verdict& v, const std::vector<const RankSnapshot*>& ranks,
-                               const Stamp& first_end, std::optional<int64_t> last_ended_step) const {
+void Detector::judge_finishing(const Observation& obs, Verdict& v,
+                               const std::vector<const RankSnapshot*>& ranks,
+                               const Stamp& first_end,
+                               std::optional<int64_t> last_ended_step) const {
   // Once a rank has ended well, no more steps will come: a rank that is as far along and still
   // runs is finishing (a final save, eval, teardown), judged by the finish budget, not step time.
   auto rule = config_.phases.find("finish");
@@ -429,26 +454,28 @@ void Detector::judge_finishing(const Observation& obs, Verdict& v, const std::ve
   for (size_t i = 0; i < v.ranks.size() && i < ranks.size(); ++i) {
     RankVerdict& rv = v.ranks[i];
     bool step_time = rule_for(*ranks[i]) == nullptr && rv.step.has_value();
-    bool waiting = rv.state == State::kSuspect || (rv.state == State::kStalled && rv.cause == Cause::kUnknown);
+    bool waiting =
+        rv.state == State::kSuspect || (rv.state == State::kStalled && rv.cause == Cause::kUnknown);
     bool as_far = !last_ended_step || *rv.step >= *last_ended_step;
     if (!step_time || !waiting || !as_far) continue;
     rv.budget_ns = budget;
     if (elapsed > budget) {
       rv.state = State::kStalled;
       rv.cause = Cause::kPhaseOverrun;
-      rv.note = fmt::format("still finishing {} after other ranks ended, finish budget {}", format_duration(elapsed),
-                            format_duration(budget));
+      rv.note = fmt::format("still finishing {} after other ranks ended, finish budget {}",
+                            format_duration(elapsed), format_duration(budget));
     } else {
       rv.state = State::kHealthy;
-      rv.note = fmt::format("finishing: other ranks ended {} ago ({} of the finish budget)", format_duration(elapsed),
-                            format_duration(budget));
+      rv.note = fmt::format("finishing: other ranks ended {} ago ({} of the finish budget)",
+                            format_duration(elapsed), format_duration(budget));
     }
   }
 }
 
 void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effective_ns) const {
   auto add = [&](int rank, std::string reason) {
-    for (const auto& c : v.culprits) if (c.rank == rank) return;
+    for (const auto& c : v.culprits)
+      if (c.rank == rank) return;
     v.culprits.push_back({rank, std::move(reason)});
   };
   std::vector<const RankVerdict*> stalled, advancing, dead;
@@ -457,28 +484,35 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
     if (rv.state == State::kDead) dead.push_back(&rv);
     // Advancing: still committing steps (a rank waiting inside a labeled phase is not).
     bool recent_step = rv.step && (effective_ns <= 0 || rv.step_age_ns <= effective_ns);
-    if ((rv.state == State::kHealthy || rv.state == State::kSlow) && recent_step) advancing.push_back(&rv);
+    if ((rv.state == State::kHealthy || rv.state == State::kSlow) && recent_step)
+      advancing.push_back(&rv);
   }
   for (const auto& rv : v.ranks) {
-    v.evidence.push_back({"step", rv.step ? fmt::format("{}", *rv.step) : "none", rv.rank, rv.step_age_ns});
+    v.evidence.push_back(
+        {"step", rv.step ? fmt::format("{}", *rv.step) : "none", rv.rank, rv.step_age_ns});
     v.evidence.push_back({"phase", rv.phase, rv.rank, rv.phase_age_ns});
   }
   for (const auto& p : obs.procs) {
     std::string io = p.io_delta_bytes ? fmt::format("{} B", *p.io_delta_bytes) : "n/a";
     std::string cpu = p.cpu_delta_ns ? format_duration(*p.cpu_delta_ns) : "n/a";
-    v.evidence.push_back({"process", fmt::format("state {} D-threads {} cpu +{} io +{} wchan {}", p.state,
-                                                 p.threads_in_d, cpu, io, p.wchan.empty() ? "n/a" : p.wchan),
+    v.evidence.push_back({"process",
+                          fmt::format("state {} D-threads {} cpu +{} io +{} wchan {}", p.state,
+                                      p.threads_in_d, cpu, io, p.wchan.empty() ? "n/a" : p.wchan),
                           p.rank, -1});
   }
   for (const auto& g : obs.gpus) {
-    v.evidence.push_back({"gpu", fmt::format("sm {} power {}",
-                                             g.sm_util_pct ? fmt::format("{:.0f}%", *g.sm_util_pct) : "n/a",
-                                             g.power_w ? fmt::format("{:.0f} W", *g.power_w) : "n/a"),
-                          g.rank, -1});
+    v.evidence.push_back(
+        {"gpu",
+         fmt::format("sm {} power {}",
+                     g.sm_util_pct ? fmt::format("{:.0f}%", *g.sm_util_pct) : "n/a",
+                     g.power_w ? fmt::format("{:.0f} W", *g.power_w) : "n/a"),
+         g.rank, -1});
   }
   if (obs.log) {
-    int64_t age = obs.log->last_line_wall_ns > 0 ? obs.now.wall_ns - obs.log->last_line_wall_ns : -1;
-    v.evidence.push_back({"log", fmt::format("{} lines; output is not progress", obs.log->lines_total), -1, age});
+    int64_t age =
+        obs.log->last_line_wall_ns > 0 ? obs.now.wall_ns - obs.log->last_line_wall_ns : -1;
+    v.evidence.push_back(
+        {"log", fmt::format("{} lines; output is not progress", obs.log->lines_total), -1, age});
   }
 
   if (v.state == State::kDead) {
@@ -505,25 +539,30 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
       if (!any_silent || rv->note != kReportedFailure) add(rv->rank, rv->note);
     }
     if (dead.empty() && obs.job_exit_code) {
-      v.evidence.push_back({"exit", fmt::format("job exited with status {}", *obs.job_exit_code), -1, -1});
+      v.evidence.push_back(
+          {"exit", fmt::format("job exited with status {}", *obs.job_exit_code), -1, -1});
     }
     return;
   }
 
   bool others_train = false;
-  for (const auto& rv : v.ranks) others_train = others_train || (rv.phase == "train" && rv.state != State::kHealthy);
+  for (const auto& rv : v.ranks)
+    others_train = others_train || (rv.phase == "train" && rv.state != State::kHealthy);
   for (const auto* rv : stalled) {
     if (rv->cause == Cause::kPhaseOverrun) {
       // One rank stuck in a data fetch or a checkpoint while the others wait in a collective
       // is a collective hang with a named culprit; everyone overrunning eval is the phase.
       bool blocks_others = non_collective_phase(rv->phase) && others_train;
-      v.cause = blocks_others && v.cause != Cause::kPhaseOverrun ? Cause::kCollective : Cause::kPhaseOverrun;
-      add(rv->rank, blocks_others ? fmt::format("{} while the others wait in train", rv->note) : rv->note);
+      v.cause = blocks_others && v.cause != Cause::kPhaseOverrun ? Cause::kCollective
+                                                                 : Cause::kPhaseOverrun;
+      add(rv->rank,
+          blocks_others ? fmt::format("{} while the others wait in train", rv->note) : rv->note);
     }
   }
   if (v.cause == Cause::kPhaseOverrun || v.cause == Cause::kCollective) {
     for (const auto& p : obs.procs) {
-      if ((p.threads_in_d > 0 || p.state == 'D') && p.io_delta_bytes.value_or(0) == 0) v.cause = Cause::kIo;
+      if ((p.threads_in_d > 0 || p.state == 'D') && p.io_delta_bytes.value_or(0) == 0)
+        v.cause = Cause::kIo;
     }
     return;
   }
@@ -538,8 +577,9 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
     v.cause = Cause::kRankSilent;
     for (const auto* rv : stalled) {
       const ProcessFacts* p = proc_of(rv->rank);
-      add(rv->rank, fmt::format("beacon silent for {} while {} other rank(s) advance{}", format_duration(rv->step_age_ns),
-                                advancing.size(), p ? ", process alive" : ""));
+      add(rv->rank, fmt::format("beacon silent for {} while {} other rank(s) advance{}",
+                                format_duration(rv->step_age_ns), advancing.size(),
+                                p ? ", process alive" : ""));
     }
     return;
   }
@@ -549,16 +589,22 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
   int64_t max_step = v.last_step.value_or(-1);
   std::map<std::string, int> phase_votes, wchan_votes;
   for (const auto& rv : v.ranks) ++phase_votes[rv.phase];
-  for (const auto& p : obs.procs) if (!p.wchan.empty()) ++wchan_votes[p.wchan];
+  for (const auto& p : obs.procs)
+    if (!p.wchan.empty()) ++wchan_votes[p.wchan];
   auto majority = [](const std::map<std::string, int>& votes) {
     std::string best;
     int n = 0;
-    for (const auto& [k, c] : votes) if (c > n) { n = c; best = k; }
+    for (const auto& [k, c] : votes)
+      if (c > n) {
+        n = c;
+        best = k;
+      }
     return best;
   };
   std::string main_phase = majority(phase_votes), main_wchan = majority(wchan_votes);
   int64_t newest_silence = -1;
-  for (const auto& rv : v.ranks) newest_silence = newest_silence < 0 ? rv.step_age_ns : std::min(newest_silence, rv.step_age_ns);
+  for (const auto& rv : v.ranks)
+    newest_silence = newest_silence < 0 ? rv.step_age_ns : std::min(newest_silence, rv.step_age_ns);
   for (const auto& rv : v.ranks) {
     if (rv.step && *rv.step < max_step) {
       add(rv.rank, fmt::format("behind: step {} while others reached {}", *rv.step, max_step));
@@ -571,7 +617,8 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
     }
   }
   for (const auto& rv : v.ranks) {
-    if (v.ranks.size() > 1 && effective_ns > 0 && rv.step_age_ns - newest_silence > effective_ns / 2) {
+    if (v.ranks.size() > 1 && effective_ns > 0 &&
+        rv.step_age_ns - newest_silence > effective_ns / 2) {
       add(rv.rank, fmt::format("silent first: last step {} before the others",
                                format_duration(rv.step_age_ns - newest_silence)));
     }
@@ -584,8 +631,10 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
   for (const auto& p : obs.procs) {
     if (!p.alive || p.wchan.empty() || collective_wait(p.wchan)) continue;
     if (waiting > 0) {
-      add(p.rank, fmt::format("asleep in {} while {} rank(s) wait in a collective", p.wchan, waiting));
-    } else if (wchan_votes.size() > 1 && obs.procs.size() > 2 && p.wchan != main_wchan && wchan_votes[p.wchan] == 1) {
+      add(p.rank,
+          fmt::format("asleep in {} while {} rank(s) wait in a collective", p.wchan, waiting));
+    } else if (wchan_votes.size() > 1 && obs.procs.size() > 2 && p.wchan != main_wchan &&
+               wchan_votes[p.wchan] == 1) {
       add(p.rank, fmt::format("blocked in {} while the others wait in {}", p.wchan, main_wchan));
     }
   }
@@ -595,7 +644,8 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
   for (const auto& p : obs.procs) {
     if ((p.threads_in_d > 0 || p.state == 'D') && p.io_delta_bytes.value_or(0) == 0) {
       io = true;
-      add(p.rank, fmt::format("{} thread(s) in uninterruptible I/O wait, I/O not advancing", std::max(1, p.threads_in_d)));
+      add(p.rank, fmt::format("{} thread(s) in uninterruptible I/O wait, I/O not advancing",
+                              std::max(1, p.threads_in_d)));
     }
     if (p.cpu_delta_ns) {
       cpu_known = true;

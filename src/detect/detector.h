@@ -62,11 +62,13 @@ class Detector {
   // The budget rule of the rank's current phase, or nullptr for train/init/unbudgeted phases.
   const PhaseRule* rule_for(const contract::RankSnapshot& r) const;
   const ProcessFacts* proc_of(int rank) const;  // in this observation
-  RankVerdict judge_rank(const contract::RankSnapshot& r, const Observation& obs, int64_t effective_ns,
-                         const Stamp& job_phase_mark);
+  RankVerdict judge_rank(const contract::RankSnapshot& r, const Observation& obs,
+                         int64_t effective_ns, const Stamp& job_phase_mark);
   // Decides whether ranks whose process is gone ended or died (the rules above).
-  void settle_endings(const Observation& obs, Verdict& v, const std::vector<const contract::RankSnapshot*>& ranks);
-  void judge_finishing(const Observation& obs, Verdict& v, const std::vector<const contract::RankSnapshot*>& ranks,
+  void settle_endings(const Observation& obs, Verdict& v,
+                      const std::vector<const contract::RankSnapshot*>& ranks);
+  void judge_finishing(const Observation& obs, Verdict& v,
+                       const std::vector<const contract::RankSnapshot*>& ranks,
                        const Stamp& first_end, std::optional<int64_t> last_ended_step) const;
   void choose_cause(const Observation& obs, Verdict& v, int64_t effective_ns) const;
 

@@ -7,7 +7,7 @@ namespace stepwatch::detect {
 
 int64_t quantile(std::vector<int64_t> values, double q) {
   if (values.empty()) return 0;
-  size_t idx = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size()))) ;
+  size_t idx = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
   idx = idx == 0 ? 0 : idx - 1;
   idx = std::min(idx, values.size() - 1);
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(idx), values.end());
@@ -51,7 +51,8 @@ std::optional<Learned> IntervalLearner::recent(size_t n) const {
 int64_t IntervalLearner::recent_max(size_t n) const {
   int64_t m = 0;
   size_t k = std::min(n, all_.size());
-  for (auto it = all_.end() - static_cast<std::ptrdiff_t>(k); it != all_.end(); ++it) m = std::max(m, *it);
+  for (auto it = all_.end() - static_cast<std::ptrdiff_t>(k); it != all_.end(); ++it)
+    m = std::max(m, *it);
   return m;
 }
 

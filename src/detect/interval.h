@@ -19,7 +19,8 @@ struct Learned {
 
 class IntervalLearner {
  public:
-  IntervalLearner(int window = 32, int min_samples = 5) : window_(window), min_samples_(min_samples) {}
+  IntervalLearner(int window = 32, int min_samples = 5)
+      : window_(window), min_samples_(min_samples) {}
 
   // An interval between two committed steps outside labeled phases, after warmup.
   void add(int64_t interval_ns);

@@ -15,14 +15,14 @@ namespace stepwatch::detect {
 
 struct ProcessFacts {
   int rank = -1;
-  bool alive = true;         // the beacon's process exists
-  bool same_process = true;  // and its start time matches the beacon (not a reused pid)
-  std::optional<int> exit_code;  // known when a supervisor reaped it
-  char state = '?';              // R S D Z T of the main thread
-  int threads_in_d = 0;          // threads in uninterruptible sleep
+  bool alive = true;                    // the beacon's process exists
+  bool same_process = true;             // and its start time matches the beacon (not a reused pid)
+  std::optional<int> exit_code;         // known when a supervisor reaped it
+  char state = '?';                     // R S D Z T of the main thread
+  int threads_in_d = 0;                 // threads in uninterruptible sleep
   std::optional<int64_t> cpu_delta_ns;  // CPU time used since the previous poll
   std::optional<int64_t> io_delta_bytes;  // read + write bytes since the previous poll
-  std::string wchan;             // where the main thread sleeps in the kernel
+  std::string wchan;                      // where the main thread sleeps in the kernel
 };
 
 struct GpuFacts {

@@ -18,7 +18,9 @@ namespace {
 using json = nlohmann::json;
 using contract::RankSnapshot;
 
-json stamp_json(const Stamp& s) { return json::array({s.wall_ns, s.mono_ns}); }
+json stamp_json(const Stamp& s) {
+  return json::array({s.wall_ns, s.mono_ns});
+}
 
 // Field readers: throw FieldError, caught once in parse_trace_line and turned into an Error.
 struct FieldError {
@@ -31,15 +33,18 @@ const json& need(const json& o, const char* key) {
   return *it;
 }
 int64_t as_int(const json& v, const char* key) {
-  if (!v.is_number_integer()) throw FieldError{fmt::format("field \"{}\" must be an integer, got {}", key, v.dump())};
+  if (!v.is_number_integer())
+    throw FieldError{fmt::format("field \"{}\" must be an integer, got {}", key, v.dump())};
   return v.get<int64_t>();
 }
 double as_num(const json& v, const char* key) {
-  if (!v.is_number()) throw FieldError{fmt::format("field \"{}\" must be a number, got {}", key, v.dump())};
+  if (!v.is_number())
+    throw FieldError{fmt::format("field \"{}\" must be a number, got {}", key, v.dump())};
   return v.get<double>();
 }
 std::string as_str(const json& v, const char* key) {
-  if (!v.is_string()) throw FieldError{fmt::format("field \"{}\" must be a string, got {}", key, v.dump())};
+  if (!v.is_string())
+    throw FieldError{fmt::format("field \"{}\" must be a string, got {}", key, v.dump())};
   return v.get<std::string>();
 }
 Stamp as_stamp(const json& v, const char* key) {
@@ -55,12 +60,21 @@ void opt(const json& o, const char* key, T& out, F conv) {
 }
 
 json rank_json(const RankSnapshot& r) {
-  json j = {{"rank", r.rank},          {"world_size", r.world_size},   {"local_rank", r.local_rank},
-            {"job", r.job},            {"host", r.host},               {"pid", r.pid},
-            {"pid_start_ticks", r.pid_start_ticks}, {"incarnation", r.incarnation},
-            {"status", contract::rank_status_name(r.status)}, {"source", contract::source_name(r.source)},
-            {"created", stamp_json(r.created)}, {"step_count", r.step_count}, {"phase", r.phase},
-            {"phase_since", stamp_json(r.phase_since)}, {"phase_count", r.phase_count},
+  json j = {{"rank", r.rank},
+            {"world_size", r.world_size},
+            {"local_rank", r.local_rank},
+            {"job", r.job},
+            {"host", r.host},
+            {"pid", r.pid},
+            {"pid_start_ticks", r.pid_start_ticks},
+            {"incarnation", r.incarnation},
+            {"status", contract::rank_status_name(r.status)},
+            {"source", contract::source_name(r.source)},
+            {"created", stamp_json(r.created)},
+            {"step_count", r.step_count},
+            {"phase", r.phase},
+            {"phase_since", stamp_json(r.phase_since)},
+            {"phase_count", r.phase_count},
             {"beat_count", r.beat_count}};
   if (r.step) {
     j["step"] = *r.step;
@@ -68,10 +82,14 @@ json rank_json(const RankSnapshot& r) {
   }
   if (r.beat_at) j["beat_at"] = stamp_json(*r.beat_at);
   if (r.checkpoint) {
-    j["checkpoint"] = {{"id", r.checkpoint->id}, {"step", r.checkpoint->step}, {"at", stamp_json(r.checkpoint->at)}};
+    j["checkpoint"] = {{"id", r.checkpoint->id},
+                       {"step", r.checkpoint->step},
+                       {"at", stamp_json(r.checkpoint->at)}};
   }
   if (r.loss) {
-    j["loss"] = std::isfinite(*r.loss) ? json(*r.loss) : json(std::isnan(*r.loss) ? "nan" : (*r.loss > 0 ? "inf" : "-inf"));
+    j["loss"] = std::isfinite(*r.loss)
+                    ? json(*r.loss)
+                    : json(std::isnan(*r.loss) ? "nan" : (*r.loss > 0 ? "inf" : "-inf"));
     j["loss_at"] = stamp_json(r.loss_at);
   }
   json recent = json::array();
@@ -86,27 +104,35 @@ RankSnapshot rank_from_json(const json& j) {
   r.rank = static_cast<int>(as_int(need(j, "rank"), "rank"));
   r.job = as_str(need(j, "job"), "job");
   if (auto st = contract::validate_job_id(r.job); !st) throw FieldError{st.error().message};
-  opt(j, "world_size", r.world_size, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
-  opt(j, "local_rank", r.local_rank, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+  opt(j, "world_size", r.world_size,
+      [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+  opt(j, "local_rank", r.local_rank,
+      [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
   if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size) {
     throw FieldError{fmt::format("rank {} outside world_size {}", r.rank, r.world_size)};
   }
   opt(j, "host", r.host, as_str);
   opt(j, "pid", r.pid, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
-  opt(j, "pid_start_ticks", r.pid_start_ticks, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
-  opt(j, "incarnation", r.incarnation, [](const json& v, const char* k) { return static_cast<uint32_t>(as_int(v, k)); });
+  opt(j, "pid_start_ticks", r.pid_start_ticks,
+      [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+  opt(j, "incarnation", r.incarnation,
+      [](const json& v, const char* k) { return static_cast<uint32_t>(as_int(v, k)); });
   std::string status = "running";
   opt(j, "status", status, as_str);
-  if (status == "finished") r.status = contract::RankStatus::kFinished;
-  else if (status == "failed") r.status = contract::RankStatus::kFailed;
-  else if (status != "running") throw FieldError{fmt::format("status \"{}\" is not running, finished or failed", status)};
+  if (status == "finished")
+    r.status = contract::RankStatus::kFinished;
+  else if (status == "failed")
+    r.status = contract::RankStatus::kFailed;
+  else if (status != "running")
+    throw FieldError{fmt::format("status \"{}\" is not running, finished or failed", status)};
   std::string source = "beacon";
   opt(j, "source", source, as_str);
   r.source = source == "jsonl" ? contract::Source::kJsonl
-             : source == "log"   ? contract::Source::kLog
-                                 : contract::Source::kBeacon;
+             : source == "log" ? contract::Source::kLog
+                               : contract::Source::kBeacon;
   opt(j, "created", r.created, as_stamp);
-  opt(j, "step_count", r.step_count, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+  opt(j, "step_count", r.step_count,
+      [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
   if (j.contains("step")) {
     r.step = as_int(j["step"], "step");
     r.step_at = as_stamp(need(j, "step_at"), "step_at");
@@ -114,13 +140,16 @@ RankSnapshot rank_from_json(const json& j) {
   opt(j, "phase", r.phase, as_str);
   if (auto st = contract::validate_phase(r.phase); !st) throw FieldError{st.error().message};
   opt(j, "phase_since", r.phase_since, as_stamp);
-  opt(j, "phase_count", r.phase_count, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+  opt(j, "phase_count", r.phase_count,
+      [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
   if (j.contains("beat_at")) r.beat_at = as_stamp(j["beat_at"], "beat_at");
-  opt(j, "beat_count", r.beat_count, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+  opt(j, "beat_count", r.beat_count,
+      [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
   if (j.contains("checkpoint")) {
     const json& c = j["checkpoint"];
-    r.checkpoint = contract::CheckpointMark{as_str(need(c, "id"), "checkpoint.id"), as_int(need(c, "step"), "checkpoint.step"),
-                                           as_stamp(need(c, "at"), "checkpoint.at")};
+    r.checkpoint = contract::CheckpointMark{as_str(need(c, "id"), "checkpoint.id"),
+                                            as_int(need(c, "step"), "checkpoint.step"),
+                                            as_stamp(need(c, "at"), "checkpoint.at")};
   }
   if (j.contains("loss")) {
     const json& l = j["loss"];
@@ -136,7 +165,8 @@ RankSnapshot rank_from_json(const json& j) {
     const json& rec = j["recent"];
     if (!rec.is_array()) throw FieldError{"field \"recent\" must be an array"};
     for (const auto& m : rec) {
-      if (!m.is_array() || m.size() != 2) throw FieldError{"field \"recent\" holds [step, mono_ns] pairs"};
+      if (!m.is_array() || m.size() != 2)
+        throw FieldError{"field \"recent\" holds [step, mono_ns] pairs"};
       r.recent.push_back({as_int(m[0], "recent.step"), as_int(m[1], "recent.mono_ns")});
     }
   }
@@ -146,9 +176,13 @@ RankSnapshot rank_from_json(const json& j) {
 json verdict_json_impl(const Verdict& v) {
   json ranks = json::array();
   for (const auto& r : v.ranks) {
-    json rj = {{"rank", r.rank}, {"state", state_name(r.state)}, {"cause", cause_name(r.cause)},
-               {"step_age_seconds", r.step_age_ns / 1e9}, {"phase", r.phase},
-               {"phase_age_seconds", r.phase_age_ns / 1e9}, {"note", r.note}};
+    json rj = {{"rank", r.rank},
+               {"state", state_name(r.state)},
+               {"cause", cause_name(r.cause)},
+               {"step_age_seconds", r.step_age_ns / 1e9},
+               {"phase", r.phase},
+               {"phase_age_seconds", r.phase_age_ns / 1e9},
+               {"note", r.note}};
     rj["step"] = r.step ? json(*r.step) : json(nullptr);
     rj["budget_seconds"] = r.budget_ns ? json(*r.budget_ns / 1e9) : json(nullptr);
     ranks.push_back(rj);
@@ -162,33 +196,40 @@ json verdict_json_impl(const Verdict& v) {
     ej["age_seconds"] = e.age_ns >= 0 ? json(e.age_ns / 1e9) : json(nullptr);
     evidence.push_back(ej);
   }
-  json j = {{"state", state_name(v.state)},
-            {"cause", cause_name(v.cause)},
-            {"since_unix", v.since_wall_ns / 1e9},
-            {"last_step", v.last_step ? json(*v.last_step) : json(nullptr)},
-            {"last_step_age_seconds", v.last_step_age_ns >= 0 ? json(v.last_step_age_ns / 1e9) : json(nullptr)},
-            {"expected_interval_seconds", v.expected_interval_ns > 0 ? json(v.expected_interval_ns / 1e9) : json(nullptr)},
-            {"interval_source", interval_source_name(v.interval_source)},
-            {"phase", v.phase},
-            {"phase_budget_seconds", v.phase_budget_ns ? json(*v.phase_budget_ns / 1e9) : json(nullptr)},
-            {"ranks", ranks},
-            {"culprits", culprits},
-            {"evidence", evidence},
-            {"summary", v.summary}};
+  json j = {
+      {"state", state_name(v.state)},
+      {"cause", cause_name(v.cause)},
+      {"since_unix", v.since_wall_ns / 1e9},
+      {"last_step", v.last_step ? json(*v.last_step) : json(nullptr)},
+      {"last_step_age_seconds",
+       v.last_step_age_ns >= 0 ? json(v.last_step_age_ns / 1e9) : json(nullptr)},
+      {"expected_interval_seconds",
+       v.expected_interval_ns > 0 ? json(v.expected_interval_ns / 1e9) : json(nullptr)},
+      {"interval_source", interval_source_name(v.interval_source)},
+      {"phase", v.phase},
+      {"phase_budget_seconds", v.phase_budget_ns ? json(*v.phase_budget_ns / 1e9) : json(nullptr)},
+      {"ranks", ranks},
+      {"culprits", culprits},
+      {"evidence", evidence},
+      {"summary", v.summary}};
   return j;
 }
 
 }  // namespace
 
 std::string header_to_json(const TraceHeader& h) {
-  json j = {{"type", "header"}, {"version", h.version}, {"job", h.job}, {"local_host", h.local_host},
+  json j = {{"type", "header"},
+            {"version", h.version},
+            {"job", h.job},
+            {"local_host", h.local_host},
             {"poll_ns", h.poll_ns}};
   if (!h.scenario.empty()) j["scenario"] = h.scenario;
   if (h.spec_toml) j["spec_toml"] = *h.spec_toml;
   if (h.truth) {
-    j["truth"] = {{"stall", h.truth->stall},          {"stall_start_wall_ns", h.truth->stall_start_wall_ns},
-                  {"allowed_ns", h.truth->allowed_ns}, {"interval_ns", h.truth->interval_ns},
-                  {"culprits", h.truth->culprits},     {"note", h.truth->note}};
+    j["truth"] = {
+        {"stall", h.truth->stall},           {"stall_start_wall_ns", h.truth->stall_start_wall_ns},
+        {"allowed_ns", h.truth->allowed_ns}, {"interval_ns", h.truth->interval_ns},
+        {"culprits", h.truth->culprits},     {"note", h.truth->note}};
   }
   return j.dump();
 }
@@ -202,8 +243,12 @@ std::string observation_to_json(const Observation& o) {
   if (!o.procs.empty()) {
     json ps = json::array();
     for (const auto& p : o.procs) {
-      json pj = {{"rank", p.rank}, {"alive", p.alive}, {"same_process", p.same_process},
-                 {"state", std::string(1, p.state)}, {"threads_in_d", p.threads_in_d}, {"wchan", p.wchan}};
+      json pj = {{"rank", p.rank},
+                 {"alive", p.alive},
+                 {"same_process", p.same_process},
+                 {"state", std::string(1, p.state)},
+                 {"threads_in_d", p.threads_in_d},
+                 {"wchan", p.wchan}};
       if (p.exit_code) pj["exit_code"] = *p.exit_code;
       if (p.cpu_delta_ns) pj["cpu_delta_ns"] = *p.cpu_delta_ns;
       if (p.io_delta_bytes) pj["io_delta_bytes"] = *p.io_delta_bytes;
@@ -223,7 +268,8 @@ std::string observation_to_json(const Observation& o) {
     j["gpus"] = gs;
   }
   if (o.log) {
-    json lj = {{"last_line_wall_ns", o.log->last_line_wall_ns}, {"lines_total", o.log->lines_total},
+    json lj = {{"last_line_wall_ns", o.log->last_line_wall_ns},
+               {"lines_total", o.log->lines_total},
                {"last_step_line_wall_ns", o.log->last_step_line_wall_ns}};
     if (o.log->last_step) lj["last_step"] = *o.log->last_step;
     j["log"] = lj;
@@ -250,7 +296,8 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       TraceHeader& h = out.header;
       h.version = static_cast<int>(as_int(need(j, "version"), "version"));
       if (h.version != kTraceVersion) {
-        return Error{Errc::kUnknownVersion, fmt::format("trace version {}, this stepwatch reads {}", h.version, kTraceVersion)};
+        return Error{Errc::kUnknownVersion, fmt::format("trace version {}, this stepwatch reads {}",
+                                                        h.version, kTraceVersion)};
       }
       opt(j, "job", h.job, as_str);
       opt(j, "local_host", h.local_host, as_str);
@@ -266,7 +313,8 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
         opt(t, "interval_ns", tr.interval_ns, as_int);
         opt(t, "note", tr.note, as_str);
         if (t.contains("culprits")) {
-          for (const auto& c : t["culprits"]) tr.culprits.push_back(static_cast<int>(as_int(c, "truth.culprits")));
+          for (const auto& c : t["culprits"])
+            tr.culprits.push_back(static_cast<int>(as_int(c, "truth.culprits")));
         }
         h.truth = tr;
       }
@@ -277,7 +325,8 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       Observation& o = out.obs;
       o.now = as_stamp(need(j, "now"), "now");
       opt(j, "local_host", o.local_host, as_str);
-      opt(j, "world_size", o.world_size, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+      opt(j, "world_size", o.world_size,
+          [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
       const json& ranks = need(j, "ranks");
       if (!ranks.is_array()) throw FieldError{"field \"ranks\" must be an array"};
       for (const auto& r : ranks) o.ranks.push_back(rank_from_json(r));
@@ -286,15 +335,20 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
           ProcessFacts p;
           p.rank = static_cast<int>(as_int(need(pj, "rank"), "procs.rank"));
           opt(pj, "alive", p.alive, [](const json& v, const char*) { return v.get<bool>(); });
-          opt(pj, "same_process", p.same_process, [](const json& v, const char*) { return v.get<bool>(); });
+          opt(pj, "same_process", p.same_process,
+              [](const json& v, const char*) { return v.get<bool>(); });
           std::string st = "?";
           opt(pj, "state", st, as_str);
           p.state = st.empty() ? '?' : st[0];
-          opt(pj, "threads_in_d", p.threads_in_d, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+          opt(pj, "threads_in_d", p.threads_in_d,
+              [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
           opt(pj, "wchan", p.wchan, as_str);
-          if (pj.contains("exit_code")) p.exit_code = static_cast<int>(as_int(pj["exit_code"], "exit_code"));
-          if (pj.contains("cpu_delta_ns")) p.cpu_delta_ns = as_int(pj["cpu_delta_ns"], "cpu_delta_ns");
-          if (pj.contains("io_delta_bytes")) p.io_delta_bytes = as_int(pj["io_delta_bytes"], "io_delta_bytes");
+          if (pj.contains("exit_code"))
+            p.exit_code = static_cast<int>(as_int(pj["exit_code"], "exit_code"));
+          if (pj.contains("cpu_delta_ns"))
+            p.cpu_delta_ns = as_int(pj["cpu_delta_ns"], "cpu_delta_ns");
+          if (pj.contains("io_delta_bytes"))
+            p.io_delta_bytes = as_int(pj["io_delta_bytes"], "io_delta_bytes");
           o.procs.push_back(p);
         }
       }
@@ -304,7 +358,8 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
           g.rank = static_cast<int>(as_int(need(gj, "rank"), "gpus.rank"));
           if (gj.contains("sm_util_pct")) g.sm_util_pct = as_num(gj["sm_util_pct"], "sm_util_pct");
           if (gj.contains("power_w")) g.power_w = as_num(gj["power_w"], "power_w");
-          if (gj.contains("mem_used_bytes")) g.mem_used_bytes = as_int(gj["mem_used_bytes"], "mem_used_bytes");
+          if (gj.contains("mem_used_bytes"))
+            g.mem_used_bytes = as_int(gj["mem_used_bytes"], "mem_used_bytes");
           o.gpus.push_back(g);
         }
       }
@@ -312,14 +367,17 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
         const json& lj = j["log"];
         LogFacts l;
         opt(lj, "last_line_wall_ns", l.last_line_wall_ns, as_int);
-        opt(lj, "lines_total", l.lines_total, [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+        opt(lj, "lines_total", l.lines_total,
+            [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
         opt(lj, "last_step_line_wall_ns", l.last_step_line_wall_ns, as_int);
         if (lj.contains("last_step")) l.last_step = as_int(lj["last_step"], "log.last_step");
         o.log = l;
       }
-      if (j.contains("job_exit_code")) o.job_exit_code = static_cast<int>(as_int(j["job_exit_code"], "job_exit_code"));
+      if (j.contains("job_exit_code"))
+        o.job_exit_code = static_cast<int>(as_int(j["job_exit_code"], "job_exit_code"));
     } else {
-      return Error{Errc::kParse, fmt::format("unknown line type \"{}\" (header, obs or verdict)", type)};
+      return Error{Errc::kParse,
+                   fmt::format("unknown line type \"{}\" (header, obs or verdict)", type)};
     }
   } catch (const FieldError& e) {
     return Error{Errc::kParse, e.message};
@@ -332,7 +390,8 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
 Result<Trace> read_trace(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    return Error{errno == ENOENT ? Errc::kNotFound : Errc::kIo, fmt::format("{}: {}", path, std::strerror(errno))};
+    return Error{errno == ENOENT ? Errc::kNotFound : Errc::kIo,
+                 fmt::format("{}: {}", path, std::strerror(errno))};
   }
   Trace t;
   t.path = path;
@@ -345,23 +404,28 @@ Result<Trace> read_trace(const std::string& path) {
     if (line.empty()) continue;
     auto parsed = parse_trace_line(line);
     if (!parsed) {
-      t.problems.push_back(Error{parsed.error().code, fmt::format("{}:{}: {}", path, line_no, parsed.error().message)});
+      t.problems.push_back(Error{parsed.error().code,
+                                 fmt::format("{}:{}: {}", path, line_no, parsed.error().message)});
       continue;
     }
     if (parsed->kind == TraceLine::kHeader) {
       if (have_header) {
-        t.problems.push_back(Error{Errc::kParse, fmt::format("{}:{}: a second header, ignored", path, line_no)});
+        t.problems.push_back(
+            Error{Errc::kParse, fmt::format("{}:{}: a second header, ignored", path, line_no)});
         continue;
       }
       have_header = true;
       t.header = std::move(parsed->header);
     } else if (parsed->kind == TraceLine::kObservation) {
       const Stamp& now = parsed->obs.now;
-      bool backwards = now.mono_ns > 0 && last.mono_ns > 0 ? now.mono_ns < last.mono_ns : now.wall_ns < last.wall_ns;
+      bool backwards = now.mono_ns > 0 && last.mono_ns > 0 ? now.mono_ns < last.mono_ns
+                                                           : now.wall_ns < last.wall_ns;
       if (backwards) {
-        t.problems.push_back(Error{Errc::kParse, fmt::format("{}:{}: observation time goes backwards ({} after {}), skipped",
-                                                             path, line_no, now.mono_ns > 0 ? now.mono_ns : now.wall_ns,
-                                                             last.mono_ns > 0 ? last.mono_ns : last.wall_ns)});
+        t.problems.push_back(
+            Error{Errc::kParse,
+                  fmt::format("{}:{}: observation time goes backwards ({} after {}), skipped", path,
+                              line_no, now.mono_ns > 0 ? now.mono_ns : now.wall_ns,
+                              last.mono_ns > 0 ? last.mono_ns : last.wall_ns)});
         continue;
       }
       last = now;
@@ -370,7 +434,8 @@ Result<Trace> read_trace(const std::string& path) {
     }
   }
   if (!have_header && line_no > 0) {
-    t.problems.push_back(Error{Errc::kParse, fmt::format("{}: no header line; using defaults", path)});
+    t.problems.push_back(
+        Error{Errc::kParse, fmt::format("{}: no header line; using defaults", path)});
   }
   return t;
 }
@@ -378,7 +443,8 @@ Result<Trace> read_trace(const std::string& path) {
 Result<TraceWriter> TraceWriter::open(const std::string& path, const TraceHeader& header) {
   TraceWriter w;
   w.f_ = std::fopen(path.c_str(), "a");
-  if (w.f_ == nullptr) return Error{Errc::kIo, fmt::format("cannot write trace {}: {}", path, std::strerror(errno))};
+  if (w.f_ == nullptr)
+    return Error{Errc::kIo, fmt::format("cannot write trace {}: {}", path, std::strerror(errno))};
   w.path_ = path;
   w.job_ = header.job;
   if (auto st = w.write_line(header_to_json(header)); !st) return st.error();
@@ -399,7 +465,9 @@ Status TraceWriter::write_line(const std::string& line) {
   return {};
 }
 
-Status TraceWriter::write_observation(const Observation& o) { return write_line(observation_to_json(o)); }
+Status TraceWriter::write_observation(const Observation& o) {
+  return write_line(observation_to_json(o));
+}
 
 Status TraceWriter::write_verdict(const Verdict& v) {
   std::string j = verdict_to_json(v, job_);

@@ -22,7 +22,7 @@ inline constexpr int kTraceVersion = 1;
 
 // What a labeled scenario says really happened, for scoring.
 struct Truth {
-  bool stall = false;              // does a stall (or death) happen at all
+  bool stall = false;               // does a stall (or death) happen at all
   int64_t stall_start_wall_ns = 0;  // when it began
   int64_t allowed_ns = 0;           // a detection within stall start + this meets the target
   int64_t interval_ns = 0;          // the job's real step interval, for "latency in intervals"
@@ -35,7 +35,7 @@ struct TraceHeader {
   std::string job;
   std::string local_host;
   int64_t poll_ns = 0;
-  std::string scenario;              // generator's name, when generated
+  std::string scenario;                  // generator's name, when generated
   std::optional<std::string> spec_toml;  // the spec the trace was recorded under
   std::optional<Truth> truth;
 };

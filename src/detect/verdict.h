@@ -54,12 +54,12 @@ struct RankVerdict {
 struct Verdict {
   State state = State::kStarting;
   Cause cause = Cause::kNone;
-  int64_t since_wall_ns = 0;   // when the job entered this state
+  int64_t since_wall_ns = 0;         // when the job entered this state
   std::optional<int64_t> last_step;  // highest step any rank committed
   int64_t last_step_age_ns = -1;     // age of the newest step of the slowest rank
   int64_t expected_interval_ns = 0;  // 0: not known yet
   IntervalSource interval_source = IntervalSource::kLearning;
-  std::string phase;                 // the job's dominant phase
+  std::string phase;  // the job's dominant phase
   std::optional<int64_t> phase_budget_ns;
   std::vector<RankVerdict> ranks;
   std::vector<Culprit> culprits;

@@ -33,8 +33,10 @@ uint64_t data_bytes(const std::string& path, const std::string& marker, int dept
     struct stat st {};
     std::string p = path + "/" + n;
     if (::lstat(p.c_str(), &st) != 0) continue;
-    if (S_ISREG(st.st_mode)) total += static_cast<uint64_t>(st.st_size);
-    else if (S_ISDIR(st.st_mode) && depth < 2) total += data_bytes(p, marker, depth + 1);
+    if (S_ISREG(st.st_mode))
+      total += static_cast<uint64_t>(st.st_size);
+    else if (S_ISDIR(st.st_mode) && depth < 2)
+      total += data_bytes(p, marker, depth + 1);
   }
   ::closedir(d);
   return total;
@@ -48,7 +50,9 @@ const Generation* Catalog::latest() const {
     if (best == nullptr) {
       best = &g;
     } else if (g.step && best->step) {
-      if (*g.step > *best->step || (*g.step == *best->step && g.marker_wall_ns > best->marker_wall_ns)) best = &g;
+      if (*g.step > *best->step ||
+          (*g.step == *best->step && g.marker_wall_ns > best->marker_wall_ns))
+        best = &g;
     } else if (g.marker_wall_ns > best->marker_wall_ns) {
       best = &g;
     }
@@ -60,8 +64,10 @@ Result<Catalog> scan_checkpoints(const std::string& dir, const std::string& mark
   size_t slash = marker.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 >= marker.size() ||
       marker.find('/', slash + 1) != std::string::npos) {
-    return Error{Errc::kInvalidArgument,
-                 fmt::format("checkpoint marker \"{}\" must be DIR_GLOB/FILE, e.g. step_*/COMMITTED", marker)};
+    return Error{
+        Errc::kInvalidArgument,
+        fmt::format("checkpoint marker \"{}\" must be DIR_GLOB/FILE, e.g. step_*/COMMITTED",
+                    marker)};
   }
   std::string dir_glob = marker.substr(0, slash);
   std::string marker_file = marker.substr(slash + 1);
@@ -69,7 +75,8 @@ Result<Catalog> scan_checkpoints(const std::string& dir, const std::string& mark
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) {
     if (errno == ENOENT) return cat;
-    return Error{errno == EACCES ? Errc::kPermission : Errc::kIo, fmt::format("{}: {}", dir, std::strerror(errno))};
+    return Error{errno == EACCES ? Errc::kPermission : Errc::kIo,
+                 fmt::format("{}: {}", dir, std::strerror(errno))};
   }
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
@@ -94,10 +101,12 @@ Result<Catalog> scan_checkpoints(const std::string& dir, const std::string& mark
       cat.in_flight.push_back(g);
       continue;
     }
-    g.marker_wall_ns = static_cast<int64_t>(ms.st_mtim.tv_sec) * 1'000'000'000LL + ms.st_mtim.tv_nsec;
+    g.marker_wall_ns =
+        static_cast<int64_t>(ms.st_mtim.tv_sec) * 1'000'000'000LL + ms.st_mtim.tv_nsec;
     if (g.data_bytes == 0) {
-      cat.problems.push_back(fmt::format("{}: commit marker {} present but no data beside it; not a resume point",
-                                         g.path, marker_file));
+      cat.problems.push_back(
+          fmt::format("{}: commit marker {} present but no data beside it; not a resume point",
+                      g.path, marker_file));
       cat.inconsistent.push_back(g);
       continue;
     }

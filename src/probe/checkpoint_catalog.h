@@ -14,11 +14,11 @@
 namespace stepwatch::probe {
 
 struct Generation {
-  std::string id;                // the generation's directory name ("step_000120")
-  std::string path;              // its full path
-  std::optional<int64_t> step;   // the last number in its name, when it has one
-  int64_t marker_wall_ns = 0;    // when the marker was written (mtime); 0 when none
-  uint64_t data_bytes = 0;       // bytes of everything but the marker
+  std::string id;               // the generation's directory name ("step_000120")
+  std::string path;             // its full path
+  std::optional<int64_t> step;  // the last number in its name, when it has one
+  int64_t marker_wall_ns = 0;   // when the marker was written (mtime); 0 when none
+  uint64_t data_bytes = 0;      // bytes of everything but the marker
 };
 
 struct Catalog {

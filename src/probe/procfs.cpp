@@ -87,7 +87,8 @@ void add_details(const std::string& root, ProcInfo& p, bool io, bool wchan, bool
   if (wchan) {
     if (auto text = slurp(dir + "/wchan", 256)) {
       p.wchan = *text == "0" ? "" : *text;
-      while (!p.wchan.empty() && (p.wchan.back() == '\n' || p.wchan.back() == ' ')) p.wchan.pop_back();
+      while (!p.wchan.empty() && (p.wchan.back() == '\n' || p.wchan.back() == ' '))
+        p.wchan.pop_back();
     }
   }
   if (threads) {
@@ -137,7 +138,8 @@ ProcessProbe::ProcessProbe(std::string proc_root) : root_(std::move(proc_root)) 
 Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& options) {
   DIR* d = ::opendir(root_.c_str());
   if (d == nullptr) {
-    return Error{errno == EACCES ? Errc::kPermission : Errc::kIo, fmt::format("{}: {}", root_, std::strerror(errno))};
+    return Error{errno == EACCES ? Errc::kPermission : Errc::kIo,
+                 fmt::format("{}: {}", root_, std::strerror(errno))};
   }
   // Pass 1: stat of every process (one read each), to find the tree by parent links.
   std::map<int, ProcInfo> all;
@@ -184,7 +186,8 @@ Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& o
   for (int pid : chosen) {
     ProcInfo& p = all[pid];
     bool detail = !options.detail_pids || options.detail_pids->count(pid) > 0;
-    add_details(root_, p, options.io && detail, options.wchan && detail, options.thread_scan_pids.count(pid) > 0);
+    add_details(root_, p, options.io && detail, options.wchan && detail,
+                options.thread_scan_pids.count(pid) > 0);
     tree.procs.emplace(pid, std::move(p));
   }
   return tree;
@@ -199,15 +202,19 @@ std::optional<ProcDelta> ProcessProbe::delta(const ProcInfo& now) const {
 std::optional<ProcDelta> delta_between(const ProcInfo& was, const ProcInfo& now) {
   if (was.pid != now.pid || was.start_ticks != now.start_ticks) return std::nullopt;
   ProcDelta d;
-  d.cpu_ns = static_cast<int64_t>(now.cpu_ticks - std::min(now.cpu_ticks, was.cpu_ticks)) * ProcessProbe::ns_per_tick();
+  d.cpu_ns = static_cast<int64_t>(now.cpu_ticks - std::min(now.cpu_ticks, was.cpu_ticks)) *
+             ProcessProbe::ns_per_tick();
   if (now.read_bytes && was.read_bytes && now.write_bytes && was.write_bytes) {
-    d.io_bytes = static_cast<int64_t>((*now.read_bytes - std::min(*now.read_bytes, *was.read_bytes)) +
-                                      (*now.write_bytes - std::min(*now.write_bytes, *was.write_bytes)));
+    d.io_bytes =
+        static_cast<int64_t>((*now.read_bytes - std::min(*now.read_bytes, *was.read_bytes)) +
+                             (*now.write_bytes - std::min(*now.write_bytes, *was.write_bytes)));
   }
   return d;
 }
 
-void ProcessProbe::remember(const ProcessTree& tree) { previous_ = tree.procs; }
+void ProcessProbe::remember(const ProcessTree& tree) {
+  previous_ = tree.procs;
+}
 
 ProcessProbe::Identity ProcessProbe::identify(int pid, uint64_t start_ticks) const {
   if (pid <= 0) return Identity::kUnknown;

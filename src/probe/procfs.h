@@ -23,11 +23,11 @@ struct ProcInfo {
   char state = '?';          // of the process (its main thread)
   std::string comm;
   int64_t threads = 0;
-  int threads_in_d = 0;      // counted only when threads were scanned (see ScanOptions)
-  uint64_t cpu_ticks = 0;    // utime + stime
-  std::optional<uint64_t> read_bytes;   // /proc/<pid>/io; absent when not permitted
+  int threads_in_d = 0;                // counted only when threads were scanned (see ScanOptions)
+  uint64_t cpu_ticks = 0;              // utime + stime
+  std::optional<uint64_t> read_bytes;  // /proc/<pid>/io; absent when not permitted
   std::optional<uint64_t> write_bytes;
-  std::string wchan;         // "" when running or not permitted
+  std::string wchan;  // "" when running or not permitted
 };
 
 // Which processes make up the job.
@@ -93,7 +93,8 @@ class ProcessProbe {
 std::optional<ProcDelta> delta_between(const ProcInfo& was, const ProcInfo& now);
 
 // Reads one process (stat, and optionally io, wchan and its threads' states).
-Result<ProcInfo> read_process(const std::string& proc_root, int pid, bool io, bool wchan, bool threads);
+Result<ProcInfo> read_process(const std::string& proc_root, int pid, bool io, bool wchan,
+                              bool threads);
 
 // The real and effective uid of a process, from the "Uid:" line of /proc/<pid>/status
 // (real, effective, saved, fs); nullopt when it is gone or the line cannot be read.

@@ -29,7 +29,6 @@ void reply(httplib::Response& res, int status, const json& body) {
   res.set_content(dump(body) + "\n", "application/json");
 }
 
-
 // Reads {"by": ..., "note": ...}; the message says what is wrong.
 Result<AckRequest> parse_ack_body(const std::string& body) {
   AckRequest r;
@@ -57,7 +56,9 @@ struct AckServer::Impl {
   AckServerConfig config;
   serve::HttpListener listener{"ack server"};
 
-  httplib::Server::Handler guarded(serve::Handler h) { return serve::guarded("ack server", std::move(h)); }
+  httplib::Server::Handler guarded(serve::Handler h) {
+    return serve::guarded("ack server", std::move(h));
+  }
 
   void handle_ack(const httplib::Request& req, httplib::Response& res) {
     // The bearer token, when configured, was checked before the body was read (HttpListener).
@@ -98,13 +99,14 @@ struct AckServer::Impl {
     s.Get("/healthz",
           guarded([](const auto&, auto& res) { res.set_content("ok\n", "text/plain"); }));
     serve::refuse_other_methods(s, "/ack", "POST", "ack server");
-    for (const char* path : {"/status", "/healthz"}) serve::refuse_other_methods(s, path, "GET", "ack server");
+    for (const char* path : {"/status", "/healthz"})
+      serve::refuse_other_methods(s, path, "GET", "ack server");
     s.set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
           if (res.body.empty()) {
             serve::error_reply(res, res.status,
-                        res.status == 404 ? fmt::format("no such path {}", req.path)
-                                          : fmt::format("HTTP {}", res.status));
+                               res.status == 404 ? fmt::format("no such path {}", req.path)
+                                                 : fmt::format("HTTP {}", res.status));
           }
           return httplib::Server::HandlerResponse::Handled;
         }));
@@ -122,13 +124,21 @@ AckServer::~AckServer() {
 Status AckServer::start() {
   auto server = std::make_unique<httplib::Server>();
   impl_->routes(*server);
-  return impl_->listener.start(std::move(server), impl_->config.host, impl_->config.port, impl_->config.threads,
-                               kMaxBody, impl_->config.bearer_token);
+  return impl_->listener.start(std::move(server), impl_->config.host, impl_->config.port,
+                               impl_->config.threads, kMaxBody, impl_->config.bearer_token);
 }
 
-void AckServer::stop() { impl_->listener.stop(); }
-bool AckServer::running() const { return impl_->listener.running(); }
-int AckServer::port() const { return impl_->listener.port(); }
-std::string AckServer::address() const { return serve::format_address(impl_->config.host, port()); }
+void AckServer::stop() {
+  impl_->listener.stop();
+}
+bool AckServer::running() const {
+  return impl_->listener.running();
+}
+int AckServer::port() const {
+  return impl_->listener.port();
+}
+std::string AckServer::address() const {
+  return serve::format_address(impl_->config.host, port());
+}
 
 }  // namespace stepwatch::runbook

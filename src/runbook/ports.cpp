@@ -189,8 +189,9 @@ Result<std::vector<Listener>> listeners_on_port(const std::string& proc_root, in
   return out;
 }
 
-Result<std::vector<Listener>> wait_port_free(const std::string& proc_root, int port, int64_t timeout_ns,
-                                             const Clock& clock, const std::function<void(int64_t)>& sleep,
+Result<std::vector<Listener>> wait_port_free(const std::string& proc_root, int port,
+                                             int64_t timeout_ns, const Clock& clock,
+                                             const std::function<void(int64_t)>& sleep,
                                              int64_t poll_ns) {
   int64_t deadline = clock.now().mono_ns + timeout_ns;
   for (;;) {

@@ -58,8 +58,9 @@ OwnerScan socket_owners(const std::string& proc_root, const std::vector<uint64_t
 // (a socket can outlive its killed owner for a moment, in a child that inherited it). Returns
 // the listeners still there at the end: empty when the port is free. `sleep` waits that many
 // ns on `clock`'s time (tests pass a ManualClock and a sleep that advances it).
-Result<std::vector<Listener>> wait_port_free(const std::string& proc_root, int port, int64_t timeout_ns,
-                                             const Clock& clock, const std::function<void(int64_t)>& sleep,
+Result<std::vector<Listener>> wait_port_free(const std::string& proc_root, int port,
+                                             int64_t timeout_ns, const Clock& clock,
+                                             const std::function<void(int64_t)>& sleep,
                                              int64_t poll_ns = 100 * kNsPerMs);
 
 // The rendezvous port named by a launch command: MASTER_PORT=N, --master_port N, --master-port=N,

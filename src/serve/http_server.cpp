@@ -1,30 +1,30 @@
 #include "src/serve/http_server.h"
 
-#include "src/common/host.h"
-
-#include <algorithm>
-#include <deque>
-#include <condition_variable>
-#include <cctype>
-
 #include <fmt/format.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <nlohmann/json.hpp>
 
+#include "src/common/host.h"
 #include "src/common/log.h"
 
 namespace stepwatch::serve {
 
 std::string format_address(const std::string& host, int port) {
-  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                             : fmt::format("{}:{}", host, port);
 }
 
 bool same_secret(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
   return diff == 0;
 }
 
@@ -43,7 +43,8 @@ std::string host_of(const std::string& authority) {
 // "null" (a sandboxed or file: page) and anything else is foreign.
 bool loopback_origin(const std::string& origin) {
   for (std::string_view scheme : {"http://", "https://"}) {
-    if (origin.rfind(scheme, 0) == 0) return is_loopback_literal(host_of(origin.substr(scheme.size())));
+    if (origin.rfind(scheme, 0) == 0)
+      return is_loopback_literal(host_of(origin.substr(scheme.size())));
   }
   return false;
 }
@@ -99,7 +100,8 @@ void refuse_other_methods(httplib::Server& s, const std::string& pattern, const 
                           const std::string& name) {
   auto refuse = guarded(name, [allow](const httplib::Request& req, httplib::Response& res) {
     res.set_header("Allow", allow);
-    error_reply(res, 405, fmt::format("{} is not allowed on {}; use {}", req.method, req.path, allow));
+    error_reply(res, 405,
+                fmt::format("{} is not allowed on {}; use {}", req.method, req.path, allow));
   });
   if (allow != "GET") s.Get(pattern, refuse);
   if (allow != "POST") s.Post(pattern, refuse);
@@ -123,7 +125,8 @@ bool bearer_ok(const httplib::Request& req, const std::string& token) {
 void error_reply(httplib::Response& res, int status, const std::string& message) {
   nlohmann::json body = {{"error", message}};
   res.status = status;
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "application/json");
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                  "application/json");
 }
 
 httplib::Server::Handler guarded(const std::string& name, Handler h) {
@@ -140,15 +143,18 @@ httplib::Server::Handler guarded(const std::string& name, Handler h) {
   };
 }
 
-Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::string& host, int port, int threads,
-                           size_t max_body, std::string bearer_token) {
+Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::string& host,
+                           int port, int threads, size_t max_body, std::string bearer_token) {
   std::lock_guard lock(mu_);
-  if (server_) return Error{Errc::kInvalidArgument, fmt::format("{} already listening on {}", name_, format_address(host, port_.load()))};
+  if (server_)
+    return Error{Errc::kInvalidArgument, fmt::format("{} already listening on {}", name_,
+                                                     format_address(host, port_.load()))};
   httplib::Server& s = *server;
-  s.set_exception_handler([name = name_](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-    log_error("{}: {} {} failed inside the HTTP library", name, req.method, req.path);
-    error_reply(res, 500, "internal error");
-  });
+  s.set_exception_handler(
+      [name = name_](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+        log_error("{}: {} {} failed inside the HTTP library", name, req.method, req.path);
+        error_reply(res, 500, "internal error");
+      });
   auto listening = std::make_shared<socket_t>(INVALID_SOCKET);
   s.set_socket_options([listening](socket_t sock) {
     int yes = 1;
@@ -157,35 +163,45 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
   });
   s.set_payload_max_length(max_body);
   bool loopback = is_loopback_host(host);
-  s.set_pre_routing_handler([name = name_, token = std::move(bearer_token), loopback](const httplib::Request& req,
-                                                                                    httplib::Response& res) {
+  s.set_pre_routing_handler([name = name_, token = std::move(bearer_token), loopback](
+                                const httplib::Request& req, httplib::Response& res) {
     using R = httplib::Server::HandlerResponse;
     std::string te = req.get_header_value("Transfer-Encoding");
-    std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(te.begin(), te.end(), te.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     if (te.find("chunked") != std::string::npos) {
-      error_reply(res, 411, fmt::format("{} {}: send the body with a Content-Length (chunked bodies are refused)",
-                                        req.method, req.path));
+      error_reply(
+          res, 411,
+          fmt::format("{} {}: send the body with a Content-Length (chunked bodies are refused)",
+                      req.method, req.path));
       return R::Handled;
     }
     // Served on loopback, a request must name a loopback host: a foreign Host is a page of
     // another site whose name was rebound to 127.0.0.1 (DNS rebinding), and a foreign Origin on
     // a request that changes something is another site's form or script (CSRF).
     bool reads = req.method == "GET" || req.method == "HEAD";
-    if (loopback && req.has_header("Host") && !is_loopback_literal(host_of(req.get_header_value("Host")))) {
-      error_reply(res, 403, fmt::format("Host \"{}\" is not this server's: it serves loopback only",
-                                        req.get_header_value("Host")));
+    if (loopback && req.has_header("Host") &&
+        !is_loopback_literal(host_of(req.get_header_value("Host")))) {
+      error_reply(res, 403,
+                  fmt::format("Host \"{}\" is not this server's: it serves loopback only",
+                              req.get_header_value("Host")));
       return R::Handled;
     }
     if (!reads && req.has_header("Origin") && !loopback_origin(req.get_header_value("Origin"))) {
-      log_warn("{}: {} {} refused: Origin {}", name, req.method, req.path, req.get_header_value("Origin"));
-      error_reply(res, 403, fmt::format("{} {} from Origin \"{}\" is refused: not this server's page", req.method,
-                                        req.path, req.get_header_value("Origin")));
+      log_warn("{}: {} {} refused: Origin {}", name, req.method, req.path,
+               req.get_header_value("Origin"));
+      error_reply(res, 403,
+                  fmt::format("{} {} from Origin \"{}\" is refused: not this server's page",
+                              req.method, req.path, req.get_header_value("Origin")));
       return R::Handled;
     }
     if (!token.empty() && !reads && !bearer_ok(req, token)) {
       res.set_header("WWW-Authenticate", "Bearer realm=\"stepwatch\"");
-      log_warn("{}: {} {} from {} without a valid bearer token", name, req.method, req.path, req.remote_addr);
-      error_reply(res, 401, fmt::format("{} {} needs \"Authorization: Bearer <token>\"", req.method, req.path));
+      log_warn("{}: {} {} from {} without a valid bearer token", name, req.method, req.path,
+               req.remote_addr);
+      error_reply(
+          res, 401,
+          fmt::format("{} {} needs \"Authorization: Bearer <token>\"", req.method, req.path));
       return R::Handled;
     }
     return R::Unhandled;
@@ -203,8 +219,10 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
   if (!bound) {
     int e = errno;
     bool known = e == EADDRINUSE || e == EACCES || e == EADDRNOTAVAIL;
-    return Error{Errc::kIo, fmt::format("{}: cannot listen on {}: {}", name_, format_address(host, port),
-                                        known ? std::strerror(e) : "bind failed (address in use or not available)")};
+    return Error{
+        Errc::kIo,
+        fmt::format("{}: cannot listen on {}: {}", name_, format_address(host, port),
+                    known ? std::strerror(e) : "bind failed (address in use or not available)")};
   }
   // httplib listens with a backlog of 5: a burst of connections (idle ones, a slowloris) then
   // overflows it and even a real client's handshake waits for SYN retransmits, seconds. Linux
@@ -221,7 +239,8 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
     }
     exited->store(true);
   });
-  while (!raw->is_running() && !exited->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!raw->is_running() && !exited->load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   server_ = std::move(server);
   log_info("{} listening on {}", name_, format_address(host, port));
   return {};

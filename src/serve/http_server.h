@@ -49,16 +49,16 @@ class HttpListener {
 
   // Applies the shared settings (SO_REUSEADDR only: httplib's SO_REUSEPORT would let a second
   // process share the port; one request per connection; 5 s timeouts; a thread per
-  // connection, `threads` at most at once, the rest waiting), binds host:port (0: any free port) and serves until stop(). Returns once the accept loop
-  // runs, because httplib's stop() does nothing before that.
-  // Before any body is read: a chunked body is refused (411: every body here is a small JSON
-  // with a Content-Length, and httplib would buffer a chunked one whole), and with a
-  // `bearer_token` every request but GET and HEAD must carry it (401), so an unauthenticated
+  // connection, `threads` at most at once, the rest waiting), binds host:port (0: any free port)
+  // and serves until stop(). Returns once the accept loop runs, because httplib's stop() does
+  // nothing before that. Before any body is read: a chunked body is refused (411: every body here
+  // is a small JSON with a Content-Length, and httplib would buffer a chunked one whole), and with
+  // a `bearer_token` every request but GET and HEAD must carry it (401), so an unauthenticated
   // client can neither send a body nor learn how it would be validated. Served on loopback, a
   // request whose Host is not a loopback address is refused (403, DNS rebinding); any request
   // but GET and HEAD with an Origin that is not a loopback page is refused (403, CSRF).
-  Status start(std::unique_ptr<httplib::Server> server, const std::string& host, int port, int threads,
-               size_t max_body, std::string bearer_token = {});
+  Status start(std::unique_ptr<httplib::Server> server, const std::string& host, int port,
+               int threads, size_t max_body, std::string bearer_token = {});
   void stop();  // waits for requests in flight
   bool running() const;
   int port() const { return port_.load(); }

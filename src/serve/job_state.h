@@ -20,8 +20,8 @@ struct JobState {
   std::string job_class;  // from the job's spec; "" when none
   std::string host;       // this node
   std::optional<uint32_t>
-      owner_uid;          // the job directory's owner (agent); who may ack without a token
-  bool retired = false;   // finished or vanished; kept for history
+      owner_uid;         // the job directory's owner (agent); who may ack without a token
+  bool retired = false;  // finished or vanished; kept for history
   int64_t first_seen_wall_ns = 0;
   int64_t last_poll_wall_ns = 0;
   detect::Verdict verdict;

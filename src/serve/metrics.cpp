@@ -262,11 +262,11 @@ std::string render_metrics(const std::vector<JobState>& jobs, const AgentHealth&
 
   std::string out;
   for (const Family* f :
-       {&job_info,      &job_state,     &job_cause,  &job_step,       &job_step_age,  &job_interval,
-        &rank_step,     &rank_step_age, &rank_phase, &rank_phase_age, &rank_beat_age, &rank_ckpt,
-        &rank_ckpt_age, &gpu_sm,        &gpu_power,  &gpu_mem,        &incidents,     &actions,
-        &poll_duration, &polls,         &beacons,    &read_errors,    &start_time,
-        &poll_failures, &job_failures}) {
+       {&job_info,      &job_state,   &job_cause,     &job_step,      &job_step_age,
+        &job_interval,  &rank_step,   &rank_step_age, &rank_phase,    &rank_phase_age,
+        &rank_beat_age, &rank_ckpt,   &rank_ckpt_age, &gpu_sm,        &gpu_power,
+        &gpu_mem,       &incidents,   &actions,       &poll_duration, &polls,
+        &beacons,       &read_errors, &start_time,    &poll_failures, &job_failures}) {
     f->write_to(out);
   }
   return out;

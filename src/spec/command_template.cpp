@@ -94,10 +94,12 @@ Status check_template_value(std::string_view what, std::string_view value) {
   if (value.empty()) return Error{Errc::kInvalidArgument, fmt::format("{} is empty", what)};
   for (char c : value) {
     if (!safe(c)) {
-      return Error{Errc::kInvalidArgument,
-                   fmt::format("{} \"{}\" holds '{}': only letters, digits and ._:+=,@%/- are substituted into a "
-                               "command (a shell would run the rest)",
-                               what, value, c)};
+      return Error{
+          Errc::kInvalidArgument,
+          fmt::format(
+              "{} \"{}\" holds '{}': only letters, digits and ._:+=,@%/- are substituted into a "
+              "command (a shell would run the rest)",
+              what, value, c)};
     }
   }
   return {};

@@ -34,7 +34,7 @@ constexpr std::string_view kLogKeys[] = {"preset", "step_pattern", "phase_start"
 constexpr std::string_view kCheckpointKeys[] = {"dir", "marker", "source"};
 constexpr std::string_view kRunbookKeys[] = {"ack_timeout",    "ack_hold_limit",  "pager",
                                              "collect",        "preempt_command", "preempt_grace",
-                                             "resume_command", "restart_budget", "resume"};
+                                             "resume_command", "restart_budget",  "resume"};
 constexpr std::string_view kPagerKeys[] = {"kind", "url", "command", "timeout", "retries"};
 constexpr std::string_view kCollectKeys[] = {"python_stacks", "native_stacks", "gpu",
                                              "log_lines",     "max_bytes",     "time_limit"};

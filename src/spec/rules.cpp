@@ -324,8 +324,10 @@ class Rules {
       sink_.error(key, fmt::format("\"{}\" has no host", redact_url(u)));
     } else if (authority.find('@') != std::string_view::npos) {
       // Not echoed: the point is to keep the secret out of files, logs and pages.
-      sink_.error(key, "carries credentials (user:password@host), which the pager refuses to send: use a webhook "
-                       "URL that holds its secret in the path, or kind = \"command\"");
+      sink_.error(key,
+                  "carries credentials (user:password@host), which the pager refuses to send: use "
+                  "a webhook "
+                  "URL that holds its secret in the path, or kind = \"command\"");
     } else if (std::any_of(u.begin(), u.end(), [](char c) { return c <= 0x20 || c == 0x7f; })) {
       sink_.error(key,
                   fmt::format("\"{}\" must not hold spaces or control characters", redact_url(u)));

@@ -122,7 +122,7 @@ struct JobSpec {
   // for. The agent applies the spec (and its pagers) only to a job directory one of them
   // owns; empty: the spec file's own owner. `stepwatch run` ignores it (its job is its own).
   std::vector<std::string> users;
-  int world_size = 0;     // expected ranks; 0: whatever the beacons say
+  int world_size = 0;                           // expected ranks; 0: whatever the beacons say
   std::optional<int64_t> expected_interval_ns;  // empty: learn it from the run ("learn")
   double grace_intervals = 2.0;  // stalled after this many expected intervals without a step
   double slow_factor = 1.5;      // slow when intervals exceed this multiple of the expected

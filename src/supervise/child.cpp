@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <climits>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <ctime>
 
@@ -36,7 +36,8 @@ int64_t mono_ns() {
 // Writes `chunk` to `fd` in pieces of at most PIPE_BUF, each once poll says there is room (so a
 // write never blocks for long), until it is written, the reader went away, or `give_up_at`
 // (monotonic ns) has passed; what is not written is counted in `lost`.
-void write_out(int fd, const std::string& chunk, const std::atomic<int64_t>& give_up_at, std::atomic<uint64_t>& lost) {
+void write_out(int fd, const std::string& chunk, const std::atomic<int64_t>& give_up_at,
+               std::atomic<uint64_t>& lost) {
   size_t off = 0;
   while (off < chunk.size() && mono_ns() < give_up_at.load()) {
     pollfd p{fd, POLLOUT, 0};
@@ -93,7 +94,8 @@ class Splitter {
 Result<std::unique_ptr<Child>> Child::start(const LaunchSpec& spec, LineSink sink) {
   if (spec.argv.empty()) return Error{Errc::kInvalidArgument, "no command to run"};
   int out[2], err[2], exec_err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(exec_err, O_CLOEXEC) != 0) {
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+      ::pipe2(exec_err, O_CLOEXEC) != 0) {
     return Error{Errc::kIo, fmt::format("pipe: {}", std::strerror(errno))};
   }
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
@@ -150,7 +152,8 @@ Result<std::unique_ptr<Child>> Child::start(const LaunchSpec& spec, LineSink sin
   int rd_out = out[0], rd_err = err[0], stop = c->stop_[0];
   auto done = c->output_done_;
   auto lost = c->lost_;
-  c->output_ = std::thread([rd_out, rd_err, stop, out_fd, err_fd, done, lost, sink = std::move(sink)]() mutable {
+  c->output_ = std::thread([rd_out, rd_err, stop, out_fd, err_fd, done, lost,
+                            sink = std::move(sink)]() mutable {
     // The job's pipes are drained here and never wait on anyone: the passthrough to our stdout
     // and stderr and the log contract each take their chunks from a bounded hand-off of their
     // own, and what does not fit is dropped and counted (a reader that does not read must
@@ -204,9 +207,11 @@ Result<std::unique_ptr<Child>> Child::start(const LaunchSpec& spec, LineSink sin
         // Passthrough first, unchanged, in order; dropped only when the reader does not read.
         if (!(i == 0 ? pass_out : pass_err).push(chunk) && !told) {
           told = true;
-          notice(err_fd, fmt::format("stepwatch: {} is not being read: dropping the job's output rather than "
-                                     "blocking the job\n",
-                                     i == 0 ? "stdout" : "stderr"));
+          notice(
+              err_fd,
+              fmt::format("stepwatch: {} is not being read: dropping the job's output rather than "
+                          "blocking the job\n",
+                          i == 0 ? "stdout" : "stderr"));
         }
         if (gap && parse.push("G")) gap = false;
         chunk.insert(chunk.begin(), i == 0 ? 'o' : 'e');

@@ -5,7 +5,9 @@ namespace stepwatch::supervise {
 Handoff::Handoff(size_t max_bytes, Consumer consume)
     : max_bytes_(max_bytes), consume_(std::move(consume)), thread_([this] { run(); }) {}
 
-Handoff::~Handoff() { close(); }
+Handoff::~Handoff() {
+  close();
+}
 
 bool Handoff::push(std::string chunk) {
   {

@@ -20,17 +20,18 @@ namespace stepwatch::supervise {
 
 namespace {
 
-
 std::string gpu_text(const probe::GpuSnapshot& s) {
   std::string out;
   for (const auto& d : s.devices) {
     out += fmt::format("gpu {} {}: sm {} mem {} power {}{}\n", d.index, d.name.value_or("?"),
                        d.sm_util_pct ? fmt::format("{}%", *d.sm_util_pct) : "n/a",
                        d.mem_used_bytes ? fmt::format("{} MiB", *d.mem_used_bytes >> 20) : "n/a",
-                       d.power_w ? fmt::format("{:.0f} W", *d.power_w) : "n/a", d.error ? " error: " + *d.error : "");
+                       d.power_w ? fmt::format("{:.0f} W", *d.power_w) : "n/a",
+                       d.error ? " error: " + *d.error : "");
     if (d.processes) {
       for (const auto& p : *d.processes) {
-        out += fmt::format("  pid {} {}\n", p.pid, p.used_bytes ? fmt::format("{} MiB", *p.used_bytes >> 20) : "");
+        out += fmt::format("  pid {} {}\n", p.pid,
+                           p.used_bytes ? fmt::format("{} MiB", *p.used_bytes >> 20) : "");
       }
     }
   }
@@ -60,7 +61,8 @@ void Supervisor::start_paging(const detect::Verdict& v) {
   incident_->alert->sent(m, mono_now_ns());
   auto targets = spec_.runbook.pagers;
   // Paging retries with backoff; the loop keeps watching meanwhile.
-  incident_->paging = std::async(std::launch::async, [targets, m] { return runbook::page_all(targets, m); });
+  incident_->paging =
+      std::async(std::launch::async, [targets, m] { return runbook::page_all(targets, m); });
 }
 
 void Supervisor::close_incident(const std::string& resolution) {
@@ -79,7 +81,8 @@ void Supervisor::finish_paging(bool wait) {
   bool any_ok = results.empty();
   for (const auto& r : results) {
     any_ok = any_ok || r.ok;
-    std::string line = fmt::format("{}: {} after {} attempt(s): {}", r.target, r.ok ? "sent" : "FAILED", r.attempts, r.detail);
+    std::string line = fmt::format("{}: {} after {} attempt(s): {}", r.target,
+                                   r.ok ? "sent" : "FAILED", r.attempts, r.detail);
     action(r.ok ? store::action_kind::kPage : store::action_kind::kPageFailed, r.ok, line);
     say("page " + line);
     summary += (summary.empty() ? "" : "; ") + line;
@@ -116,7 +119,8 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
     incident_->opened_mono_ns = now;
     incident_->alert = std::make_unique<runbook::AlertKeeper>(spec_.runbook.pagers);
     // A dead rank cannot come back: nothing to wait for (not even gloo's 30-minute timeout).
-    incident_->ack_deadline_mono_ns = v.state == detect::State::kDead ? now : now + spec_.runbook.ack_timeout_ns;
+    incident_->ack_deadline_mono_ns =
+        v.state == detect::State::kDead ? now : now + spec_.runbook.ack_timeout_ns;
     say(fmt::format("incident {}: {}", incident_->id, v.summary));
     if (v.cause == detect::Cause::kInit) {
       for (const auto& l : leftovers_) say("  found before this launch: " + l);
@@ -125,12 +129,13 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
     if (claim && *claim) {
       start_paging(v);
     } else {
-      say(fmt::format("incident {} was already paged (supervisor restarted): not paging again", incident_->id));
+      say(fmt::format("incident {} was already paged (supervisor restarted): not paging again",
+                      incident_->id));
       incident_->alert->adopt(page_message(v));  // its Alertmanager alert may have gone unrefreshed
     }
     if (v.state != detect::State::kDead) {
-      say(fmt::format("acting in {} unless acked: stepwatch ack {}", format_duration(spec_.runbook.ack_timeout_ns),
-                      opt_.job));
+      say(fmt::format("acting in {} unless acked: stepwatch ack {}",
+                      format_duration(spec_.runbook.ack_timeout_ns), opt_.job));
     }
   }
   finish_paging(false);
@@ -138,7 +143,8 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
   incident_->misses = detect::fires_runbook(v.state) ? incident_->misses + 1 : 0;
 
   bool running = !exit_status_;
-  if (!detect::fires_runbook(v.state) && running && (v.state == detect::State::kHealthy || v.state == detect::State::kSlow)) {
+  if (!detect::fires_runbook(v.state) && running &&
+      (v.state == detect::State::kHealthy || v.state == detect::State::kSlow)) {
     finish_paging(true);
     say(fmt::format("incident {}: the job recovered ({})", incident_->id, v.summary));
     close_incident("recovered");
@@ -148,8 +154,8 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
     auto open = store_->incident(incident_->id);
     if (open && *open && (*open)->acked_at_ns) {
       incident_->hold_deadline_mono_ns = now + spec_.runbook.ack_hold_limit_ns;
-      say(fmt::format("incident {} acked by {}: holding for up to {}", incident_->id, (*open)->acked_by,
-                      format_duration(spec_.runbook.ack_hold_limit_ns)));
+      say(fmt::format("incident {} acked by {}: holding for up to {}", incident_->id,
+                      (*open)->acked_by, format_duration(spec_.runbook.ack_hold_limit_ns)));
     }
   }
   int64_t deadline = incident_->hold_deadline_mono_ns.value_or(incident_->ack_deadline_mono_ns);
@@ -164,11 +170,14 @@ Supervisor::Step Supervisor::runbook_step(const detect::Verdict& v, const detect
   std::optional<int> own_exit = exit_status_;  // it ended before the watchdog acted
   collect(v, obs, report);
   bool gone = preempt(report);
-  if (!gone) say("some processes of the incarnation survived the preempt: the next launch's hygiene checks them");
+  if (!gone)
+    say("some processes of the incarnation survived the preempt: the next launch's hygiene checks "
+        "them");
   return resume(obs, own_exit, exit);
 }
 
-void Supervisor::collect(const detect::Verdict& v, const detect::Observation& obs, const PollReport& report) {
+void Supervisor::collect(const detect::Verdict& v, const detect::Observation& obs,
+                         const PollReport& report) {
   runbook::ArtifactRequest req;
   req.dir = fmt::format("{}/incidents/{}-{}", opt_.state_dir, opt_.job, incident_->id);
   req.job = opt_.job;
@@ -181,7 +190,8 @@ void Supervisor::collect(const detect::Verdict& v, const detect::Observation& ob
   if (report.tree) {
     for (const auto& [pid, p] : report.tree->procs) {
       runbook::JobProcess jp;
-      jp.process = {pid, p.start_ticks, rank_of.count(pid) ? fmt::format("rank {}", rank_of[pid]) : p.comm};
+      jp.process = {pid, p.start_ticks,
+                    rank_of.count(pid) ? fmt::format("rank {}", rank_of[pid]) : p.comm};
       jp.rank = rank_of.count(pid) ? rank_of[pid] : -1;
       req.processes.push_back(jp);
     }
@@ -190,9 +200,10 @@ void Supervisor::collect(const detect::Verdict& v, const detect::Observation& ob
   req.log_lines = log_->recent();
   (void)obs;
   auto rep = runbook::collect_artifact(req);
-  std::string detail = fmt::format("artifact {}: {} files, {} bytes in {}{}{}", rep.dir, rep.files.size(), rep.bytes,
-                                   format_duration(rep.elapsed_ns), rep.truncated ? ", truncated" : "",
-                                   rep.timed_out ? ", time limit reached" : "");
+  std::string detail =
+      fmt::format("artifact {}: {} files, {} bytes in {}{}{}", rep.dir, rep.files.size(), rep.bytes,
+                  format_duration(rep.elapsed_ns), rep.truncated ? ", truncated" : "",
+                  rep.timed_out ? ", time limit reached" : "");
   action(store::action_kind::kCollect, !rep.error, rep.error ? rep.error->message : detail);
   say(rep.error ? "artifact failed: " + rep.error->message : detail);
 }
@@ -225,8 +236,8 @@ bool Supervisor::preempt(const PollReport& report) {
     spec::TemplateValues vars = {{"job", opt_.job},
                                  {"incarnation", std::to_string(state_.incarnation)},
                                  {"pgid", std::to_string(child_->pid())}};
-    rep = runbook::preempt_with_command(spec::expand_command(spec_.runbook.preempt_command, vars), procs,
-                                        spec_.runbook.preempt_grace_ns, po);
+    rep = runbook::preempt_with_command(spec::expand_command(spec_.runbook.preempt_command, vars),
+                                        procs, spec_.runbook.preempt_grace_ns, po);
   } else {
     rep = runbook::preempt_processes(procs, spec_.runbook.preempt_grace_ns, po);
   }
@@ -240,8 +251,8 @@ bool Supervisor::preempt(const PollReport& report) {
   return rep.ok;
 }
 
-std::optional<std::pair<std::string, int64_t>> Supervisor::last_checkpoint(const detect::Observation& obs,
-                                                                          std::string* path) {
+std::optional<std::pair<std::string, int64_t>> Supervisor::last_checkpoint(
+    const detect::Observation& obs, std::string* path) {
   const auto& c = spec_.checkpoint;
   if (c.source == spec::CheckpointSource::kMarker && !c.dir.empty()) {
     auto cat = probe::scan_checkpoints(c.dir, c.marker);
@@ -259,15 +270,18 @@ std::optional<std::pair<std::string, int64_t>> Supervisor::last_checkpoint(const
   // The trainer's own word: the newest checkpoint any rank reported committed.
   std::optional<std::pair<std::string, int64_t>> best;
   for (const auto& r : obs.ranks) {
-    if (r.checkpoint && (!best || r.checkpoint->step > best->second)) best = {{r.checkpoint->id, r.checkpoint->step}};
+    if (r.checkpoint && (!best || r.checkpoint->step > best->second))
+      best = {{r.checkpoint->id, r.checkpoint->step}};
   }
   return best;
 }
 
-Supervisor::Step Supervisor::resume(const detect::Observation& obs, std::optional<int> own_exit, int* exit) {
+Supervisor::Step Supervisor::resume(const detect::Observation& obs, std::optional<int> own_exit,
+                                    int* exit) {
   if (!spec_.runbook.resume) {
     // 75 only when the watchdog stopped it; a job that died by itself keeps its own status.
-    close_incident(own_exit ? fmt::format("ended with status {}; resume is off", *own_exit) : "preempted; resume is off");
+    close_incident(own_exit ? fmt::format("ended with status {}; resume is off", *own_exit)
+                            : "preempted; resume is off");
     *exit = own_exit.value_or(kExitStoppedByWatchdog);
     return Step::kExit;
   }
@@ -279,9 +293,11 @@ Supervisor::Step Supervisor::resume(const detect::Observation& obs, std::optiona
     state_.checkpoint_id = ckpt->first;
     state_.checkpoint_step = ckpt->second;
   }
-  if (spec_.runbook.restart_budget == 0 || state_.restarts_without_progress >= spec_.runbook.restart_budget) {
-    std::string why = fmt::format("gave up: {} incarnation(s) in a row without checkpoint progress (budget {})",
-                                  state_.restarts_without_progress, spec_.runbook.restart_budget);
+  if (spec_.runbook.restart_budget == 0 ||
+      state_.restarts_without_progress >= spec_.runbook.restart_budget) {
+    std::string why =
+        fmt::format("gave up: {} incarnation(s) in a row without checkpoint progress (budget {})",
+                    state_.restarts_without_progress, spec_.runbook.restart_budget);
     say(why);
     (void)store_->save_state(state_);
     action(store::action_kind::kNote, false, why);
@@ -291,9 +307,11 @@ Supervisor::Step Supervisor::resume(const detect::Observation& obs, std::optiona
   }
   ++state_.incarnation;
   ++state_.restarts;
-  std::string from = ckpt ? fmt::format("{} (step {})", ckpt->first, ckpt->second) : "scratch (no committed checkpoint)";
+  std::string from = ckpt ? fmt::format("{} (step {})", ckpt->first, ckpt->second)
+                          : "scratch (no committed checkpoint)";
   auto st = launch(ckpt, path);
-  std::string resolution = fmt::format("resumed from {} as incarnation {}", from, state_.incarnation);
+  std::string resolution =
+      fmt::format("resumed from {} as incarnation {}", from, state_.incarnation);
   action(store::action_kind::kResume, st.ok(), st.ok() ? resolution : st.error().message);
   close_incident(st.ok() ? resolution : "resume failed: " + st.error().message);
   if (!st) {

@@ -7,7 +7,8 @@ namespace stepwatch::supervise {
 Result<std::unique_ptr<LogFeed>> LogFeed::create(const spec::LogContract& log, size_t keep_lines) {
   std::unique_ptr<LogFeed> f(new LogFeed());
   f->keep_ = keep_lines;
-  bool configured = log.preset != spec::LogPreset::kNone || !log.step_pattern.empty() || !log.phase_start.empty();
+  bool configured =
+      log.preset != spec::LogPreset::kNone || !log.step_pattern.empty() || !log.phase_start.empty();
   if (configured) {
     probe::LogPatterns p;
     p.preset = spec::log_preset_name(log.preset);
@@ -32,7 +33,8 @@ void LogFeed::feed(std::string_view line, int64_t wall_ns) {
   if (contract_) contract_->feed(line, wall_ns);
 }
 
-std::optional<contract::RankSnapshot> LogFeed::progress(const std::string& job, uint32_t incarnation) const {
+std::optional<contract::RankSnapshot> LogFeed::progress(const std::string& job,
+                                                        uint32_t incarnation) const {
   std::lock_guard lock(mu_);
   if (!contract_) return std::nullopt;
   const probe::LogState& st = contract_->state();

@@ -24,7 +24,8 @@ class LogFeed {
   void feed(std::string_view line, int64_t wall_ns);
   // Progress read from the log as a rank snapshot (rank 0, wall times only); nullopt when the
   // spec has no log contract.
-  std::optional<contract::RankSnapshot> progress(const std::string& job, uint32_t incarnation) const;
+  std::optional<contract::RankSnapshot> progress(const std::string& job,
+                                                 uint32_t incarnation) const;
   std::optional<detect::LogFacts> facts() const;
   // With preset "auto": "NAME (from output line N)" once per pick (or refinement); else nullopt.
   std::optional<std::string> take_pick();
@@ -42,8 +43,8 @@ class LogFeed {
   uint64_t lines_ = 0;
   int64_t last_line_wall_ns_ = 0;
   int64_t started_wall_ns_ = 0;  // the incarnation's launch
-  bool auto_ = false;             // the spec's preset is "auto"
-  std::string told_preset_;       // the pick take_pick() last returned
+  bool auto_ = false;            // the spec's preset is "auto"
+  std::string told_preset_;      // the pick take_pick() last returned
 };
 
 }  // namespace stepwatch::supervise

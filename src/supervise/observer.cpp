@@ -35,7 +35,8 @@ std::optional<int> rank_from_environ(const std::string& proc_root, int pid) {
   return slurm;
 }
 
-void Observer::drop_outside_world(std::vector<contract::RankSnapshot>& ranks, PollReport& rep) const {
+void Observer::drop_outside_world(std::vector<contract::RankSnapshot>& ranks,
+                                  PollReport& rep) const {
   // The world: the spec's, else what most records say (a foreign file must not widen it).
   int world = config_.world_size;
   std::string from = "the spec's world_size";
@@ -54,9 +55,10 @@ void Observer::drop_outside_world(std::vector<contract::RankSnapshot>& ranks, Po
   if (world <= 0) return;
   std::erase_if(ranks, [&](const contract::RankSnapshot& r) {
     if (r.rank < world) return false;
-    rep.problems.push_back(Error{Errc::kInvalidField,
-                                 fmt::format("{}: rank {} is outside the job's world of {} ({}): ignored", r.path,
-                                             r.rank, world, from)});
+    rep.problems.push_back(
+        Error{Errc::kInvalidField,
+              fmt::format("{}: rank {} is outside the job's world of {} ({}): ignored", r.path,
+                          r.rank, world, from)});
     ++rep.problems_total;
     return true;
   });
@@ -68,7 +70,8 @@ Observer::Observer(ObserverConfig config)
       reader_(config_.beacon_root, config_.job),
       lives_(config_.proc_root) {}
 
-detect::Observation Observer::poll(const Stamp& now, const std::optional<contract::RankSnapshot>& log_rank,
+detect::Observation Observer::poll(const Stamp& now,
+                                   const std::optional<contract::RankSnapshot>& log_rank,
                                    const std::optional<detect::LogFacts>& log, PollReport* report,
                                    const Result<probe::GpuSnapshot>* gpus) {
   PollReport local;
@@ -105,7 +108,8 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
         }
         // Thread states for those, now that they are known.
         for (auto& [rank, pid] : rep.rank_pids) {
-          if (auto p = probe::read_process(config_.proc_root, pid, true, true, true)) tree->procs[pid] = *p;
+          if (auto p = probe::read_process(config_.proc_root, pid, true, true, true))
+            tree->procs[pid] = *p;
         }
       }
       rep.tree = std::move(*tree);
@@ -118,7 +122,8 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
   for (const auto& r : obs.ranks) have_rank0 = have_rank0 || r.rank == 0;
   if (log_rank && !have_rank0) {
     contract::RankSnapshot lr = *log_rank;
-    if (lr.world_size < static_cast<int>(rep.rank_pids.size())) lr.world_size = static_cast<int>(rep.rank_pids.size());
+    if (lr.world_size < static_cast<int>(rep.rank_pids.size()))
+      lr.world_size = static_cast<int>(rep.rank_pids.size());
     if (lr.pid == 0 && rep.rank_pids.count(0)) lr.pid = rep.rank_pids[0];
     obs.ranks.insert(obs.ranks.begin(), std::move(lr));
   }
@@ -189,7 +194,8 @@ detect::Observation Observer::poll(const Stamp& now, const std::optional<contrac
         for (const auto& d : snap->devices) {
           bool holds = false;
           if (d.processes) {
-            for (const auto& gp : *d.processes) holds = holds || mine.count(static_cast<int>(gp.pid)) > 0;
+            for (const auto& gp : *d.processes)
+              holds = holds || mine.count(static_cast<int>(gp.pid)) > 0;
           }
           if (!holds) continue;
           detect::GpuFacts g;
@@ -235,15 +241,16 @@ void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport
     const contract::RankSnapshot* r = rec != obs.ranks.end() && rec->rank == rank ? &*rec : nullptr;
     RankMemo& m = memo_[rank];
     m.seen = true;
-    auto signature = r ? std::make_tuple(r->updated_mono_ns, r->step_count, r->beat_count, r->phase_count,
-                                         r->step.value_or(-2))
+    auto signature = r ? std::make_tuple(r->updated_mono_ns, r->step_count, r->beat_count,
+                                         r->phase_count, r->step.value_or(-2))
                        : decltype(m.signature){};
     if (m.changed_mono_ns == 0 || signature != m.signature) {
       m.signature = signature;
       m.changed_mono_ns = now.mono_ns;
     }
     uint64_t start = r && r->source == contract::Source::kBeacon ? r->pid_start_ticks : 0;
-    ranks.push_back({rank, pid, start, &m, now.mono_ns - m.changed_mono_ns >= config_.detail_after_ns});
+    ranks.push_back(
+        {rank, pid, start, &m, now.mono_ns - m.changed_mono_ns >= config_.detail_after_ns});
   }
   // Liveness of every rank, at once.
   std::vector<std::pair<int, uint64_t>> asks;
@@ -257,7 +264,9 @@ void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport
     bool live = lives[i] == probe::Life::kAlive || lives[i] == probe::Life::kUnknown;
     if (ranks[i].quiet && live) due.push_back(&ranks[i]);
   }
-  std::stable_sort(due.begin(), due.end(), [](const Rank* a, const Rank* b) { return a->memo->read_poll < b->memo->read_poll; });
+  std::stable_sort(due.begin(), due.end(), [](const Rank* a, const Rank* b) {
+    return a->memo->read_poll < b->memo->read_poll;
+  });
   rep.details_due = due.size();
   const auto& budget = config_.detail_budget_ns;
   if (budget) detail_credit_ns_ = std::min(detail_credit_ns_ + *budget, 2 * *budget);

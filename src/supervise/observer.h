@@ -23,8 +23,8 @@ struct ObserverConfig {
   std::string job;
   std::string proc_root = "/proc";
   std::string local_host;
-  int world_size = 0;             // expected ranks; 0: whatever the records say
-  probe::Selector selector;       // the job's processes; empty: only the pids the beacons name
+  int world_size = 0;        // expected ranks; 0: whatever the records say
+  probe::Selector selector;  // the job's processes; empty: only the pids the beacons name
   std::shared_ptr<probe::GpuProbe> gpu;  // null: no GPU evidence
   // Without a selector (the agent): a rank's process details (state, CPU, I/O, wchan, thread
   // states: four reads or more) are read only once its record has not changed for this long;
@@ -40,16 +40,16 @@ struct ObserverConfig {
 
 // What one poll found besides the observation itself.
 struct PollReport {
-  std::vector<Error> problems;              // unreadable beacons, bad JSONL lines (a bounded list)
-  size_t problems_total = 0;                // all of them, listed or not
+  std::vector<Error> problems;  // unreadable beacons, bad JSONL lines (a bounded list)
+  size_t problems_total = 0;    // all of them, listed or not
   // The problems not reported by the previous poll: a bad file is told once when it is first
   // seen and again only when what is wrong with it changes (or after it was fixed and broke).
   std::vector<Error> fresh_problems;
-  std::optional<probe::ProcessTree> tree;   // the job's processes, when a selector was given
+  std::optional<probe::ProcessTree> tree;  // the job's processes, when a selector was given
   std::optional<probe::GpuSnapshot> gpus;
-  std::map<int, int> rank_pids;             // rank -> pid, from beacons or RANK in the environment
-  size_t details_read = 0;                  // ranks whose process details were read this poll
-  size_t details_due = 0;                   // ranks quiet long enough to want them
+  std::map<int, int> rank_pids;  // rank -> pid, from beacons or RANK in the environment
+  size_t details_read = 0;       // ranks whose process details were read this poll
+  size_t details_due = 0;        // ranks quiet long enough to want them
 };
 
 class Observer {
@@ -60,8 +60,10 @@ class Observer {
   // rank 0 when no beacon or JSONL record exists for it. `log`: the log's own facts.
   // `gpus`: a snapshot already taken for this tick (the agent reads NVML once per poll for all
   // its jobs); null: this observer's own probe is asked, when it has one.
-  detect::Observation poll(const Stamp& now, const std::optional<contract::RankSnapshot>& log_rank = {},
-                           const std::optional<detect::LogFacts>& log = {}, PollReport* report = nullptr,
+  detect::Observation poll(const Stamp& now,
+                           const std::optional<contract::RankSnapshot>& log_rank = {},
+                           const std::optional<detect::LogFacts>& log = {},
+                           PollReport* report = nullptr,
                            const Result<probe::GpuSnapshot>* gpus = nullptr);
 
   const ObserverConfig& config() const { return config_; }
@@ -79,10 +81,10 @@ class Observer {
   // What the fast path remembers per rank between polls.
   struct RankMemo {
     std::tuple<int64_t, uint64_t, uint64_t, uint64_t, int64_t> signature{};  // record changed?
-    int64_t changed_mono_ns = 0;   // when the record last changed
-    std::optional<probe::ProcInfo> last;   // the last detail read, for deltas and carried facts
+    int64_t changed_mono_ns = 0;          // when the record last changed
+    std::optional<probe::ProcInfo> last;  // the last detail read, for deltas and carried facts
     std::optional<probe::ProcDelta> last_delta;
-    uint64_t read_poll = 0;        // the poll of that read
+    uint64_t read_poll = 0;  // the poll of that read
     bool seen = false;
   };
 
@@ -90,7 +92,7 @@ class Observer {
   probe::ProcessProbe procs_;
   contract::JobReader reader_;
   probe::PidWatch lives_;
-  std::map<int, RankMemo> memo_;  // by rank
+  std::map<int, RankMemo> memo_;    // by rank
   std::set<std::string> reported_;  // the problems of the previous poll
   uint64_t polls_ = 0;
   int64_t detail_credit_ns_ = 0;

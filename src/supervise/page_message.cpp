@@ -2,7 +2,8 @@
 
 namespace stepwatch::supervise {
 
-runbook::PageMessage page_for_verdict(const std::string& job, const std::string& owner, const detect::Verdict& v) {
+runbook::PageMessage page_for_verdict(const std::string& job, const std::string& owner,
+                                      const detect::Verdict& v) {
   runbook::PageMessage m;
   m.job = job;
   m.owner = owner;
@@ -13,7 +14,8 @@ runbook::PageMessage page_for_verdict(const std::string& job, const std::string&
   m.last_step_age_ns = v.last_step_age_ns;
   m.expected_interval_ns = v.expected_interval_ns;
   for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason});
-  for (const auto& e : v.evidence) m.evidence.push_back(runbook::page_evidence_line(e.name, e.value, e.rank, e.age_ns));
+  for (const auto& e : v.evidence)
+    m.evidence.push_back(runbook::page_evidence_line(e.name, e.value, e.rank, e.age_ns));
   return m;
 }
 

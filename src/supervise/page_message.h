@@ -9,6 +9,7 @@
 
 namespace stepwatch::supervise {
 
-runbook::PageMessage page_for_verdict(const std::string& job, const std::string& owner, const detect::Verdict& v);
+runbook::PageMessage page_for_verdict(const std::string& job, const std::string& owner,
+                                      const detect::Verdict& v);
 
 }  // namespace stepwatch::supervise

@@ -43,10 +43,10 @@ int wait_signal(int64_t ns) {
   return sig < 0 ? 0 : sig;
 }
 
-
 }  // namespace
 
-Supervisor::Supervisor(RunOptions options, spec::JobSpec spec) : opt_(std::move(options)), spec_(std::move(spec)) {}
+Supervisor::Supervisor(RunOptions options, spec::JobSpec spec)
+    : opt_(std::move(options)), spec_(std::move(spec)) {}
 
 Supervisor::~Supervisor() {
   if (ack_) ack_->stop();
@@ -65,7 +65,8 @@ void Supervisor::action(std::string_view kind, bool ok, const std::string& detai
   a.kind = std::string(kind);
   a.ok = ok;
   a.detail = detail;
-  if (auto r = store_->record_action(a); !r) say(fmt::format("cannot record action: {}", r.error().message));
+  if (auto r = store_->record_action(a); !r)
+    say(fmt::format("cannot record action: {}", r.error().message));
 }
 
 Status Supervisor::setup() {
@@ -84,7 +85,8 @@ Status Supervisor::setup() {
     saved_learned_ = detect::Learned{*state_.interval_median_ns, *state_.interval_p90_ns,
                                      static_cast<int>(state_.interval_samples)};
   }
-  auto feed = LogFeed::create(spec_.log, static_cast<size_t>(std::max(spec_.runbook.collect.log_lines, 1)));
+  auto feed =
+      LogFeed::create(spec_.log, static_cast<size_t>(std::max(spec_.runbook.collect.log_lines, 1)));
   if (!feed) return feed.error();
   log_ = std::move(*feed);
 
@@ -97,7 +99,8 @@ Status Supervisor::setup() {
   std::string trace = opt_.trace_path;
   if (trace.empty()) {
     std::filesystem::create_directories(opt_.state_dir + "/traces");
-    trace = fmt::format("{}/traces/{}-{}.jsonl", opt_.state_dir, opt_.job, wall_now_ns() / kNsPerSec);
+    trace =
+        fmt::format("{}/traces/{}-{}.jsonl", opt_.state_dir, opt_.job, wall_now_ns() / kNsPerSec);
   }
   detect::TraceHeader h;
   h.job = opt_.job;
@@ -130,7 +133,9 @@ Status Supervisor::setup() {
     }
     return out;
   };
-  ac.status = [this] { return last_verdict_json_.empty() ? std::string("{}") : last_verdict_json_; };
+  ac.status = [this] {
+    return last_verdict_json_.empty() ? std::string("{}") : last_verdict_json_;
+  };
   // Acks need this run's token, in a file only the job's owner can read: any local user can
   // find the port, none but the owner (and root) can hold the runbook.
   const std::string token_path = fmt::format("{}/{}.ack-token", opt_.state_dir, opt_.job);
@@ -171,7 +176,8 @@ void Supervisor::hygiene() {
   in.proc_root = opt_.proc_root;
   if (auto before = store_->processes_before(opt_.job, state_.incarnation)) {
     for (const auto& p : *before) {
-      in.recorded.push_back({static_cast<int>(p.pid), p.start_ticks, static_cast<uint32_t>(p.incarnation), p.role});
+      in.recorded.push_back(
+          {static_cast<int>(p.pid), p.start_ticks, static_cast<uint32_t>(p.incarnation), p.role});
     }
   }
   if (gpu_) {
@@ -181,8 +187,9 @@ void Supervisor::hygiene() {
   leftovers_.clear();
   if (found.empty()) return;
   for (const auto& l : found) {
-    std::string line = fmt::format("{} {}: {}{}", runbook::leftover_kind_name(l.kind), l.what, l.evidence,
-                                   l.provable ? "" : " (not provably this job's: left alone)");
+    std::string line =
+        fmt::format("{} {}: {}{}", runbook::leftover_kind_name(l.kind), l.what, l.evidence,
+                    l.provable ? "" : " (not provably this job's: left alone)");
     leftovers_.push_back(line);
     say(fmt::format("leftover before incarnation {}: {}", state_.incarnation, line));
   }
@@ -204,14 +211,16 @@ void Supervisor::wait_for_port() {
   int port = *opt_.master_port;
   int64_t from = mono_now_ns();
   auto sleep = [](int64_t ns) { wait_signal(ns); };
-  auto held = runbook::wait_port_free(opt_.proc_root, port, kPortWaitNs, SystemClock::instance(), sleep);
+  auto held =
+      runbook::wait_port_free(opt_.proc_root, port, kPortWaitNs, SystemClock::instance(), sleep);
   if (!held) {
     say(fmt::format("cannot check the rendezvous port {}: {}", port, held.error().message));
     return;
   }
   int64_t waited = mono_now_ns() - from;
   if (held->empty()) {
-    if (waited >= 100 * kNsPerMs) say(fmt::format("rendezvous port {} free after {}", port, format_duration(waited)));
+    if (waited >= 100 * kNsPerMs)
+      say(fmt::format("rendezvous port {} free after {}", port, format_duration(waited)));
     return;
   }
   std::vector<uint64_t> inodes;
@@ -220,9 +229,10 @@ void Supervisor::wait_for_port() {
   for (const auto& o : runbook::socket_owners(opt_.proc_root, inodes).owners) {
     owners += fmt::format("{}pid {} ({})", owners.empty() ? "" : ", ", o.pid, o.comm);
   }
-  std::string line = fmt::format("rendezvous port {} still bound after {} by {}: launching anyway; the new "
-                                 "incarnation may hang at init",
-                                 port, format_duration(waited), owners.empty() ? "a process not visible here" : owners);
+  std::string line = fmt::format(
+      "rendezvous port {} still bound after {} by {}: launching anyway; the new "
+      "incarnation may hang at init",
+      port, format_duration(waited), owners.empty() ? "a process not visible here" : owners);
   say(line);
   leftovers_.push_back(line);
 }
@@ -245,7 +255,8 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
     if (!checkpoint_path.empty()) ls.env["STEPWATCH_RESUME_DIR"] = checkpoint_path;
     if (!spec_.runbook.resume_command.empty()) {
       if (auto st = spec::check_template_value("checkpoint id", checkpoint->first); !st) {
-        return Error{Errc::kInvalidArgument, "not resuming through resume_command: " + st.error().message};
+        return Error{Errc::kInvalidArgument,
+                     "not resuming through resume_command: " + st.error().message};
       }
       spec::TemplateValues vars = {{"checkpoint_id", checkpoint->first},
                                    {"checkpoint_step", std::to_string(checkpoint->second)},
@@ -256,7 +267,8 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
   }
   int64_t started = wall_now_ns();
   log_->reset(started);
-  auto child = Child::start(ls, [this](Stream, std::string_view line) { log_->feed(line, wall_now_ns()); });
+  auto child =
+      Child::start(ls, [this](Stream, std::string_view line) { log_->feed(line, wall_now_ns()); });
   if (!child) return child.error();
   child_ = std::move(*child);
   exit_status_.reset();
@@ -284,7 +296,8 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
   rec.role = "launcher";
   rec.first_seen_ns = started;
   (void)store_->record_process(rec);
-  say(fmt::format("launched incarnation {} (pid {}): {}", state_.incarnation, child_->pid(), fmt::join(ls.argv, " ")));
+  say(fmt::format("launched incarnation {} (pid {}): {}", state_.incarnation, child_->pid(),
+                  fmt::join(ls.argv, " ")));
   return {};
 }
 
@@ -299,7 +312,8 @@ void Supervisor::record_processes(const PollReport& report) {
     rec.incarnation = state_.incarnation;
     rec.pid = pid;
     rec.start_ticks = p.start_ticks;
-    rec.role = rank_of.count(pid) ? fmt::format("rank {}", rank_of[pid]) : (pid == child_->pid() ? "launcher" : "child");
+    rec.role = rank_of.count(pid) ? fmt::format("rank {}", rank_of[pid])
+                                  : (pid == child_->pid() ? "launcher" : "child");
     rec.first_seen_ns = wall_now_ns();
     (void)store_->record_process(rec);
   }
@@ -322,7 +336,8 @@ void Supervisor::on_verdict(const detect::Verdict& v, const detect::Observation&
   say(fmt::format("{} -> {}", detect::state_name(last_state_), v.summary));
   last_state_ = v.state;
   last_cause_ = v.cause;
-  if (auto l = detector_->learned(); l && (!saved_learned_ || saved_learned_->median_ns != l->median_ns)) {
+  if (auto l = detector_->learned();
+      l && (!saved_learned_ || saved_learned_->median_ns != l->median_ns)) {
     saved_learned_ = l;
     state_.interval_median_ns = l->median_ns;
     state_.interval_p90_ns = l->p90_ns;
@@ -352,12 +367,15 @@ int Supervisor::shutdown(int sig) {
 void Supervisor::join_output() {
   child_->join_output();
   if (uint64_t n = child_->dropped_passthrough_bytes()) {
-    say(fmt::format("{} bytes of the job's output were dropped because stepwatch's stdout or stderr was not read "
+    say(
+        fmt::format("{} bytes of the job's output were dropped because stepwatch's stdout or "
+                    "stderr was not read "
                     "(the job was never made to wait)",
                     n));
   }
   if (uint64_t n = child_->dropped_log_bytes()) {
-    say(fmt::format("{} bytes of the job's output went unread by the log contract (it fell behind)", n));
+    say(fmt::format("{} bytes of the job's output went unread by the log contract (it fell behind)",
+                    n));
   }
 }
 
@@ -388,18 +406,21 @@ int Supervisor::run() {
     return kExitLaunchFailed;
   }
   for (;;) {
-    if (int sig = wait_signal(poll_interval()); sig == SIGINT || sig == SIGTERM) return shutdown(sig);
+    if (int sig = wait_signal(poll_interval()); sig == SIGINT || sig == SIGTERM)
+      return shutdown(sig);
     Stamp now = SystemClock::instance().now();
     if (!exit_status_) exit_status_ = child_->poll_exit();
     PollReport report;
-    detect::Observation obs = observer_->poll(now, log_->progress(opt_.job, static_cast<uint32_t>(state_.incarnation)),
-                                              log_->facts(), &report);
+    detect::Observation obs =
+        observer_->poll(now, log_->progress(opt_.job, static_cast<uint32_t>(state_.incarnation)),
+                        log_->facts(), &report);
     if (exit_status_) {
       obs.job_exit_code = *exit_status_;
       // A job launched without a launcher is its own rank: its exit status is that rank's.
       for (auto& f : obs.procs) {
         auto it = report.rank_pids.find(f.rank);
-        if (it != report.rank_pids.end() && it->second == child_->pid()) f.exit_code = *exit_status_;
+        if (it != report.rank_pids.end() && it->second == child_->pid())
+          f.exit_code = *exit_status_;
       }
     }
     for (const auto& p : report.fresh_problems) say(p.message);
@@ -414,9 +435,10 @@ int Supervisor::run() {
       // A crash before the first step of the first launch (an ImportError, a bad flag) is a
       // broken launch: a restart would fail the same way. docs/run.md.
       join_output();
-      say(fmt::format("job {} exited with status {} before its first step: not restarted (a crash at start is "
-                      "not a stall)",
-                      opt_.job, *exit_status_));
+      say(fmt::format(
+          "job {} exited with status {} before its first step: not restarted (a crash at start is "
+          "not a stall)",
+          opt_.job, *exit_status_));
       return *exit_status_;
     }
     int code = 0;

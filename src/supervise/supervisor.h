@@ -26,10 +26,12 @@ class AckServer;
 namespace stepwatch::supervise {
 
 // Exit statuses of `stepwatch run` besides the job's own (docs/run.md).
-inline constexpr int kExitUsage = 2;             // bad arguments or spec: nothing was launched
-inline constexpr int kExitLaunchFailed = 3;      // the command could not be started
-inline constexpr int kExitStoppedByWatchdog = 75;  // the watchdog preempted it and did not resume (resume = false)
-inline constexpr int kExitBudgetExhausted = 76;  // restart budget used up without checkpoint progress
+inline constexpr int kExitUsage = 2;         // bad arguments or spec: nothing was launched
+inline constexpr int kExitLaunchFailed = 3;  // the command could not be started
+inline constexpr int kExitStoppedByWatchdog =
+    75;  // the watchdog preempted it and did not resume (resume = false)
+inline constexpr int kExitBudgetExhausted =
+    76;  // restart budget used up without checkpoint progress
 
 struct RunOptions {
   std::vector<std::string> argv;
@@ -40,11 +42,11 @@ struct RunOptions {
   std::string state_dir;    // the SQLite store, traces and incident artifacts
   std::string trace_path;   // empty: <state_dir>/traces/<job>-<unix time>.jsonl
   std::string ack_host = "127.0.0.1";
-  int ack_port = 0;          // 0: an ephemeral port (written to <state_dir>/<job>.ack-port)
-  std::string nvml_lib;      // empty: the system's libnvidia-ml
+  int ack_port = 0;                // 0: an ephemeral port (written to <state_dir>/<job>.ack-port)
+  std::string nvml_lib;            // empty: the system's libnvidia-ml
   std::optional<int> master_port;  // the rendezvous port checked before every launch
   std::string proc_root = "/proc";
-  int64_t poll_ns = 0;       // 0: from the spec, else derived from the expected interval
+  int64_t poll_ns = 0;  // 0: from the spec, else derived from the expected interval
 };
 
 class Supervisor {
@@ -73,9 +75,11 @@ class Supervisor {
 
   Status setup();
   void wait_for_port();
-  int ended(int status, const detect::Verdict& v);  // the job ended by itself, nothing firing: its status
-  void join_output();     // the child's, and says what of its output was dropped
-  Status launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint, const std::string& checkpoint_path);
+  int ended(int status,
+            const detect::Verdict& v);  // the job ended by itself, nothing firing: its status
+  void join_output();                   // the child's, and says what of its output was dropped
+  Status launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint,
+                const std::string& checkpoint_path);
   void hygiene();
   int64_t poll_interval() const;
   int shutdown(int sig);
@@ -83,7 +87,8 @@ class Supervisor {
   void on_verdict(const detect::Verdict& v, const detect::Observation& obs);
 
   // The runbook (incident.cpp).
-  Step runbook_step(const detect::Verdict& v, const detect::Observation& obs, const PollReport& report, int* exit);
+  Step runbook_step(const detect::Verdict& v, const detect::Observation& obs,
+                    const PollReport& report, int* exit);
   runbook::PageMessage page_message(const detect::Verdict& v) const;
   void start_paging(const detect::Verdict& v);
   void close_incident(const std::string& resolution);  // resolves its alert, records, forgets it
@@ -92,7 +97,8 @@ class Supervisor {
   bool preempt(const PollReport& report);
   // `own_exit`: the job's status when it ended by itself before the runbook acted.
   Step resume(const detect::Observation& obs, std::optional<int> own_exit, int* exit);
-  std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs, std::string* path);
+  std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs,
+                                                                 std::string* path);
   void action(std::string_view kind, bool ok, const std::string& detail);
   void say(const std::string& line) const;
 
@@ -114,7 +120,7 @@ class Supervisor {
   std::string last_verdict_json_;
   int launches_ = 0;  // by this stepwatch run
   std::optional<detect::Learned> saved_learned_;
-  std::optional<int> exit_status_;  // of the current incarnation, once it exited
+  std::optional<int> exit_status_;      // of the current incarnation, once it exited
   std::vector<std::string> leftovers_;  // what hygiene found before this incarnation's launch
 };
 

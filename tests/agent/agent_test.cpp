@@ -2,9 +2,9 @@
 // HTTP on 127.0.0.1 (port 0) and a real page receiver. Time is injected into poll_once.
 #include "src/agent/agent.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -465,7 +465,8 @@ device 1 name NVIDIA Fake H200 #2
 device 1 util 0 0
 device 1 memory 150000000000 0
 device 1 power_mw 70000
-)", ::getpid()));
+)",
+                                                 ::getpid()));
   auto nvml = probe::Nvml::open(FAKE_NVML_LIB);
   ASSERT_TRUE(nvml.ok()) << nvml.error().message;
   AgentDeps deps;
@@ -480,7 +481,8 @@ device 1 power_mw 70000
   ASSERT_TRUE(a.ok()) << a.error().message;
   int before = testing::fake_nvml_calls(FAKE_NVML_LIB, "util", 0);
   for (int p = 0; p < 4; ++p) ASSERT_TRUE((*a)->poll_once(at(0.5 * (p + 1))).ok());
-  EXPECT_EQ(testing::fake_nvml_calls(FAKE_NVML_LIB, "util", 0) - before, 4) << "one read per poll, three jobs";
+  EXPECT_EQ(testing::fake_nvml_calls(FAKE_NVML_LIB, "util", 0) - before, 4)
+      << "one read per poll, three jobs";
   for (const char* job : {"gpu-a", "gpu-b", "gpu-c"}) {
     auto s = (*a)->job(job);
     ASSERT_TRUE(s) << job;
@@ -498,7 +500,8 @@ TEST_F(AgentTest, AFloodOfJunkIsCountedAndSkippedWhileTheRealJobIsWatched) {
   auto w = beacon("real");
   w->step(4);
   for (int i = 0; i < 1500; ++i) std::ofstream(root() + "/junk-" + std::to_string(i)) << "x";
-  for (int r = 1; r < 1001; ++r) std::ofstream(root() + "/real/rank-" + std::to_string(r) + ".beacon") << "junk";
+  for (int r = 1; r < 1001; ++r)
+    std::ofstream(root() + "/real/rank-" + std::to_string(r) + ".beacon") << "junk";
   auto a = open_agent();
   ASSERT_TRUE(a->poll_once(at(0.5)).ok());
   auto h = a->health();
@@ -529,7 +532,9 @@ TEST_F(AgentTest, AnOpenIncidentKeepsItsAlertmanagerAlertAliveAndRecoveryResolve
   auto a = open_agent();
   std::this_thread::sleep_for(600ms);
   Stamp stalled_at = SystemClock::instance().now();
-  auto later = [&](int s) { return Stamp{stalled_at.wall_ns + s * kNsPerSec, stalled_at.mono_ns + s * kNsPerSec}; };
+  auto later = [&](int s) {
+    return Stamp{stalled_at.wall_ns + s * kNsPerSec, stalled_at.mono_ns + s * kNsPerSec};
+  };
   ASSERT_TRUE(a->poll_once(stalled_at).ok());
   ASSERT_EQ(a->job("train-am")->verdict.state, detect::State::kStalled);
   ASSERT_TRUE(rx.wait_for(1));
@@ -659,7 +664,8 @@ TEST_F(AgentPreemptTest, AStallPastTheAckTimeoutPreemptsTheProvenRankOnce) {
   auto incs = a->incidents("victim", 10);
   ASSERT_TRUE(incs.ok());
   ASSERT_EQ(incs->size(), 1u);
-  EXPECT_NE((*incs)[0].resolution.find("preempted by the agent"), std::string::npos) << (*incs)[0].resolution;
+  EXPECT_NE((*incs)[0].resolution.find("preempted by the agent"), std::string::npos)
+      << (*incs)[0].resolution;
   // The silence of the processes it ended is not a new incident.
   ASSERT_TRUE(a->poll_once(after(5)).ok());
   ASSERT_TRUE(a->poll_once(after(6)).ok());
@@ -703,7 +709,8 @@ TEST_F(AgentPreemptTest, AJobNotListedInPreemptJobsIsOnlyObserved) {
   auto a = open_preempting_agent({"victim*"});
   std::this_thread::sleep_for(600ms);
   Stamp t = SystemClock::instance().now();
-  for (int s = 0; s < 4; ++s) ASSERT_TRUE(a->poll_once({t.wall_ns + s * kNsPerSec, t.mono_ns + s * kNsPerSec}).ok());
+  for (int s = 0; s < 4; ++s)
+    ASSERT_TRUE(a->poll_once({t.wall_ns + s * kNsPerSec, t.mono_ns + s * kNsPerSec}).ok());
   EXPECT_EQ(a->job("keep-me")->verdict.state, detect::State::kStalled);
   int status = 0;
   EXPECT_FALSE(ended_within(rank, 300, &status));
@@ -748,7 +755,8 @@ TEST_F(AgentTest, AHugeSparseProgressFileBesideAStalledJobFreezesNothing) {
   }
   fs::create_directories(root() + "/hostile");
   std::string sparse = root() + "/hostile/progress.jsonl";
-  std::ofstream(sparse) << R"({"job":"hostile","rank":0,"time":1,"step":1})" << "\n";
+  std::ofstream(sparse) << R"({"job":"hostile","rank":0,"time":1,"step":1})"
+                        << "\n";
   ASSERT_EQ(::truncate(sparse.c_str(), int64_t{100} << 30), 0);
   auto a = open_agent();
   ASSERT_TRUE(a->poll_once(at(0.5)).ok());
@@ -780,7 +788,8 @@ TEST_F(AgentTest, PollsThatKeepFailingMakeHealthFail) {
   EXPECT_EQ(res->status, 200) << "no poll yet is not a failure";
   std::atomic<bool> stop{false};
   std::thread t([&] { (*a)->run(stop); });
-  for (int i = 0; i < 500 && (*a)->health().consecutive_poll_failures < serve::kPollFailuresUnhealthy; ++i) {
+  for (int i = 0;
+       i < 500 && (*a)->health().consecutive_poll_failures < serve::kPollFailuresUnhealthy; ++i) {
     std::this_thread::sleep_for(5ms);
   }
   stop = true;

@@ -1,8 +1,6 @@
 // agent.toml: defaults, values, and errors that name file:line: key.
 #include "src/agent/config.h"
 
-#include "src/common/host.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include "src/common/host.h"
 
 namespace stepwatch::agent {
 namespace {
@@ -173,8 +173,10 @@ TEST_F(TokenFile, ReadableByOthersIsRefused) {
 
 // D18: what a listen host means is the address it resolves to, not its spelling.
 TEST(AgentConfig, LoopbackIsTheResolvedAddressNotAPrefix) {
-  for (const char* h : {"127.0.0.1", "127.5.6.7", "::1", "localhost"}) EXPECT_TRUE(is_loopback_host(h)) << h;
-  for (const char* h : {"0.0.0.0", "::", "10.0.0.1", "::ffff:127.0.0.1", "127.rt2-test.invalid", "", "127."}) {
+  for (const char* h : {"127.0.0.1", "127.5.6.7", "::1", "localhost"})
+    EXPECT_TRUE(is_loopback_host(h)) << h;
+  for (const char* h :
+       {"0.0.0.0", "::", "10.0.0.1", "::ffff:127.0.0.1", "127.rt2-test.invalid", "", "127."}) {
     EXPECT_FALSE(is_loopback_host(h)) << h;
   }
   auto c = parse_agent_config("listen = \"127.rt2-test.invalid:9465\"\n", "agent.toml");

@@ -12,9 +12,9 @@
 
 namespace {
 
+using stepwatch::test::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using stepwatch::test::TempDir;
 
 // Writes one scenario of the corpus as a trace, as `detection_bench --traces` does.
 std::string write_scenario(const std::string& dir, const std::string& name) {
@@ -36,7 +36,8 @@ TEST(ReplayCli, PrintsTheTimelineAndComparesWithTheTruth) {
   EXPECT_THAT(r.out, HasSubstr("spec recorded in the trace"));
   EXPECT_THAT(r.out, HasSubstr("stalled/collective"));
   EXPECT_THAT(r.out, HasSubstr("culprit rank 2"));
-  EXPECT_THAT(r.out, HasSubstr("truth: stall at +00:10:20 (culprits 2); stepwatch fired at +00:12:21"));
+  EXPECT_THAT(r.out,
+              HasSubstr("truth: stall at +00:10:20 (culprits 2); stepwatch fired at +00:12:21"));
 
   // The same trace judged by another spec: a 10-minute data budget fires 8 minutes later.
   std::string spec = tmp.path() + "/long-data.toml";
@@ -57,7 +58,8 @@ TEST(ReplayCli, GarbageAndTimeGoingBackwardsAreReportedWithLineNumbersAndSkipped
   {
     std::ofstream out(trace, std::ios::app);
     out << "not json at all\n";
-    out << R"({"type":"obs","now":[1,1],"ranks":[]})" << "\n";
+    out << R"({"type":"obs","now":[1,1],"ranks":[]})"
+        << "\n";
   }
   RunResult r = run({"replay", trace}, tmp.path());
   EXPECT_EQ(r.exit_code, 1);
@@ -80,7 +82,8 @@ TEST(ReplayCli, GarbageAndTimeGoingBackwardsAreReportedWithLineNumbersAndSkipped
 TEST(CheckSpecCli, ShippedExamplesAreValidAndBrokenOnesAreExplained) {
   TempDir tmp;
   std::string src = std::getenv("STEPWATCH_SOURCE_DIR");
-  RunResult ok = run({"check-spec", src + "/examples/specs/debug-small.toml", src + "/examples/specs/pretrain-large.toml"},
+  RunResult ok = run({"check-spec", src + "/examples/specs/debug-small.toml",
+                      src + "/examples/specs/pretrain-large.toml"},
                      tmp.path());
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   EXPECT_THAT(ok.out, HasSubstr("debug-small.toml: ok"));

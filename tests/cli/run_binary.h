@@ -20,7 +20,7 @@ struct RunResult {
 // Runs the binary with args; env entries "NAME=value" are added to (or, "NAME", removed from)
 // the current environment.
 inline RunResult run(const std::vector<std::string>& args, const std::string& scratch,
-              const std::vector<std::string>& env_changes = {}) {
+                     const std::vector<std::string>& env_changes = {}) {
   const char* bin = std::getenv("STEPWATCH_BIN");
   RunResult r;
   if (bin == nullptr) {
@@ -35,8 +35,10 @@ inline RunResult run(const std::vector<std::string>& args, const std::string& sc
     if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(126);
     for (const auto& c : env_changes) {
       auto eq = c.find('=');
-      if (eq == std::string::npos) ::unsetenv(c.c_str());
-      else ::setenv(c.substr(0, eq).c_str(), c.substr(eq + 1).c_str(), 1);
+      if (eq == std::string::npos)
+        ::unsetenv(c.c_str());
+      else
+        ::setenv(c.substr(0, eq).c_str(), c.substr(eq + 1).c_str(), 1);
     }
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(bin));
@@ -55,4 +57,3 @@ inline RunResult run(const std::vector<std::string>& args, const std::string& sc
   r.err = stepwatch::test::read_file(err_path);
   return r;
 }
-

@@ -16,10 +16,10 @@
 
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using stepwatch::contract::BeaconWriter;
 using stepwatch::contract::Identity;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string line_of_rank(const std::string& out, int rank) {
   std::istringstream in(out);

@@ -40,15 +40,28 @@ std::string line_for(const std::string& text, int rank) {
 
 // The columns of one rank's line. CHECKPOINT may be two tokens ("id@step age") or "n/a".
 struct Row {
-  std::string rank, host, pid, step, step_age, phase, phase_age, beat_age, checkpoint, loss, status, src;
+  std::string rank, host, pid, step, step_age, phase, phase_age, beat_age, checkpoint, loss, status,
+      src;
 };
 
 std::optional<Row> row_for(const std::string& text, int rank) {
   for (const auto& l : lines_of(text)) {
     auto t = tokens(l);
     if (t.size() < 12 || t[0] != std::to_string(rank)) continue;
-    Row r{t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], "", t[t.size() - 3], t[t.size() - 2], t[t.size() - 1]};
-    for (size_t i = 8; i + 3 < t.size(); ++i) r.checkpoint += (r.checkpoint.empty() ? "" : " ") + t[i];
+    Row r{t[0],
+          t[1],
+          t[2],
+          t[3],
+          t[4],
+          t[5],
+          t[6],
+          t[7],
+          "",
+          t[t.size() - 3],
+          t[t.size() - 2],
+          t[t.size() - 1]};
+    for (size_t i = 8; i + 3 < t.size(); ++i)
+      r.checkpoint += (r.checkpoint.empty() ? "" : " ") + t[i];
     return r;
   }
   return std::nullopt;
@@ -74,20 +87,25 @@ TEST(AgeNs, PicksTheRightClock) {
     bool same_host;
     int64_t want;
   } cases[] = {
-      {{kNow.wall_ns - 7 * kSec, kNow.mono_ns - 3 * kSec}, true, 3 * kSec},   // same host: monotonic
-      {{kNow.wall_ns - 7 * kSec, kNow.mono_ns - 3 * kSec}, false, 7 * kSec},  // other host: wall clock
-      {{kNow.wall_ns - 7 * kSec, 0}, true, 7 * kSec},                         // no monotonic (JSONL)
-      {{0, kNow.mono_ns - 3 * kSec}, false, -1},                              // nothing comparable
+      {{kNow.wall_ns - 7 * kSec, kNow.mono_ns - 3 * kSec}, true, 3 * kSec},  // same host: monotonic
+      {{kNow.wall_ns - 7 * kSec, kNow.mono_ns - 3 * kSec},
+       false,
+       7 * kSec},                                      // other host: wall clock
+      {{kNow.wall_ns - 7 * kSec, 0}, true, 7 * kSec},  // no monotonic (JSONL)
+      {{0, kNow.mono_ns - 3 * kSec}, false, -1},       // nothing comparable
       {{0, 0}, true, -1},
   };
   for (const auto& c : cases) {
-    EXPECT_EQ(age_ns(c.at, kNow, c.same_host), c.want) << c.at.wall_ns << " " << c.at.mono_ns << " " << c.same_host;
+    EXPECT_EQ(age_ns(c.at, kNow, c.same_host), c.want)
+        << c.at.wall_ns << " " << c.at.mono_ns << " " << c.same_host;
   }
   EXPECT_EQ(age_ns({kNow.wall_ns - kSec, 0}, {kNow.wall_ns, 0}, true), kSec);
   EXPECT_EQ(age_ns({0, kNow.mono_ns - kSec}, {0, 0}, true), -1) << "now unknown";
 }
 
-TEST(RenderStatus, NoJobs) { EXPECT_EQ(render_status({}, kNow, "here"), "no jobs\n"); }
+TEST(RenderStatus, NoJobs) {
+  EXPECT_EQ(render_status({}, kNow, "here"), "no jobs\n");
+}
 
 TEST(RenderStatus, AgesOfAFullRecord) {
   contract::RankSnapshot s = rank(0);
@@ -95,7 +113,8 @@ TEST(RenderStatus, AgesOfAFullRecord) {
   s.step_at = {kNow.wall_ns - 99 * kSec, kNow.mono_ns - 2'500'000'000};  // monotonic says 2.5s
   s.step_count = 1235;
   s.beat_at = Stamp{kNow.wall_ns - 65 * kSec, kNow.mono_ns - 65 * kSec};
-  s.checkpoint = contract::CheckpointMark{"ckpt-1200", 1200, {kNow.wall_ns - 3 * 3600 * kSec, kNow.mono_ns - 7500 * kSec}};
+  s.checkpoint = contract::CheckpointMark{
+      "ckpt-1200", 1200, {kNow.wall_ns - 3 * 3600 * kSec, kNow.mono_ns - 7500 * kSec}};
   s.loss = 0.123456;
   contract::JobView v{"job-1", "/dev/shm/stepwatch/job-1", {s}, {}};
   std::string out = render_status({v}, kNow, "here");
@@ -136,7 +155,8 @@ TEST(RenderStatus, AbsentValuesAreNA) {
   EXPECT_EQ(r->beat_age, "n/a");
   EXPECT_EQ(r->checkpoint, "n/a");
   EXPECT_EQ(r->loss, "n/a") << "no loss reported is not 0";
-  EXPECT_THAT(tokens(line_for(out, 1)), Not(::testing::Contains("0"))) << "absent values never render as 0";
+  EXPECT_THAT(tokens(line_for(out, 1)), Not(::testing::Contains("0")))
+      << "absent values never render as 0";
 }
 
 TEST(RenderStatus, ReportedNaNLossAndStatusAndSource) {
@@ -162,7 +182,8 @@ TEST(RenderStatus, ReportedNaNLossAndStatusAndSource) {
 
 TEST(RenderStatus, MissingRanksAndProblems) {
   contract::JobView v{"job-1", "/d", {rank(0), rank(2)}, {}};
-  v.problems.push_back(Error{Errc::kBadMagic, "/d/rank-1.beacon: bad magic 0x0, not a stepwatch beacon"});
+  v.problems.push_back(
+      Error{Errc::kBadMagic, "/d/rank-1.beacon: bad magic 0x0, not a stepwatch beacon"});
   v.problems.push_back(Error{Errc::kParse, "/d/progress.jsonl:3: not valid JSON"});
   std::string out = render_status({v}, kNow, "here");
   EXPECT_THAT(out, HasSubstr("ranks 2/4"));
@@ -170,15 +191,18 @@ TEST(RenderStatus, MissingRanksAndProblems) {
   EXPECT_THAT(out, HasSubstr("     3 no record\n"));
   EXPECT_THAT(out, Not(HasSubstr("0 no record")));
   EXPECT_THAT(out, Not(HasSubstr("2 no record")));
-  EXPECT_THAT(out, HasSubstr("  problem: /d/rank-1.beacon: bad magic 0x0, not a stepwatch beacon\n"));
+  EXPECT_THAT(out,
+              HasSubstr("  problem: /d/rank-1.beacon: bad magic 0x0, not a stepwatch beacon\n"));
   EXPECT_THAT(out, HasSubstr("  problem: /d/progress.jsonl:3: not valid JSON\n"));
 }
 
 TEST(RenderStatus, JobWithOnlyProblemsAndSeveralJobs) {
-  contract::JobView broken{"broken", "/d/broken", {}, {Error{Errc::kNotFound, "/d/broken: No such file"}}};
+  contract::JobView broken{
+      "broken", "/d/broken", {}, {Error{Errc::kNotFound, "/d/broken: No such file"}}};
   contract::JobView fine{"fine", "/d/fine", {rank(0)}, {}};
   std::string out = render_status({broken, fine}, kNow, "here");
-  EXPECT_THAT(out, HasSubstr("job broken  ranks 0/0  dir /d/broken\n  problem: /d/broken: No such file\n"));
+  EXPECT_THAT(
+      out, HasSubstr("job broken  ranks 0/0  dir /d/broken\n  problem: /d/broken: No such file\n"));
   EXPECT_THAT(out, HasSubstr("job fine  ranks 1/4"));
   EXPECT_LT(out.find("job broken"), out.find("job fine"));
   // The header is printed only for jobs with ranks.

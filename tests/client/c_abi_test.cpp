@@ -1,7 +1,7 @@
 // The C ABI of libstepwatch.so, called the way a trainer calls it.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,12 +18,12 @@
 
 namespace {
 
-using ::testing::HasSubstr;
-using stepwatch::contract::read_beacon_file;
 using stepwatch::contract::RankSnapshot;
+using stepwatch::contract::read_beacon_file;
+using ::testing::HasSubstr;
 
-const int kAllCodes[] = {STEPWATCH_OK,    STEPWATCH_EINVAL, STEPWATCH_ENOJOB, STEPWATCH_ENORANK,
-                         STEPWATCH_EIO,   STEPWATCH_ENULL,  STEPWATCH_EBUSY,  STEPWATCH_ENOMEM,
+const int kAllCodes[] = {STEPWATCH_OK,     STEPWATCH_EINVAL,   STEPWATCH_ENOJOB, STEPWATCH_ENORANK,
+                         STEPWATCH_EIO,    STEPWATCH_ENULL,    STEPWATCH_EBUSY,  STEPWATCH_ENOMEM,
                          STEPWATCH_EPHASE, STEPWATCH_EINTERNAL};
 
 class CApi : public ::testing::Test {
@@ -68,7 +68,7 @@ TEST_F(CApi, EveryCallOnANullHandleIsENULL) {
   EXPECT_EQ(stepwatch_checkpoint_committed(nullptr, "c", 1), STEPWATCH_ENULL);
   EXPECT_EQ(stepwatch_finish(nullptr, 1), STEPWATCH_ENULL);
   EXPECT_STREQ(stepwatch_path(nullptr), "");
-  stepwatch_close(nullptr);  // a no-op
+  stepwatch_close(nullptr);         // a no-op
   stepwatch_options_init(nullptr);  // a no-op
 }
 
@@ -161,10 +161,21 @@ TEST_F(CApi, FailedOpensSayWhy) {
       {"no job", {}, STEPWATCH_ENOJOB, "STEPWATCH_JOB"},
       {"invalid job", {{"STEPWATCH_JOB", "../x"}}, STEPWATCH_EINVAL, "job id"},
       {"malformed RANK", {{"STEPWATCH_JOB", "j"}, {"RANK", "x"}}, STEPWATCH_ENORANK, "RANK=\"x\""},
-      {"rank >= world", {{"STEPWATCH_JOB", "j"}, {"RANK", "2"}, {"WORLD_SIZE", "2"}}, STEPWATCH_ENORANK, "RANK=2"},
-      {"world without rank", {{"STEPWATCH_JOB", "j"}, {"WORLD_SIZE", "2"}}, STEPWATCH_ENORANK, "WORLD_SIZE=2"},
-      {"slurm rank malformed", {{"STEPWATCH_JOB", "j"}, {"SLURM_PROCID", "1.5"}}, STEPWATCH_ENORANK, "SLURM_PROCID"},
-      {"directory under a file", {{"STEPWATCH_JOB", "j"}, {"STEPWATCH_DIR", under_file.c_str()}}, STEPWATCH_EIO,
+      {"rank >= world",
+       {{"STEPWATCH_JOB", "j"}, {"RANK", "2"}, {"WORLD_SIZE", "2"}},
+       STEPWATCH_ENORANK,
+       "RANK=2"},
+      {"world without rank",
+       {{"STEPWATCH_JOB", "j"}, {"WORLD_SIZE", "2"}},
+       STEPWATCH_ENORANK,
+       "WORLD_SIZE=2"},
+      {"slurm rank malformed",
+       {{"STEPWATCH_JOB", "j"}, {"SLURM_PROCID", "1.5"}},
+       STEPWATCH_ENORANK,
+       "SLURM_PROCID"},
+      {"directory under a file",
+       {{"STEPWATCH_JOB", "j"}, {"STEPWATCH_DIR", under_file.c_str()}},
+       STEPWATCH_EIO,
        under_file},
   };
   for (const auto& c : table) {

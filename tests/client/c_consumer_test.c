@@ -15,22 +15,22 @@
 
 static int g_failures = 0;
 
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (!(cond)) {                                                   \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                  \
-    }                                                                \
+      ++g_failures;                                                            \
+    }                                                                          \
   } while (0)
 
-#define CHECK_RC(call, want)                                                                \
-  do {                                                                                      \
-    int rc_ = (call);                                                                       \
-    if (rc_ != (want)) {                                                                    \
+#define CHECK_RC(call, want)                                                                   \
+  do {                                                                                         \
+    int rc_ = (call);                                                                          \
+    if (rc_ != (want)) {                                                                       \
       fprintf(stderr, "%s:%d: %s returned %d (%s), want %d\n", __FILE__, __LINE__, #call, rc_, \
-              stepwatch_strerror(rc_), (want));                                             \
-      ++g_failures;                                                                         \
-    }                                                                                       \
+              stepwatch_strerror(rc_), (want));                                                \
+      ++g_failures;                                                                            \
+    }                                                                                          \
   } while (0)
 
 /* Reads the whole beacon file; returns 0 on success. */
@@ -207,8 +207,9 @@ static void test_open_env(const char* dir) {
 int main(void) {
   char dir[] = "/tmp/stepwatch-c-test-XXXXXX";
   char cmd[256];
-  const char* vars[] = {"STEPWATCH_DIR", "STEPWATCH_JOB", "STEPWATCH_INCARNATION", "RANK", "LOCAL_RANK",
-                        "WORLD_SIZE",    "SLURM_PROCID",  "SLURM_LOCALID",         "SLURM_NTASKS"};
+  const char* vars[] = {"STEPWATCH_DIR", "STEPWATCH_JOB", "STEPWATCH_INCARNATION",
+                        "RANK",          "LOCAL_RANK",    "WORLD_SIZE",
+                        "SLURM_PROCID",  "SLURM_LOCALID", "SLURM_NTASKS"};
   size_t i;
   for (i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
   if (mkdtemp(dir) == NULL) {

@@ -41,10 +41,11 @@ TEST(Exports, OnlyTheCApi) {
     EXPECT_EQ(name.rfind("stepwatch_", 0), 0u) << "exported: " << type << " " << name;
   }
   for (const char* api :
-       {"stepwatch_options_init", "stepwatch_open", "stepwatch_open_env", "stepwatch_step", "stepwatch_step_loss",
-        "stepwatch_loss", "stepwatch_beat", "stepwatch_phase_begin", "stepwatch_phase_end",
-        "stepwatch_checkpoint_committed", "stepwatch_finish", "stepwatch_close", "stepwatch_path",
-        "stepwatch_strerror", "stepwatch_last_error", "stepwatch_abi_version"}) {
+       {"stepwatch_options_init", "stepwatch_open", "stepwatch_open_env", "stepwatch_step",
+        "stepwatch_step_loss", "stepwatch_loss", "stepwatch_beat", "stepwatch_phase_begin",
+        "stepwatch_phase_end", "stepwatch_checkpoint_committed", "stepwatch_finish",
+        "stepwatch_close", "stepwatch_path", "stepwatch_strerror", "stepwatch_last_error",
+        "stepwatch_abi_version"}) {
     EXPECT_EQ(symbols.count(api), 1u) << api << " is missing";
   }
   EXPECT_EQ(symbols.size(), 16u) << ::testing::PrintToString(symbols);

@@ -1,8 +1,8 @@
 #include "src/common/duration.h"
 
-#include "src/common/clock.h"
-
 #include <gtest/gtest.h>
+
+#include "src/common/clock.h"
 
 namespace stepwatch {
 namespace {
@@ -12,9 +12,15 @@ TEST(ParseDuration, AcceptsUnitsAndCompounds) {
     const char* text;
     int64_t ns;
   } cases[] = {
-      {"90", 90 * kNsPerSec},       {"2s", 2 * kNsPerSec},      {"250ms", 250 * kNsPerMs},
-      {"1.5m", 90 * kNsPerSec},     {"1h30m", 5400 * kNsPerSec}, {"2d", 2 * 86400 * kNsPerSec},
-      {"10us", 10 * kNsPerUs},      {"7ns", 7},                  {"0s", 0},
+      {"90", 90 * kNsPerSec},
+      {"2s", 2 * kNsPerSec},
+      {"250ms", 250 * kNsPerMs},
+      {"1.5m", 90 * kNsPerSec},
+      {"1h30m", 5400 * kNsPerSec},
+      {"2d", 2 * 86400 * kNsPerSec},
+      {"10us", 10 * kNsPerUs},
+      {"7ns", 7},
+      {"0s", 0},
       {"18min", 18 * 60 * kNsPerSec},
   };
   for (const auto& c : cases) {

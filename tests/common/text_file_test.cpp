@@ -71,7 +71,8 @@ TEST_F(TextFileTest, DirectoriesSocketsMissingOversizeAndRefusedSymlinksAreNamed
   EXPECT_EQ(missing.error().message, path("nope") + ": cannot read: No such file or directory");
 
   std::ofstream(path("big")) << std::string(101, 'x');
-  EXPECT_EQ(read_text_file(path("big"), 100).error().message, path("big") + ": larger than 100 bytes");
+  EXPECT_EQ(read_text_file(path("big"), 100).error().message,
+            path("big") + ": larger than 100 bytes");
   EXPECT_TRUE(read_text_file(path("big"), 101).ok());
 
   ASSERT_EQ(::symlink(path("a").c_str(), path("link").c_str()), 0);

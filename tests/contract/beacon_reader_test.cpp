@@ -1,4 +1,6 @@
 // Reader errors, each produced by crafted bytes or files: the code and a message naming the file.
+#include "src/contract/beacon_reader.h"
+
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +14,6 @@
 #include <filesystem>
 #include <functional>
 
-#include "src/contract/beacon_reader.h"
 #include "src/contract/beacon_writer.h"
 #include "tests/contract/test_support.h"
 
@@ -24,12 +25,14 @@ using ::testing::HasSubstr;
 constexpr const char* kPath = "/run/x/job-1/rank-0.beacon";
 
 Result<RankSnapshot> decode(const stepwatch_beacon_v1& b, const ReadOptions& o = {}) {
-  return decode_beacon(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&b), sizeof b), o, kPath);
+  return decode_beacon(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&b), sizeof b), o,
+                       kPath);
 }
 
 Result<RankSnapshot> decode(std::string_view bytes, const ReadOptions& o = {}) {
-  return decode_beacon(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), o,
-                       kPath);
+  return decode_beacon(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), o,
+      kPath);
 }
 
 TEST(DecodeBeacon, AcceptsAValidRecord) {
@@ -67,19 +70,22 @@ struct Mutation {
 
 TEST(DecodeBeacon, RejectsEachInvalidField) {
   const std::vector<Mutation> table = {
-      {"bad magic", [](auto& b) { b.magic = 0x1122334455667788; }, Errc::kBadMagic, "bad magic 0x1122334455667788"},
+      {"bad magic", [](auto& b) { b.magic = 0x1122334455667788; }, Errc::kBadMagic,
+       "bad magic 0x1122334455667788"},
       {"zero magic", [](auto& b) { b.magic = 0; }, Errc::kBadMagic, "not a stepwatch beacon"},
       {"unknown version", [](auto& b) { b.version = 2; }, Errc::kUnknownVersion, "version 2"},
       {"version 0", [](auto& b) { b.version = 0; }, Errc::kUnknownVersion, "version 0"},
-      {"header size mismatch", [](auto& b) { b.size = 512; }, Errc::kSizeMismatch, "header says 512"},
-      {"header size larger", [](auto& b) { b.size = 2048; }, Errc::kSizeMismatch, "header says 2048"},
+      {"header size mismatch", [](auto& b) { b.size = 512; }, Errc::kSizeMismatch,
+       "header says 512"},
+      {"header size larger", [](auto& b) { b.size = 2048; }, Errc::kSizeMismatch,
+       "header says 2048"},
       {"odd seq", [](auto& b) { b.seq = 7; }, Errc::kTorn, "writer was inside an update"},
-      {"job unterminated", [](auto& b) { std::memset(b.job, 'j', sizeof b.job); }, Errc::kInvalidField,
-       "field job is not NUL-terminated"},
-      {"host unterminated", [](auto& b) { std::memset(b.host, 'h', sizeof b.host); }, Errc::kInvalidField,
-       "field host is not NUL-terminated"},
-      {"phase unterminated", [](auto& b) { std::memset(b.phase, 'p', sizeof b.phase); }, Errc::kInvalidField,
-       "field phase is not NUL-terminated"},
+      {"job unterminated", [](auto& b) { std::memset(b.job, 'j', sizeof b.job); },
+       Errc::kInvalidField, "field job is not NUL-terminated"},
+      {"host unterminated", [](auto& b) { std::memset(b.host, 'h', sizeof b.host); },
+       Errc::kInvalidField, "field host is not NUL-terminated"},
+      {"phase unterminated", [](auto& b) { std::memset(b.phase, 'p', sizeof b.phase); },
+       Errc::kInvalidField, "field phase is not NUL-terminated"},
       {"ckpt_id unterminated",
        [](auto& b) {
          b.ckpt_step = 3;
@@ -87,11 +93,15 @@ TEST(DecodeBeacon, RejectsEachInvalidField) {
        },
        Errc::kInvalidField, "field ckpt_id is not NUL-terminated"},
       {"empty job", [](auto& b) { b.job[0] = '\0'; }, Errc::kInvalidField, "field job"},
-      {"job with a slash", [](auto& b) { std::strcpy(b.job, "a/b"); }, Errc::kInvalidField, "field job"},
-      {"job starting with a dot", [](auto& b) { std::strcpy(b.job, "..x"); }, Errc::kInvalidField, "field job"},
-      {"host with a control byte", [](auto& b) { std::strcpy(b.host, "n\x01"); }, Errc::kInvalidField, "field host"},
+      {"job with a slash", [](auto& b) { std::strcpy(b.job, "a/b"); }, Errc::kInvalidField,
+       "field job"},
+      {"job starting with a dot", [](auto& b) { std::strcpy(b.job, "..x"); }, Errc::kInvalidField,
+       "field job"},
+      {"host with a control byte", [](auto& b) { std::strcpy(b.host, "n\x01"); },
+       Errc::kInvalidField, "field host"},
       {"empty phase", [](auto& b) { b.phase[0] = '\0'; }, Errc::kInvalidField, "field phase"},
-      {"phase with a space", [](auto& b) { std::strcpy(b.phase, "a b"); }, Errc::kInvalidField, "field phase"},
+      {"phase with a space", [](auto& b) { std::strcpy(b.phase, "a b"); }, Errc::kInvalidField,
+       "field phase"},
       {"empty checkpoint id",
        [](auto& b) {
          b.ckpt_step = 3;
@@ -105,7 +115,8 @@ TEST(DecodeBeacon, RejectsEachInvalidField) {
        },
        Errc::kInvalidField, "field ckpt_id"},
       {"world_size 0", [](auto& b) { b.world_size = 0; }, Errc::kInvalidField, "field world_size"},
-      {"world_size negative", [](auto& b) { b.world_size = -4; }, Errc::kInvalidField, "field world_size"},
+      {"world_size negative", [](auto& b) { b.world_size = -4; }, Errc::kInvalidField,
+       "field world_size"},
       {"rank == world_size",
        [](auto& b) {
          b.world_size = 4;
@@ -139,12 +150,18 @@ TEST(DecodeBeacon, RejectsEachInvalidField) {
 
 TEST(DecodeBeacon, RejectsEveryNegativeTimestamp) {
   const size_t offsets[] = {
-      offsetof(stepwatch_beacon_v1, created_wall_ns), offsetof(stepwatch_beacon_v1, created_mono_ns),
-      offsetof(stepwatch_beacon_v1, step_wall_ns),    offsetof(stepwatch_beacon_v1, step_mono_ns),
-      offsetof(stepwatch_beacon_v1, phase_wall_ns),   offsetof(stepwatch_beacon_v1, phase_mono_ns),
-      offsetof(stepwatch_beacon_v1, beat_wall_ns),    offsetof(stepwatch_beacon_v1, beat_mono_ns),
-      offsetof(stepwatch_beacon_v1, ckpt_wall_ns),    offsetof(stepwatch_beacon_v1, ckpt_mono_ns),
-      offsetof(stepwatch_beacon_v1, loss_wall_ns),    offsetof(stepwatch_beacon_v1, loss_mono_ns),
+      offsetof(stepwatch_beacon_v1, created_wall_ns),
+      offsetof(stepwatch_beacon_v1, created_mono_ns),
+      offsetof(stepwatch_beacon_v1, step_wall_ns),
+      offsetof(stepwatch_beacon_v1, step_mono_ns),
+      offsetof(stepwatch_beacon_v1, phase_wall_ns),
+      offsetof(stepwatch_beacon_v1, phase_mono_ns),
+      offsetof(stepwatch_beacon_v1, beat_wall_ns),
+      offsetof(stepwatch_beacon_v1, beat_mono_ns),
+      offsetof(stepwatch_beacon_v1, ckpt_wall_ns),
+      offsetof(stepwatch_beacon_v1, ckpt_mono_ns),
+      offsetof(stepwatch_beacon_v1, loss_wall_ns),
+      offsetof(stepwatch_beacon_v1, loss_mono_ns),
       offsetof(stepwatch_beacon_v1, update_mono_ns),
   };
   for (size_t off : offsets) {
@@ -223,7 +240,8 @@ class BeaconFiles : public ::testing::Test {
     test::write_file(p, bytes);
     return p;
   }
-  void expect_error(const std::string& path, Errc code, const std::string& message_has, const ReadOptions& o = {}) {
+  void expect_error(const std::string& path, Errc code, const std::string& message_has,
+                    const ReadOptions& o = {}) {
     auto s = read_beacon_file(path, o);
     ASSERT_FALSE(s.ok()) << path << " accepted";
     EXPECT_EQ(s.error().code, code) << s.error().message;
@@ -241,7 +259,9 @@ TEST_F(BeaconFiles, ReadsAValidFile) {
   EXPECT_EQ(*s->step, 7);
 }
 
-TEST_F(BeaconFiles, MissingFile) { expect_error(dir_ / "rank-9.beacon", Errc::kNotFound, "no such beacon"); }
+TEST_F(BeaconFiles, MissingFile) {
+  expect_error(dir_ / "rank-9.beacon", Errc::kNotFound, "no such beacon");
+}
 
 TEST_F(BeaconFiles, SymlinkIsRefused) {
   std::string target = put("real.beacon", test::as_bytes(test::valid_record()));
@@ -256,11 +276,14 @@ TEST_F(BeaconFiles, DirectoryIsRefused) {
   expect_error(d, Errc::kInvalidArgument, "not a regular file");
 }
 
-TEST_F(BeaconFiles, DeviceIsRefused) { expect_error("/dev/null", Errc::kInvalidArgument, "not a regular file"); }
+TEST_F(BeaconFiles, DeviceIsRefused) {
+  expect_error("/dev/null", Errc::kInvalidArgument, "not a regular file");
+}
 
 TEST_F(BeaconFiles, TruncatedFile) {
   std::string whole(test::as_bytes(test::valid_record()));
-  expect_error(put("a.beacon", whole.substr(0, 500)), Errc::kTruncated, "500 bytes, a version 1 beacon is 1024");
+  expect_error(put("a.beacon", whole.substr(0, 500)), Errc::kTruncated,
+               "500 bytes, a version 1 beacon is 1024");
   expect_error(put("b.beacon", whole.substr(0, 8)), Errc::kTruncated, "8 bytes");
   expect_error(put("c.beacon", ""), Errc::kTruncated, "0 bytes");
 }
@@ -268,7 +291,8 @@ TEST_F(BeaconFiles, TruncatedFile) {
 TEST_F(BeaconFiles, OversizedFile) {
   std::string bytes(test::as_bytes(test::valid_record()));
   bytes.resize(2048, '\0');
-  expect_error(put("a.beacon", bytes), Errc::kSizeMismatch, "2048 bytes, a version 1 beacon is 1024");
+  expect_error(put("a.beacon", bytes), Errc::kSizeMismatch,
+               "2048 bytes, a version 1 beacon is 1024");
 }
 
 TEST_F(BeaconFiles, ForeignFilesReportMagicOrVersionFirst) {
@@ -295,8 +319,8 @@ TEST_F(BeaconFiles, ValidationErrorsNameTheFile) {
   b = test::valid_record();
   std::memset(b.phase, 'p', sizeof b.phase);
   expect_error(put("phase.beacon", test::as_bytes(b)), Errc::kInvalidField, "not NUL-terminated");
-  expect_error(put("job.beacon", test::as_bytes(test::valid_record("other"))), Errc::kJobMismatch, "\"other\"",
-               {.expected_job = "job-1"});
+  expect_error(put("job.beacon", test::as_bytes(test::valid_record("other"))), Errc::kJobMismatch,
+               "\"other\"", {.expected_job = "job-1"});
 }
 
 TEST_F(BeaconFiles, OddSeqInAStaticFileIsTorn) {
@@ -328,7 +352,8 @@ TEST_F(BeaconFiles, WriterStuckMidUpdateInALiveMapping) {
   // Another process maps the same file and enters an update without leaving it.
   int fd = ::open((*w)->path().c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
-  void* mem = ::mmap(nullptr, sizeof(stepwatch_beacon_v1), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* mem =
+      ::mmap(nullptr, sizeof(stepwatch_beacon_v1), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   ASSERT_NE(mem, MAP_FAILED);
   auto* other = static_cast<stepwatch_beacon_v1*>(mem);
@@ -404,7 +429,8 @@ TEST(BeaconMappingFaultGuard, ATruncatedMappingIsAnErrorAndOtherFaultsStillKill)
     std::string other = dir / "other";
     test::write_file(other, std::string(4096, 'x'));
     int fd = ::open(other.c_str(), O_RDONLY);
-    auto* p = static_cast<volatile const char*>(::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0));
+    auto* p =
+        static_cast<volatile const char*>(::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0));
     if (::truncate(other.c_str(), 0) != 0) ::_exit(12);
     char c = p[0];  // not a beacon read: whatever was there before the guard
     ::_exit(c == 'x' ? 10 : 11);

@@ -48,7 +48,9 @@ class BeaconRoundTrip : public ::testing::Test {
     }
     return std::move(*s);
   }
-  uint64_t seq(const BeaconWriter& w) { return __atomic_load_n(&w.record()->seq, __ATOMIC_ACQUIRE); }
+  uint64_t seq(const BeaconWriter& w) {
+    return __atomic_load_n(&w.record()->seq, __ATOMIC_ACQUIRE);
+  }
 
   test::TempDir root_;
 };
@@ -187,7 +189,9 @@ TEST_F(BeaconRoundTrip, RecentRingIsOldestFirstAcrossWraparound) {
     size_t want = std::min<size_t>(commits, STEPWATCH_RECENT_STEPS);
     ASSERT_EQ(s.recent.size(), want);
     for (size_t k = 0; k < want; ++k) {
-      EXPECT_EQ(s.recent[k].step, int64_t{10} * (commits - static_cast<int>(want) + static_cast<int>(k))) << k;
+      EXPECT_EQ(s.recent[k].step,
+                int64_t{10} * (commits - static_cast<int>(want) + static_cast<int>(k)))
+          << k;
       if (k > 0) {
         EXPECT_GE(s.recent[k].mono_ns, s.recent[k - 1].mono_ns);
       }
@@ -302,8 +306,8 @@ TEST_F(BeaconRoundTrip, InvalidPhaseNamesAreRefusedWithoutWriting) {
   ASSERT_TRUE(w);
   std::string longest(31, 'x');
   std::string too_long(32, 'x');
-  const char* bad[] = {nullptr, "", too_long.c_str(), "has space", "tab\t", "quote\"", "semi;colon", "\xc3\xa9t\xc3\xa9",
-                       "new\nline"};
+  const char* bad[] = {nullptr,   "",           too_long.c_str(),    "has space", "tab\t",
+                       "quote\"", "semi;colon", "\xc3\xa9t\xc3\xa9", "new\nline"};
   uint64_t seq0 = seq(*w);
   for (const char* name : bad) {
     EXPECT_EQ(w->phase_begin(name), STEPWATCH_EINVAL) << (name ? name : "(null)");
@@ -377,10 +381,11 @@ TEST_F(BeaconRoundTrip, InvalidCheckpointsAreRefusedWithoutWriting) {
   struct Case {
     const char* id;
     int64_t step;
-  } cases[] = {{nullptr, 1}, {"", 1}, {too_long.c_str(), 1}, {"a b", 1}, {"a\"b", 1}, {"a'b", 1},
-               {"a\\b", 1},  {"\x7f", 1}, {"ok", -1}};
+  } cases[] = {{nullptr, 1}, {"", 1},     {too_long.c_str(), 1}, {"a b", 1}, {"a\"b", 1},
+               {"a'b", 1},   {"a\\b", 1}, {"\x7f", 1},           {"ok", -1}};
   for (const auto& c : cases) {
-    EXPECT_EQ(w->checkpoint_committed(c.id, c.step), STEPWATCH_EINVAL) << (c.id ? c.id : "(null)") << " " << c.step;
+    EXPECT_EQ(w->checkpoint_committed(c.id, c.step), STEPWATCH_EINVAL)
+        << (c.id ? c.id : "(null)") << " " << c.step;
   }
   EXPECT_EQ(seq(*w), seq0);
   RankSnapshot s = read(*w);

@@ -32,7 +32,8 @@ namespace {
 #define STEPWATCH_TEST_SANITIZED 1
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(STEPWATCH_TEST_SANITIZED)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
+    defined(STEPWATCH_TEST_SANITIZED)
 constexpr uint64_t kScale = 10;  // sanitizers (and -O0) make every read many times slower
 #else
 constexpr uint64_t kScale = 1;
@@ -82,9 +83,11 @@ struct Seen {
 
 // Checks one consistent snapshot against the writer's invariants and against what this reader
 // saw before.
-void check_snapshot(const RankSnapshot& s, const std::string& job, int pid, Seen& seen, ReaderStats& st) {
+void check_snapshot(const RankSnapshot& s, const std::string& job, int pid, Seen& seen,
+                    ReaderStats& st) {
   auto fail = [&](const std::string& what) {
-    st.violation(what + " (step_count " + std::to_string(s.step_count) + ", phase " + s.phase + ")");
+    st.violation(what + " (step_count " + std::to_string(s.step_count) + ", phase " + s.phase +
+                 ")");
   };
   if (s.job != job) fail("job " + s.job);
   if (s.pid != pid) fail("pid " + std::to_string(s.pid));
@@ -93,26 +96,31 @@ void check_snapshot(const RankSnapshot& s, const std::string& job, int pid, Seen
   } else {
     if (!s.step) return fail("step_count without a step");
     int64_t n = *s.step;
-    if (s.step_count != static_cast<uint64_t>(n) + 1) fail("step " + std::to_string(n) + " vs step_count");
+    if (s.step_count != static_cast<uint64_t>(n) + 1)
+      fail("step " + std::to_string(n) + " vs step_count");
     if (!s.loss || *s.loss != static_cast<double>(n)) fail("loss != step " + std::to_string(n));
     size_t want = std::min<uint64_t>(s.step_count, STEPWATCH_RECENT_STEPS);
     if (s.recent.size() != want) {
       fail("recent size " + std::to_string(s.recent.size()));
     } else {
-      if (s.recent.back().step != n) fail("newest ring entry " + std::to_string(s.recent.back().step));
+      if (s.recent.back().step != n)
+        fail("newest ring entry " + std::to_string(s.recent.back().step));
       if (s.recent.back().mono_ns != s.step_at.mono_ns) fail("newest ring time != step time");
       for (size_t k = 0; k < s.recent.size(); ++k) {
-        if (s.recent[k].step != n - static_cast<int64_t>(want - 1 - k)) fail("ring not consecutive");
+        if (s.recent[k].step != n - static_cast<int64_t>(want - 1 - k))
+          fail("ring not consecutive");
         if (k > 0 && s.recent[k].mono_ns < s.recent[k - 1].mono_ns) fail("ring time goes back");
       }
     }
     if (s.phase == "init") fail("init after a step");
   }
-  if (s.phase != "init" && s.phase != "data" && s.phase != "eval" && s.phase != "train") fail("phase " + s.phase);
+  if (s.phase != "init" && s.phase != "data" && s.phase != "eval" && s.phase != "train")
+    fail("phase " + s.phase);
   if (s.checkpoint) {
     char want_id[STEPWATCH_CKPT_ID_MAX];
     std::snprintf(want_id, sizeof want_id, "ckpt-%lld", static_cast<long long>(s.checkpoint->step));
-    if (s.checkpoint->id != want_id) fail("checkpoint " + s.checkpoint->id + " at " + std::to_string(s.checkpoint->step));
+    if (s.checkpoint->id != want_id)
+      fail("checkpoint " + s.checkpoint->id + " at " + std::to_string(s.checkpoint->step));
     if (s.checkpoint->step % kCheckpointEvery != 0) fail("checkpoint step not a multiple");
     if (!s.step || s.checkpoint->step > *s.step) fail("checkpoint ahead of the step");
   }
@@ -126,7 +134,8 @@ void check_snapshot(const RankSnapshot& s, const std::string& job, int pid, Seen
   seen = {s.step_count, s.beat_count, s.phase_count, s.updated_mono_ns, ckpt};
 }
 
-void reader_loop(const std::string& path, const std::string& job, int pid, uint64_t reads, ReaderStats& st) {
+void reader_loop(const std::string& path, const std::string& job, int pid, uint64_t reads,
+                 ReaderStats& st) {
   auto m = BeaconMapping::open(path);  // this reader's own mapping of the file
   if (!m) {
     st.violation("open: " + m.error().message);
@@ -271,7 +280,8 @@ TEST(Concurrency, ReadersInOneProcessWriterInAnother) {
   // without pause can be descheduled mid-update for longer than one read waits (two cores under
   // a sanitizer and a parallel ctest): a torn result is that, and the read is simply repeated.
   auto first = read_beacon_file(path);
-  for (int i = 0; i < 50 && !first.ok() && first.error().code == Errc::kTorn; ++i) first = read_beacon_file(path);
+  for (int i = 0; i < 50 && !first.ok() && first.error().code == Errc::kTorn; ++i)
+    first = read_beacon_file(path);
   ASSERT_TRUE(first.ok()) << first.error().message;
   EXPECT_EQ(first->pid, child.pid);
   auto child_stat = read_proc_stat("/proc", child.pid);
@@ -282,7 +292,8 @@ TEST(Concurrency, ReadersInOneProcessWriterInAnother) {
   std::vector<ReaderStats> stats(kReaders);
   std::vector<std::thread> readers;
   for (int r = 0; r < kReaders; ++r) {
-    readers.emplace_back([&, r] { reader_loop(path, "hammer", child.pid, kReadsPerReader / 2, stats[r]); });
+    readers.emplace_back(
+        [&, r] { reader_loop(path, "hammer", child.pid, kReadsPerReader / 2, stats[r]); });
   }
   for (auto& t : readers) t.join();
   stop->store(1, std::memory_order_release);
@@ -389,8 +400,10 @@ TEST(Concurrency, TwoThreadsOnOneWriterGetBusyNeverCorruption) {
             if (rc == STEPWATCH_EPHASE) rc = STEPWATCH_OK;  // the other thread emptied it
             break;
         }
-        if (rc == STEPWATCH_EBUSY) ++c[t].busy;
-        else if (rc != STEPWATCH_OK) ++c[t].other;
+        if (rc == STEPWATCH_EBUSY)
+          ++c[t].busy;
+        else if (rc != STEPWATCH_OK)
+          ++c[t].other;
       }
     };
     std::thread a(body, 0), b(body, 1);

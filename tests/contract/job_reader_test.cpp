@@ -215,7 +215,8 @@ TEST_F(JobReaderTest, BeaconNamesBeyondTheCapAreCountedNotWatched) {
   EXPECT_EQ(*v.ranks[0].step, 3);
   EXPECT_EQ(reader.last_stats().mapped, 0u) << "empty files cannot be mapped; none is retried";
   EXPECT_EQ(v.problems_total, 100u) << "99 listed-or-summed bad files plus one line for the rest";
-  EXPECT_THAT(messages(v.problems), Contains(HasSubstr("401 more beacon file(s) beyond the 100 watched per job")));
+  EXPECT_THAT(messages(v.problems),
+              Contains(HasSubstr("401 more beacon file(s) beyond the 100 watched per job")));
 }
 
 TEST_F(JobReaderTest, AMissingJobDirectoryIsAProblemAndForgetsItsBeacons) {

@@ -91,9 +91,11 @@ TEST_F(JobScan, MergesBeaconAndJsonlRanks) {
   int64_t now_s = wall_now_ns() / 1'000'000'000;
   test::write_file(jsonl(job),
                    // rank 1 only writes JSONL
-                   "{\"job\":\"merge\",\"rank\":1,\"time\":" + std::to_string(now_s) + ",\"step\":11}\n" +
+                   "{\"job\":\"merge\",\"rank\":1,\"time\":" + std::to_string(now_s) +
+                       ",\"step\":11}\n" +
                        // rank 2 moved from the beacon to JSONL: its JSONL step is newer and wins
-                       "{\"job\":\"merge\",\"rank\":2,\"time\":" + std::to_string(now_s + 1000) + ",\"step\":8}\n" +
+                       "{\"job\":\"merge\",\"rank\":2,\"time\":" + std::to_string(now_s + 1000) +
+                       ",\"step\":8}\n" +
                        // rank 3's JSONL line is ancient: the beacon wins
                        "{\"job\":\"merge\",\"rank\":3,\"time\":1000,\"step\":1}\n");
 
@@ -143,12 +145,15 @@ TEST_F(JobScan, ReportsBadFilesAndIgnoresOthers) {
   ASSERT_EQ(m.size(), 4u) << ::testing::PrintToString(m);
   EXPECT_THAT(m, ::testing::Contains(AllOf(HasSubstr(dir + "/rank-7.beacon"),
                                            HasSubstr("file name says rank 7, record says 1"))));
-  EXPECT_THAT(m, ::testing::Contains(AllOf(HasSubstr(dir + "/rank-5.beacon"), HasSubstr("bad magic"))));
-  EXPECT_THAT(m, ::testing::Contains(AllOf(HasSubstr(dir + "/rank-6.beacon"), HasSubstr("\"other-job\""))));
+  EXPECT_THAT(
+      m, ::testing::Contains(AllOf(HasSubstr(dir + "/rank-5.beacon"), HasSubstr("bad magic"))));
+  EXPECT_THAT(
+      m, ::testing::Contains(AllOf(HasSubstr(dir + "/rank-6.beacon"), HasSubstr("\"other-job\""))));
   EXPECT_THAT(m, ::testing::Contains(HasSubstr(jsonl(job) + ":2: not valid JSON")));
   ASSERT_EQ(v.ranks.size(), 2u);
   EXPECT_EQ(v.ranks[0].rank, 0);
-  EXPECT_EQ(v.ranks[0].source, Source::kBeacon) << "a JSONL rank without steps does not replace a beacon";
+  EXPECT_EQ(v.ranks[0].source, Source::kBeacon)
+      << "a JSONL rank without steps does not replace a beacon";
   EXPECT_EQ(v.ranks[1].rank, 1);
   EXPECT_EQ(v.ranks[1].step, 1);
 }
@@ -163,7 +168,8 @@ TEST_F(JobScan, MissingJobDirectory) {
 
 TEST_F(JobScan, JsonlOnlyJob) {
   std::filesystem::create_directories(root_ / "text");
-  test::write_file(jsonl("text"), "{\"job\":\"text\",\"rank\":0,\"time\":5,\"step\":2,\"world_size\":2}\n");
+  test::write_file(jsonl("text"),
+                   "{\"job\":\"text\",\"rank\":0,\"time\":5,\"step\":2,\"world_size\":2}\n");
   JobView v = scan_job(root_.path(), "text");
   EXPECT_THAT(messages(v.problems), IsEmpty());
   ASSERT_EQ(v.ranks.size(), 1u);
@@ -174,7 +180,8 @@ TEST_F(JobScan, JsonlOnlyJob) {
 TEST_F(JobScan, AFloodedRootListsABoundedNumberOfSkippedEntriesAndCountsThemAll) {
   std::filesystem::create_directories(root_ / "job-ok");
   for (int i = 0; i < 2000; ++i) test::write_file(root_ / ("junk-" + std::to_string(i)), "x");
-  for (int i = 0; i < 300; ++i) std::filesystem::create_directories(root_ / ("bad name " + std::to_string(i)));
+  for (int i = 0; i < 300; ++i)
+    std::filesystem::create_directories(root_ / ("bad name " + std::to_string(i)));
   std::vector<Error> skipped;
   size_t total = 0;
   auto jobs = list_jobs(root_.path(), &skipped, 10, &total);
@@ -182,7 +189,8 @@ TEST_F(JobScan, AFloodedRootListsABoundedNumberOfSkippedEntriesAndCountsThemAll)
   EXPECT_THAT(*jobs, ElementsAre("job-ok"));
   EXPECT_EQ(total, 2300u);
   ASSERT_EQ(skipped.size(), 11u);
-  EXPECT_THAT(skipped.back().message, HasSubstr(root_.path() + ": 2290 more entries that are not job directories"));
+  EXPECT_THAT(skipped.back().message,
+              HasSubstr(root_.path() + ": 2290 more entries that are not job directories"));
 }
 
 }  // namespace

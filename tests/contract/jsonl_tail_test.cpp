@@ -15,7 +15,8 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 std::string ev(int rank, int64_t time, const std::string& fields = "") {
-  std::string out = "{\"job\":\"j\",\"rank\":" + std::to_string(rank) + ",\"time\":" + std::to_string(time);
+  std::string out =
+      "{\"job\":\"j\",\"rank\":" + std::to_string(rank) + ",\"time\":" + std::to_string(time);
   if (!fields.empty()) out += "," + fields;
   return out + "}\n";
 }
@@ -104,7 +105,8 @@ TEST_F(JsonlTailTest, SmallReadsAssembleLinesAcrossPolls) {
 
 TEST_F(JsonlTailTest, BadLinesAreReportedWithFileAndLine) {
   test::write_file(path_, ev(0, 10, R"("step":1)") + "garbage\n" + ev(0, 11, R"("step":"two")") +
-                              "{\"job\":\"other\",\"rank\":0,\"time\":12}\n" + "\n" + ev(0, 13, R"("step":3)"));
+                              "{\"job\":\"other\",\"rank\":0,\"time\":12}\n" + "\n" +
+                              ev(0, 13, R"("step":3)"));
   JsonlTail t(path_, "j");
   auto bad = poll(t);
   ASSERT_EQ(bad.size(), 3u);
@@ -118,7 +120,8 @@ TEST_F(JsonlTailTest, BadLinesAreReportedWithFileAndLine) {
 }
 
 TEST_F(JsonlTailTest, TruncationRestartsFromTheTopAndSaysSo) {
-  test::write_file(path_, ev(0, 10, R"("step":1)") + ev(0, 11, R"("step":2)") + ev(1, 11, R"("step":2)"));
+  test::write_file(path_,
+                   ev(0, 10, R"("step":1)") + ev(0, 11, R"("step":2)") + ev(1, 11, R"("step":2)"));
   JsonlTail t(path_, "j");
   EXPECT_THAT(poll(t), IsEmpty());
   EXPECT_EQ(t.lines(), 3);
@@ -151,7 +154,8 @@ TEST_F(JsonlTailTest, ReplacedFileIsReadFromTheTop) {
 }
 
 TEST_F(JsonlTailTest, OverlongLineInOneReadIsSkipped) {
-  std::string huge = "{\"job\":\"j\",\"rank\":0,\"time\":1,\"pad\":\"" + std::string(kMaxJsonlLine, 'x') + "\"}\n";
+  std::string huge =
+      "{\"job\":\"j\",\"rank\":0,\"time\":1,\"pad\":\"" + std::string(kMaxJsonlLine, 'x') + "\"}\n";
   test::write_file(path_, huge + ev(0, 10, R"("step":4)"));
   JsonlTail t(path_, "j");
   auto bad = poll(t);
@@ -209,7 +213,8 @@ TEST_F(JsonlTailTest, AFloodOfBadLinesIsListedUpToABoundAndCounted) {
   JsonlTail t(path_, "j");
   auto bad = poll(t);
   ASSERT_EQ(bad.size(), kMaxBadLinesPerPoll + 1);
-  EXPECT_THAT(bad.back().message, HasSubstr(std::to_string(10000 - kMaxBadLinesPerPoll) + " more bad line(s)"));
+  EXPECT_THAT(bad.back().message,
+              HasSubstr(std::to_string(10000 - kMaxBadLinesPerPoll) + " more bad line(s)"));
   EXPECT_EQ(step(t), 3) << "the good line after the flood is folded";
 }
 

@@ -42,15 +42,17 @@ TEST(ParseProgressLine, OnlyRequiredFields) {
   auto e = parse_progress_line(R"({"job":"j","rank":0,"time":1700000000})");
   ASSERT_TRUE(e.ok()) << e.error().message;
   EXPECT_EQ(e->wall_ns, 1'700'000'000 * kSec);
-  EXPECT_FALSE(e->step || e->phase || e->checkpoint || e->checkpoint_step || e->loss || e->world_size ||
-               e->local_rank || e->pid || e->host || e->status || e->incarnation);
+  EXPECT_FALSE(e->step || e->phase || e->checkpoint || e->checkpoint_step || e->loss ||
+               e->world_size || e->local_rank || e->pid || e->host || e->status || e->incarnation);
   EXPECT_FALSE(e->beat);
 }
 
 TEST(ParseProgressLine, StatusValues) {
-  for (auto [text, want] : {std::pair{"running", RankStatus::kRunning}, std::pair{"finished", RankStatus::kFinished},
-                            std::pair{"failed", RankStatus::kFailed}}) {
-    auto e = parse_progress_line(std::string(R"({"job":"j","rank":0,"time":1,"status":")") + text + "\"}");
+  for (auto [text, want] :
+       {std::pair{"running", RankStatus::kRunning}, std::pair{"finished", RankStatus::kFinished},
+        std::pair{"failed", RankStatus::kFailed}}) {
+    auto e = parse_progress_line(std::string(R"({"job":"j","rank":0,"time":1,"status":")") + text +
+                                 "\"}");
     ASSERT_TRUE(e.ok()) << e.error().message;
     EXPECT_EQ(e->status, want) << text;
   }
@@ -146,14 +148,16 @@ TEST(ParseProgressLine, WrongTypesAndRanges) {
       {head + R"("beat":1})", "field \"beat\" must be true or false"},
       {head + R"("checkpoint":5})", "field \"checkpoint\" must be a string"},
       {head + R"("checkpoint":"a b"})", "field \"checkpoint\""},
-      {head + R"("checkpoint":"c","checkpoint_step":"x"})", "field \"checkpoint_step\" must be an integer"},
+      {head + R"("checkpoint":"c","checkpoint_step":"x"})",
+       "field \"checkpoint_step\" must be an integer"},
       {head + R"("checkpoint":"c","checkpoint_step":-3})", "field \"checkpoint_step\" is -3"},
       {head + R"("checkpoint_step":3})", "field \"checkpoint_step\" given without \"checkpoint\""},
       {head + R"("loss":"abc"})", "field \"loss\" must be a number, null or \"nan\""},
       {head + R"("loss":true})", "field \"loss\""},
       {head + R"("loss":[1]})", "field \"loss\""},
       {head + R"("world_size":0})", "field \"world_size\" is 0"},
-      {R"({"job":"j","rank":2,"time":1,"world_size":2})", "field \"rank\" is 2, not below world_size 2"},
+      {R"({"job":"j","rank":2,"time":1,"world_size":2})",
+       "field \"rank\" is 2, not below world_size 2"},
       {head + R"("local_rank":-1})", "field \"local_rank\""},
       {head + R"("pid":0})", "field \"pid\" is 0"},
       {head + R"("pid":4294967296})", "field \"pid\""},
@@ -205,8 +209,10 @@ TEST(ParseProgressLine, LineLengthLimit) {
 // --- JsonlFolder -------------------------------------------------------------------------
 
 // One event line: {"job":..,"rank":..,"time":..[,fields]}.
-std::string ev(int rank, int64_t time, const std::string& fields = "", const std::string& job = "j") {
-  std::string out = "{\"job\":\"" + job + "\",\"rank\":" + std::to_string(rank) + ",\"time\":" + std::to_string(time);
+std::string ev(int rank, int64_t time, const std::string& fields = "",
+               const std::string& job = "j") {
+  std::string out = "{\"job\":\"" + job + "\",\"rank\":" + std::to_string(rank) +
+                    ",\"time\":" + std::to_string(time);
   if (!fields.empty()) out += "," + fields;
   return out + "}";
 }
@@ -313,8 +319,10 @@ TEST(JsonlFolder, BadLineKeepsPriorState) {
   } cases[] = {
       {ev(0, 101, R"("step":"x")"), Errc::kParse, "/x/progress.jsonl:2: field \"step\""},
       // Valid fields before the bad one are not applied either.
-      {ev(0, 101, R"("step":5,"loss":1.0,"status":"bogus")"), Errc::kParse, "/x/progress.jsonl:3: field \"status\""},
-      {"{\"job\":\"j\",\"rank\":0,\"time\":10", Errc::kParse, "/x/progress.jsonl:4: not valid JSON"},
+      {ev(0, 101, R"("step":5,"loss":1.0,"status":"bogus")"), Errc::kParse,
+       "/x/progress.jsonl:3: field \"status\""},
+      {"{\"job\":\"j\",\"rank\":0,\"time\":10", Errc::kParse,
+       "/x/progress.jsonl:4: not valid JSON"},
       {"[]", Errc::kParse, "/x/progress.jsonl:5: not a JSON object"},
   };
   int64_t line_no = 2;
@@ -343,7 +351,8 @@ TEST(JsonlFolder, JobMismatch) {
   Status st = expecting.feed(ev(0, 100, R"("step":1)", "job-b"), 7);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, Errc::kJobMismatch);
-  EXPECT_THAT(st.error().message, HasSubstr("/x/progress.jsonl:7: line belongs to job \"job-b\", expected \"job-a\""));
+  EXPECT_THAT(st.error().message,
+              HasSubstr("/x/progress.jsonl:7: line belongs to job \"job-b\", expected \"job-a\""));
   EXPECT_TRUE(expecting.ranks().empty());
   EXPECT_TRUE(expecting.feed(ev(0, 100, R"("step":1)", "job-a"), 8).ok());
 

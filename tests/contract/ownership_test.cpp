@@ -65,7 +65,8 @@ TEST_F(Ownership, TheReaderIgnoresFilesNotOwnedByTheJobDirectorysOwner) {
   std::string forged = beacon_path(root_.path(), "job-o", 1);
   ASSERT_EQ(::chown(forged.c_str(), kOther, kOther), 0);  // as if another user had put it there
   std::string jsonl = jsonl_path(root_.path(), "job-o");
-  test::write_file(jsonl, R"({"job":"job-o","rank":0,"time":1,"step":99})" "\n");
+  test::write_file(jsonl, R"({"job":"job-o","rank":0,"time":1,"step":99})"
+                          "\n");
   ASSERT_EQ(::chown(jsonl.c_str(), kOther, kOther), 0);
 
   JobReader reader(root_.path(), "job-o");
@@ -75,7 +76,9 @@ TEST_F(Ownership, TheReaderIgnoresFilesNotOwnedByTheJobDirectorysOwner) {
   EXPECT_EQ(*v.ranks[0].step, 5) << "not the JSONL's step 99";
   std::string all;
   for (const auto& p : v.problems) all += p.message + "\n";
-  EXPECT_THAT(all, HasSubstr(forged + ": owned by uid 65534, not by the job directory's owner (uid 0): ignored"));
+  EXPECT_THAT(all,
+              HasSubstr(forged +
+                        ": owned by uid 65534, not by the job directory's owner (uid 0): ignored"));
   EXPECT_THAT(all, HasSubstr(jsonl + ": owned by uid 65534"));
 }
 

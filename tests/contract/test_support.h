@@ -55,8 +55,10 @@ class ScopedEnv {
   }
   ~ScopedEnv() {
     for (auto& [name, old] : saved_) {
-      if (old) ::setenv(name.c_str(), old->c_str(), 1);
-      else ::unsetenv(name.c_str());
+      if (old)
+        ::setenv(name.c_str(), old->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
     }
   }
   ScopedEnv(const ScopedEnv&) = delete;
@@ -68,13 +70,16 @@ class ScopedEnv {
       const char* old = ::getenv(name);
       saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
     }
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   // Clears every variable the client reads, so the test decides the whole identity.
   void clear_identity() {
-    for (const char* n : {"STEPWATCH_DIR", "STEPWATCH_JOB", "STEPWATCH_INCARNATION", "RANK", "LOCAL_RANK",
-                          "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"}) {
+    for (const char* n :
+         {"STEPWATCH_DIR", "STEPWATCH_JOB", "STEPWATCH_INCARNATION", "RANK", "LOCAL_RANK",
+          "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"}) {
       set(n, nullptr);
     }
   }
@@ -104,7 +109,8 @@ inline std::string read_file(const std::string& path) {
 // Sorted names in a directory, dot files included.
 inline std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> out;
-  for (auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -115,7 +121,8 @@ inline std::string_view as_bytes(const stepwatch_beacon_v1& b) {
 
 inline stepwatch_beacon_v1 beacon_from_file(const std::string& path) {
   std::string bytes = read_file(path);
-  if (bytes.size() != sizeof(stepwatch_beacon_v1)) throw std::runtime_error(path + ": not 1024 bytes");
+  if (bytes.size() != sizeof(stepwatch_beacon_v1))
+    throw std::runtime_error(path + ": not 1024 bytes");
   stepwatch_beacon_v1 b;
   std::memcpy(&b, bytes.data(), sizeof b);
   return b;

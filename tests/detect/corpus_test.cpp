@@ -24,10 +24,11 @@ TEST_P(Corpus, MeetsTargets) {
   EXPECT_FALSE(score->false_page) << s.name << ": " << score->verdict;
   if (s.truth.stall) {
     EXPECT_FALSE(score->missed) << s.name;
-    EXPECT_TRUE(score->within_target) << s.name << ": latency " << score->latency_ns.value_or(-1) << " ns, allowed "
-                                      << s.truth.allowed_ns;
+    EXPECT_TRUE(score->within_target) << s.name << ": latency " << score->latency_ns.value_or(-1)
+                                      << " ns, allowed " << s.truth.allowed_ns;
     if (!s.truth.culprits.empty()) {
-      ASSERT_TRUE(score->culprit_ok.has_value()) << s.name << ": no culprit named; " << score->verdict;
+      ASSERT_TRUE(score->culprit_ok.has_value())
+          << s.name << ": no culprit named; " << score->verdict;
       EXPECT_TRUE(*score->culprit_ok) << s.name << ": " << score->verdict;
     }
   }

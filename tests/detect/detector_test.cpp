@@ -198,7 +198,8 @@ TEST(Detector, BeatsRenewOnlyWhenTheSpecSaysSo) {
       job.beat(0);
     }
     Verdict v = d.observe(job.observe());
-    EXPECT_EQ(v.state, renew ? State::kHealthy : State::kStalled) << "renew=" << renew << ": " << v.summary;
+    EXPECT_EQ(v.state, renew ? State::kHealthy : State::kStalled)
+        << "renew=" << renew << ": " << v.summary;
   }
 }
 
@@ -370,7 +371,8 @@ TEST(DetectorEndings, ARankGoneWhileAnotherBlocksIsDeadAfterTheGraceAndStaysDead
   ASSERT_EQ(v.state, State::kDead) << v.summary;
   ASSERT_EQ(v.culprits.size(), 1u);
   EXPECT_EQ(v.culprits[0].rank, 1);
-  EXPECT_NE(v.culprits[0].reason.find("while rank 0 still runs"), std::string::npos) << v.culprits[0].reason;
+  EXPECT_NE(v.culprits[0].reason.find("while rank 0 still runs"), std::string::npos)
+      << v.culprits[0].reason;
   // The launcher then tears rank 0 down: both gone, still a death, still rank 1's.
   job.advance(kSec);
   v = d.observe(with_procs(job, {gone_fact(0), gone_fact(1)}));
@@ -428,7 +430,8 @@ TEST(DetectorEndings, TheLauncherDecides) {
   Verdict v = d2.observe(o2);
   EXPECT_EQ(v.state, State::kDead) << v.summary;
   EXPECT_EQ(v.culprits.size(), 2u) << v.summary;
-  EXPECT_NE(v.ranks[0].note.find("launcher exited with status 1"), std::string::npos) << v.ranks[0].note;
+  EXPECT_NE(v.ranks[0].note.find("launcher exited with status 1"), std::string::npos)
+      << v.ranks[0].note;
 
   // Non-zero, but every rank said it finished: the ranks' word stands.
   SimJob job3(2);
@@ -624,7 +627,8 @@ TEST(Detector, CauseFromEvidence) {
     ASSERT_EQ(v.state, State::kStalled) << c.name;
     EXPECT_EQ(v.cause, c.want) << c.name << ": " << v.summary;
     bool has_process_evidence = false;
-    for (const auto& e : v.evidence) has_process_evidence = has_process_evidence || e.name == "process";
+    for (const auto& e : v.evidence)
+      has_process_evidence = has_process_evidence || e.name == "process";
     EXPECT_TRUE(has_process_evidence) << c.name;
   }
 }

@@ -15,7 +15,8 @@ inline constexpr int64_t kSec = kNsPerSec;
 
 class SimJob {
  public:
-  SimJob(int world, Stamp start = {1'700'000'000 * kSec, 5'000 * kSec}, uint32_t incarnation = 0) : now_(start) {
+  SimJob(int world, Stamp start = {1'700'000'000 * kSec, 5'000 * kSec}, uint32_t incarnation = 0)
+      : now_(start) {
     for (int r = 0; r < world; ++r) {
       contract::RankSnapshot s;
       s.job = "sim";

@@ -94,16 +94,19 @@ TEST(Trace, BadLinesNameTheField) {
       {R"({"type":"obs","ranks":[]})", "\"now\" is missing"},
       {R"({"type":"obs","now":[1],"ranks":[]})", "[wall_ns, mono_ns]"},
       {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0}]})", "\"job\" is missing"},
-      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":5,"job":"j","world_size":2}]})", "outside world_size"},
+      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":5,"job":"j","world_size":2}]})",
+       "outside world_size"},
       {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0,"job":"../x"}]})", "job id"},
-      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0,"job":"j","step":3}]})", "\"step_at\" is missing"},
+      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0,"job":"j","step":3}]})",
+       "\"step_at\" is missing"},
       {R"({"type":"header","version":9})", "trace version 9"},
       {R"({"type":"bogus"})", "unknown line type"},
   };
   for (const auto& c : cases) {
     auto r = parse_trace_line(c.line);
     ASSERT_FALSE(r.ok()) << c.line;
-    EXPECT_NE(r.error().message.find(c.want), std::string::npos) << c.line << " -> " << r.error().message;
+    EXPECT_NE(r.error().message.find(c.want), std::string::npos)
+        << c.line << " -> " << r.error().message;
   }
 }
 
@@ -141,7 +144,8 @@ TEST(Trace, ReaderKeepsGoodLinesAndReportsBadOnesWithLineNumbers) {
   EXPECT_EQ(t->header.poll_ns, kSec);
   EXPECT_EQ(t->observations.size(), 4u);
   ASSERT_EQ(t->problems.size(), 2u);
-  EXPECT_NE(t->problems[0].message.find("mixed.jsonl:6: not valid JSON"), std::string::npos) << t->problems[0].message;
+  EXPECT_NE(t->problems[0].message.find("mixed.jsonl:6: not valid JSON"), std::string::npos)
+      << t->problems[0].message;
   EXPECT_NE(t->problems[1].message.find(":7: observation time goes backwards"), std::string::npos)
       << t->problems[1].message;
   EXPECT_EQ(t->observations[0].local_host, "node1");  // taken from the header
@@ -162,9 +166,10 @@ TEST(Trace, VerdictJsonCarriesTheFieldsAPageNeeds) {
   v.culprits.push_back({2, "in phase data"});
   v.evidence.push_back({"phase", "data", 2, 9 * kSec});
   std::string j = verdict_to_json(v, "demo");
-  for (const char* want : {"\"state\":\"stalled\"", "\"cause\":\"collective\"", "\"last_step\":41",
-                           "\"expected_interval_seconds\":2.0", "\"interval_source\":\"spec\"", "\"job\":\"demo\"",
-                           "\"reason\":\"in phase data\"", "\"age_seconds\":9.0"}) {
+  for (const char* want :
+       {"\"state\":\"stalled\"", "\"cause\":\"collective\"", "\"last_step\":41",
+        "\"expected_interval_seconds\":2.0", "\"interval_source\":\"spec\"", "\"job\":\"demo\"",
+        "\"reason\":\"in phase data\"", "\"age_seconds\":9.0"}) {
     EXPECT_NE(j.find(want), std::string::npos) << want << " in " << j;
   }
 }

@@ -71,7 +71,8 @@ TEST_F(CheckpointCatalog, MissingDirectoryIsEmptyAndBadPatternIsAnError) {
 TEST_F(CheckpointCatalog, NamesWithoutNumbersOrderByMarkerTime) {
   generation("ckpt-a", true, true);
   generation("ckpt-b", true, true);
-  fs::last_write_time(dir_ / "ckpt-a" / "COMMITTED", fs::file_time_type::clock::now() - std::chrono::hours(1));
+  fs::last_write_time(dir_ / "ckpt-a" / "COMMITTED",
+                      fs::file_time_type::clock::now() - std::chrono::hours(1));
   auto cat = scan_checkpoints(dir_.string(), "ckpt-*/COMMITTED");
   ASSERT_TRUE(cat.ok());
   ASSERT_EQ(cat->committed.size(), 2u);

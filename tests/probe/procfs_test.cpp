@@ -14,7 +14,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fake_root() { return std::string(std::getenv("STEPWATCH_SOURCE_DIR")) + "/tests/probe/data/proc"; }
+std::string fake_root() {
+  return std::string(std::getenv("STEPWATCH_SOURCE_DIR")) + "/tests/probe/data/proc";
+}
 
 // A writable copy of the fake tree, for tests that change it between polls.
 fs::path copy_fake(const std::string& name) {

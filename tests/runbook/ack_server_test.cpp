@@ -1,9 +1,9 @@
 // The ack endpoint over real HTTP on 127.0.0.1, port 0.
 #include "src/runbook/ack_server.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -228,7 +228,8 @@ TEST(AckServer, TheTokenComesBeforeTheBodyAndChunkedBodiesAreRefused) {
   auto malformed = c.Post("/ack", "{not json", "application/json");
   ASSERT_TRUE(malformed);
   EXPECT_EQ(malformed->status, 401) << "an unauthenticated client learns nothing about the body";
-  httplib::Headers two = {{"Authorization", "Bearer s3cret-token"}, {"Authorization", "Bearer other"}};
+  httplib::Headers two = {{"Authorization", "Bearer s3cret-token"},
+                          {"Authorization", "Bearer other"}};
   auto twice = c.Post("/ack", two, "", "application/json");
   ASSERT_TRUE(twice);
   EXPECT_EQ(twice->status, 401);
@@ -251,7 +252,8 @@ TEST(AckServer, TheTokenComesBeforeTheBodyAndChunkedBodiesAreRefused) {
   ASSERT_GT(n, 0);
   EXPECT_EQ(std::string(buf, static_cast<size_t>(n)).rfind("HTTP/1.1 411", 0), 0u) << buf;
   std::lock_guard lock(sup.mu);
-  EXPECT_EQ(sup.acks.size(), 1u) << "only the authenticated, well-formed ack reached the supervisor";
+  EXPECT_EQ(sup.acks.size(), 1u)
+      << "only the authenticated, well-formed ack reached the supervisor";
 }
 
 // D12: on loopback, a foreign Host (DNS rebinding) is refused, and so is a foreign Origin on an

@@ -67,7 +67,8 @@ url = "http://127.0.0.1:9/p"
       << out_;
   EXPECT_NE(out_.find("  recovery  preempt after 1 stalled verdict (SIGTERM, kill after 30.0s); "
                       "checkpoints as the "
-                      "beacons report them; resume the original command (STEPWATCH_RESUME_CHECKPOINT); restart budget 3\n"),
+                      "beacons report them; resume the original command "
+                      "(STEPWATCH_RESUME_CHECKPOINT); restart budget 3\n"),
             std::string::npos)
       << out_;
 }
@@ -80,10 +81,9 @@ TEST_F(CheckSpec, EmptyFileShowsTheDefaults) {
                       "1.5x"),
             std::string::npos)
       << out_;
-  EXPECT_NE(
-      out_.find(
-          "checkpoint 15m00s, compile 30m00s (warm 10m00s), data 10m00s, eval 30m00s, finish 10m00s, init 10m00s"),
-      std::string::npos)
+  EXPECT_NE(out_.find("checkpoint 15m00s, compile 30m00s (warm 10m00s), data 10m00s, eval 30m00s, "
+                      "finish 10m00s, init 10m00s"),
+            std::string::npos)
       << out_;
   EXPECT_NE(out_.find("  paging    nobody;"), std::string::npos) << out_;
 }

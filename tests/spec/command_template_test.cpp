@@ -41,7 +41,8 @@ TEST(CommandTemplate, ValuesAShellWouldInterpretAreRefused) {
   for (const char* ok : {"step_100", "global_step-20/ckpt", "ckpt:7", "run=3,epoch%2", "a+b@c"}) {
     EXPECT_TRUE(check_template_value("checkpoint id", ok).ok()) << ok;
   }
-  for (const char* bad : {"x; rm -rf ~", "$(id)", "`id`", "a|b", "a&b", "it's", "a b", "\"q\"", "a\nb", ""}) {
+  for (const char* bad :
+       {"x; rm -rf ~", "$(id)", "`id`", "a|b", "a&b", "it's", "a b", "\"q\"", "a\nb", ""}) {
     auto st = check_template_value("checkpoint id", bad);
     ASSERT_FALSE(st.ok()) << bad;
     EXPECT_EQ(st.error().code, Errc::kInvalidArgument);

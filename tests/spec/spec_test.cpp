@@ -398,7 +398,8 @@ TEST(Spec, PhasePatternsMayNameThePhaseThroughTheGroup) {
   EXPECT_TRUE(ok.ok()) << (ok.errors.empty() ? "" : ok.errors[0].text());
   auto bad = check_spec("[log]\nphase_start = '(?P<stage>Validation)'\n", "t.toml");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.errors[0].text().find("has no named group (?P<phase>"), std::string::npos) << bad.errors[0].text();
+  EXPECT_NE(bad.errors[0].text().find("has no named group (?P<phase>"), std::string::npos)
+      << bad.errors[0].text();
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ TEST(Child, PassesOutputThroughAndSplitsLinesOnNewlineAndCarriageReturn) {
   Captured cap;
   Terminal term;
   LaunchSpec spec;
-  spec.argv = {"/bin/sh", "-c", "printf 'step 1\\nbar 10%%\\rbar 20%%\\rstep 2\\n'; echo oops >&2; exit 3"};
+  spec.argv = {"/bin/sh", "-c",
+               "printf 'step 1\\nbar 10%%\\rbar 20%%\\rstep 2\\n'; echo oops >&2; exit 3"};
   spec.out_fd = term.fds[1];
   auto c = Child::start(spec, cap.sink());
   ASSERT_TRUE(c.ok()) << c.error().message;
@@ -88,11 +89,13 @@ TEST(Child, AReaderThatDoesNotReadNeverBlocksTheJob) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
   EXPECT_GT((*c)->dropped_passthrough_bytes(), uint64_t{32} << 20);
   std::string said = errs.drain();
-  EXPECT_NE(said.find("stdout is not being read: dropping the job's output"), std::string::npos) << said;
+  EXPECT_NE(said.find("stdout is not being read: dropping the job's output"), std::string::npos)
+      << said;
   std::lock_guard lock(cap.mu);
   bool last = false;
   for (auto& [st, l] : cap.lines) last = last || l == "last line";
-  EXPECT_TRUE(last || (*c)->dropped_log_bytes() > 0) << "the log contract saw the end, or says it lost some";
+  EXPECT_TRUE(last || (*c)->dropped_log_bytes() > 0)
+      << "the log contract saw the end, or says it lost some";
 }
 
 TEST(Child, RunsInItsOwnSessionWithTheGivenEnvironment) {
@@ -130,7 +133,8 @@ TEST(Child, AMissingProgramIsAClearError) {
   spec.argv = {"/nonexistent/trainer"};
   auto c = Child::start(spec, cap.sink());
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("cannot run /nonexistent/trainer"), std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find("cannot run /nonexistent/trainer"), std::string::npos)
+      << c.error().message;
 }
 
 TEST(Child, AStragglerHoldingThePipeDoesNotHangTheJoin) {

@@ -58,7 +58,8 @@ class ObserverTest : public ::testing::Test {
 };
 
 const detect::ProcessFacts* facts(const detect::Observation& o, int rank) {
-  for (const auto& p : o.procs) if (p.rank == rank) return &p;
+  for (const auto& p : o.procs)
+    if (p.rank == rank) return &p;
   return nullptr;
 }
 
@@ -124,7 +125,8 @@ TEST_F(ObserverTest, JunkAndForeignBeaconsAreToldOnceAndNotJudged) {
   ASSERT_EQ(o.ranks.size(), 2u);  // ranks 0 and 1 only
   std::string told;
   for (const auto& p : first.fresh_problems) told += p.message + "\n";
-  EXPECT_NE(told.find("rank-9.beacon: rank 9 is outside the job's world of 2"), std::string::npos) << told;
+  EXPECT_NE(told.find("rank-9.beacon: rank 9 is outside the job's world of 2"), std::string::npos)
+      << told;
   EXPECT_NE(told.find("rank-5.beacon"), std::string::npos) << told;
   EXPECT_EQ(first.fresh_problems.size(), 2u) << told;
 
@@ -138,7 +140,8 @@ TEST_F(ObserverTest, JunkAndForeignBeaconsAreToldOnceAndNotJudged) {
   PollReport third;
   for (int i = 0; i < 20 && third.fresh_problems.empty(); ++i) {
     third = PollReport{};
-    ob.poll(SystemClock::instance().now(), {}, {}, &third);  // size audits come round every few polls
+    ob.poll(SystemClock::instance().now(), {}, {},
+            &third);  // size audits come round every few polls
   }
   ASSERT_EQ(third.fresh_problems.size(), 1u);
   EXPECT_NE(third.fresh_problems[0].message.find("rank-5.beacon"), std::string::npos);
@@ -184,7 +187,8 @@ TEST_F(ObserverTest, UninstrumentedRanksComeFromTheirEnvironment) {
   log_rank.step = 12;
   log_rank.step_count = 12;
   PollReport rep;
-  detect::Observation o = ob.poll(SystemClock::instance().now(), log_rank, detect::LogFacts{}, &rep);
+  detect::Observation o =
+      ob.poll(SystemClock::instance().now(), log_rank, detect::LogFacts{}, &rep);
   EXPECT_EQ(rep.rank_pids.at(0), r0);
   EXPECT_EQ(rep.rank_pids.at(1), r1);
   ASSERT_EQ(o.ranks.size(), 1u);  // progress from the log, as rank 0
