@@ -21,6 +21,9 @@ struct Incident {
   std::string verdict_json;            // the verdict as the detector serialised it
   std::optional<int64_t> paged_at_ns;  // set once, by claim_page
   std::string page_result;             // "claimed" until mark_paged records the outcome
+  // When a target took the page (or there was none): a claim is not a delivery. A claim
+  // without it, after a restart, is delivered again (the incident id is the dedup key).
+  std::optional<int64_t> delivered_at_ns;
   std::optional<int64_t> acked_at_ns;
   std::string acked_by;
   std::string ack_note;
@@ -28,6 +31,8 @@ struct Incident {
   std::string resolution;  // "recovered", "preempted", "resumed from step_200", "gave up"
 
   bool is_open() const { return !closed_at_ns.has_value(); }
+  // Claimed (someone set out to page) but no delivery recorded.
+  bool page_undelivered() const { return paged_at_ns.has_value() && !delivered_at_ns; }
   // "open", "acked" (open and acknowledged) or "closed".
   std::string_view status() const {
     return closed_at_ns ? "closed" : acked_at_ns ? "acked" : "open";

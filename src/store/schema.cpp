@@ -87,6 +87,15 @@ CREATE TABLE processes (
   PRIMARY KEY (job, incarnation, pid, start_ticks)
 ) WITHOUT ROWID;
 )sql",
+    // 2: a page claim is not a delivery. delivered_at_ns is set when at least one target took
+    //    the page (or there was none to send to); a claim without it is re-delivered after a
+    //    restart. Rows of version 1 whose result says a target took the page count as delivered.
+    R"sql(
+ALTER TABLE incidents ADD COLUMN delivered_at_ns INTEGER;
+UPDATE incidents SET delivered_at_ns = paged_at_ns
+  WHERE paged_at_ns IS NOT NULL
+    AND (page_result LIKE '%: sent after %' OR page_result LIKE 'no pager configured%');
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

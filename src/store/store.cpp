@@ -251,15 +251,18 @@ Result<bool> Store::claim_page(int64_t id, int64_t at_ns) {
   return false;
 }
 
-Status Store::mark_paged(int64_t id, int64_t at_ns, std::string_view result) {
+Status Store::mark_paged(int64_t id, int64_t at_ns, std::string_view result, bool delivered) {
   auto tx = Tx::begin(*db_, /*durable=*/true);
   if (!tx) return tx.error();
   {
     auto s = db_->prepare(
-        "UPDATE incidents SET paged_at_ns = COALESCE(paged_at_ns, ?2), page_result = ?3 "
-        "WHERE id = ?1");
+        "UPDATE incidents SET paged_at_ns = COALESCE(paged_at_ns, ?2), page_result = ?3, "
+        "delivered_at_ns = CASE WHEN ?4 THEN COALESCE(delivered_at_ns, ?2) ELSE delivered_at_ns "
+        "END WHERE id = ?1");
     if (!s) return s.error();
-    if (auto st = s->bind(1, id).bind(2, at_ns).bind(3, result).run(); !st) return st;
+    if (auto st = s->bind(1, id).bind(2, at_ns).bind(3, result).bind(4, int64_t{delivered}).run();
+        !st)
+      return st;
   }
   if (db_->changes() != 1) return no_incident(*db_, id);
   return tx->commit();

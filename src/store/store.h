@@ -69,8 +69,9 @@ class Store {
   // incident is never claimed (false); an unknown id is Errc::kNotFound.
   Result<bool> claim_page(int64_t id, int64_t at_ns);
   // Records the page's outcome ("sent: webhook 200", "failed: timeout"). Idempotent: sets
-  // paged_at if no claim did, never moves it; the last result wins.
-  Status mark_paged(int64_t id, int64_t at_ns, std::string_view result);
+  // paged_at if no claim did, never moves it; the last result wins. `delivered`: a target took
+  // the page (sets delivered_at once; a later failed re-delivery does not clear it).
+  Status mark_paged(int64_t id, int64_t at_ns, std::string_view result, bool delivered = false);
   // Gives a claim back after a page that certainly failed, so that a retry can claim again.
   Status release_page(int64_t id, std::string_view result);
 

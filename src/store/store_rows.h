@@ -10,7 +10,7 @@
 
 #define SW_INCIDENT_COLUMNS                                                                \
   "id, job, incarnation, opened_at_ns, state, cause, summary, verdict_json, paged_at_ns, " \
-  "page_result, acked_at_ns, acked_by, ack_note, closed_at_ns, resolution"
+  "page_result, acked_at_ns, acked_by, ack_note, closed_at_ns, resolution, delivered_at_ns"
 #define SW_ACTION_COLUMNS "id, incident_id, job, at_ns, kind, ok, detail"
 #define SW_TRANSITION_COLUMNS "id, job, incarnation, at_ns, from_state, to_state, cause, summary"
 #define SW_STATE_COLUMNS                                                                    \
@@ -37,6 +37,7 @@ inline Incident read_incident(const Stmt& s) {
   i.ack_note = s.text(12);
   i.closed_at_ns = s.opt_int64(13);
   i.resolution = s.text(14);
+  i.delivered_at_ns = s.opt_int64(15);
   return i;
 }
 

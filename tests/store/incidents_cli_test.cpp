@@ -199,7 +199,7 @@ TEST(IncidentsCli, DatabaseFromANewerStepwatch) {
   sqlite3* h = nullptr;
   ASSERT_EQ(sqlite3_open_v2((dir + "/stepwatch.db").c_str(), &h, SQLITE_OPEN_READWRITE, nullptr),
             SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(h, "INSERT INTO schema_version VALUES (2, 0, 'stepwatch 2.0')", nullptr,
+  ASSERT_EQ(sqlite3_exec(h, "INSERT INTO schema_version VALUES (99, 0, 'stepwatch 9.0')", nullptr,
                          nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close_v2(h);

@@ -82,7 +82,8 @@ TEST(StoreOpen, ReopeningDoesNotMigrateAgain) {
   TempDir tmp;
   { ASSERT_TRUE(Store::open(tmp / "state").ok()); }
   { ASSERT_TRUE(Store::open(tmp / "state").ok()); }
-  EXPECT_EQ(raw_query(tmp / "state/stepwatch.db", "SELECT count(*) FROM schema_version"), "1");
+  EXPECT_EQ(raw_query(tmp / "state/stepwatch.db", "SELECT count(*) FROM schema_version"),
+            std::to_string(kSchemaVersion));
 }
 
 TEST(StoreOpen, NotADatabaseNamesTheFile) {
@@ -177,6 +178,40 @@ TEST(StoreOpen, WithoutCreateNothingIsCreated) {
 
   ASSERT_TRUE(Store::open(dir).ok());
   EXPECT_TRUE(Store::open(dir, no_create).ok());
+}
+
+TEST(StoreOpen, AVersion1StoreCountsPagesItsResultSaysWereSentAsDelivered) {
+  TempDir tmp;
+  std::string dir = tmp / "state";
+  int64_t sent = 0, claimed = 0, failed = 0;
+  {
+    auto s = Store::open(dir);
+    ASSERT_TRUE(s.ok());
+    auto open = [&](const char* job, const char* result) {
+      NewIncident ni;
+      ni.job = job;
+      ni.at_ns = 1;
+      ni.state = "stalled";
+      auto ref = s->open_incident(ni);
+      EXPECT_TRUE(*s->claim_page(ref->id, 5));
+      if (result) {
+        EXPECT_TRUE(s->mark_paged(ref->id, 6, result).ok());
+      }
+      return ref->id;
+    };
+    sent = open("a", "webhook http://h/x: sent after 1 attempt(s): HTTP 200");
+    claimed = open("b", nullptr);
+    failed = open("c", "webhook http://h/x: FAILED after 3 attempt(s): refused");
+  }
+  // Back to what version 1 wrote: no delivered_at_ns column.
+  raw_query(dir + "/stepwatch.db", "ALTER TABLE incidents DROP COLUMN delivered_at_ns");
+  raw_query(dir + "/stepwatch.db", "DELETE FROM schema_version WHERE version >= 2");
+  auto s = Store::open(dir);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_FALSE((*s->incident(sent))->page_undelivered());
+  EXPECT_EQ((*s->incident(sent))->delivered_at_ns, 5);
+  EXPECT_TRUE((*s->incident(claimed))->page_undelivered());
+  EXPECT_TRUE((*s->incident(failed))->page_undelivered());
 }
 
 TEST(StoreOpen, NewerSchemaIsRefused) {

@@ -103,6 +103,23 @@ TEST_F(StoreTest, ClosedIncidentIsNeverPaged) {
   EXPECT_FALSE(*c);
 }
 
+TEST_F(StoreTest, AClaimIsNotADeliveryUntilOneIsRecorded) {
+  auto ref = store().open_incident(stall("llm"));
+  ASSERT_TRUE(ref.ok());
+  ASSERT_TRUE(*store().claim_page(ref->id, kT0 + kSec));
+  auto at = [&] { return **store().incident(ref->id); };
+  EXPECT_TRUE(at().page_undelivered());
+  ASSERT_TRUE(store().mark_paged(ref->id, kT0 + 2 * kSec, "webhook: FAILED", false).ok());
+  EXPECT_TRUE(at().page_undelivered());
+  ASSERT_TRUE(store().mark_paged(ref->id, kT0 + 3 * kSec, "webhook: sent", true).ok());
+  EXPECT_FALSE(at().page_undelivered());
+  EXPECT_EQ(at().delivered_at_ns, kT0 + 3 * kSec);
+  // A later failed re-delivery does not take the delivery back.
+  ASSERT_TRUE(store().mark_paged(ref->id, kT0 + 4 * kSec, "webhook: FAILED", false).ok());
+  EXPECT_EQ(at().delivered_at_ns, kT0 + 3 * kSec);
+  EXPECT_EQ(at().page_result, "webhook: FAILED");
+}
+
 TEST_F(StoreTest, MarkPagedIsIdempotentAndKeepsTheClaimTime) {
   auto ref = store().open_incident(stall("llm"));
   ASSERT_TRUE(ref.ok());
