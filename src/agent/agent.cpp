@@ -102,6 +102,7 @@ Agent::Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store:
     : config_(std::move(config)),
       deps_(std::move(deps)),
       store_(std::move(poll_store)),
+      deliveries_(ledger_, deps_.pager, delivery_sink()),
       incident_rate_(config_.incidents_per_user_per_hour, 3600 * kNsPerSec),
       log_rate_(config_.log_lines_per_user_per_minute, 60 * kNsPerSec),
       api_store_(std::move(api_store)) {
@@ -109,13 +110,26 @@ Agent::Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store:
 }
 
 Agent::~Agent() {
-  for (auto& [job, t] : tracked_) {
-    try {
-      finish_paging(*t, true);
-    } catch (const std::exception& e) {
-      log_error("agent: job {}: finishing its page failed: {}", job, e.what());
-    }
+  try {
+    deliveries_.wait(SystemClock::instance().now());  // while the jobs are there to count them
+  } catch (const std::exception& e) {
+    log_error("agent: finishing the pages under way failed: {}", e.what());
   }
+}
+
+runbook::DeliverySink Agent::delivery_sink() {
+  runbook::DeliverySink sink;
+  sink.log = [this](LogLevel level, const std::string& job, const std::string& line) {
+    auto it = tracked_.find(job);
+    if (level == LogLevel::kInfo && it != tracked_.end() && !may_log(*it->second, it->second->now))
+      return;
+    log_line(level, fmt::format("agent: job {}: {}", job, line));
+  };
+  sink.counted = [this](const std::string& job, std::string_view kind) {
+    if (auto it = tracked_.find(job); it != tracked_.end())
+      it->second->state.actions_total[std::string(kind)]++;
+  };
+  return sink;
 }
 
 void Agent::note_poll_outcome(bool ok) {
@@ -230,19 +244,16 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
   oc.detail_budget_ns = kDetailBudgetPerPollNs;
   t->observer = std::make_unique<supervise::Observer>(std::move(oc));
   t->detector = std::make_unique<detect::Detector>(detect::config_from_spec(t->spec));
-  t->alert = std::make_unique<runbook::AlertKeeper>(t->spec.runbook.pagers, deps_.pager);
+  t->host = std::make_unique<JobHost>(*this, *t);
+  runbook::IncidentPolicy policy = runbook::IncidentPolicy::from_spec(t->spec);
+  t->runbook = std::make_unique<runbook::Incident>(runbook::IncidentScope{job, 0, 0}, policy,
+                                                   ledger_, *t->host, deliveries_);
   t->state.job = job;
   t->state.owner = t->spec.owner;
   t->state.owner_uid = dir_uid;
   t->state.job_class = t->spec.job_class;
   t->state.host = deps_.host;
   t->state.first_seen_wall_ns = now.wall_ns;
-  // A restarted agent joins the job's open incident instead of opening (and paging) another.
-  if (auto open = store_.open_incident_for(job); open && *open) {
-    t->incident_id = (*open)->id;
-    t->incident_state = (*open)->state;
-    t->incident_cause = (*open)->cause;
-  }
   if (may_log(*t, now)) {
     log_info("agent: watching job {} under {}{}", job, root,
              t->spec.source.empty() ? " (no spec: defaults, interval learned)"
@@ -291,7 +302,6 @@ Status Agent::poll_once(Stamp now) {
       }
       auto it = tracked_.find(job);
       if (it != tracked_.end() && it->second->vanished) {
-        finish_paging(*it->second, true);
         tracked_.erase(it);  // it came back: a new run, judged afresh
         it = tracked_.end();
       }
@@ -328,13 +338,15 @@ Status Agent::poll_once(Stamp now) {
     bool expired =
         t.retired_at_wall_ns && now.wall_ns - *t.retired_at_wall_ns >= config_.retire_after_ns;
     if (expired && t.vanished) {
-      finish_paging(t, true);
       it = tracked_.erase(it);
       continue;
     }
     t.hidden = expired;
     ++it;
   }
+  if (first_poll_ && any_root) close_unobserved(seen, now);
+  first_poll_ = false;
+  deliveries_.reap(now);
   ranks_last_poll_ = due_last_poll_ = 0;
   for (const auto& [job, t] : tracked_) {
     ranks_last_poll_ += t->ranks;
@@ -387,6 +399,9 @@ Status Agent::poll_once(Stamp now) {
   health_.read_errors_total += errors;
   health_.job_poll_failures_total += job_failures;
   health_.last_poll_duration_ns = mono_now_ns() - started;
+  health_.store_errors_total += store_errors_this_poll_;
+  health_.store_error = store_errors_this_poll_ ? last_store_error_ : "";
+  store_errors_this_poll_ = 0;
   last_poll_wall_ns_ = now.wall_ns;
   if (!any_root)
     return Error{last_error.code,
@@ -415,6 +430,9 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   for (const auto& r : obs.ranks) {
     if (r.source == contract::Source::kBeacon) ++*beacons;
     t.incarnation = std::max<int64_t>(t.incarnation, r.incarnation);
+    if (r.created.wall_ns > 0 &&
+        (t.run_started_wall_ns == 0 || r.created.wall_ns < t.run_started_wall_ns))
+      t.run_started_wall_ns = r.created.wall_ns;
   }
   detect::Verdict v = t.detector->observe(obs);
   t.state.last_poll_wall_ns = now.wall_ns;
@@ -430,13 +448,15 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   transition(t, v, now);
   if (v.state == detect::State::kFinished) {
     // Ranks that end under our own preempt have not finished: the preempt closes the incident.
-    if (!t.retired_at_wall_ns && !t.preempting) retire(t, now, "job finished");
+    if (!t.retired_at_wall_ns && !t.runbook->acting()) retire(t, now, "job finished");
   } else if (t.retired_at_wall_ns && !t.vanished) {
     log_info("agent: job {} runs again ({})", t.job, v.summary);  // a restart after finishing
     t.retired_at_wall_ns.reset();
     t.hidden = false;
   }
-  runbook_step(t, v, now);
+  t.now = now;
+  t.runbook->set_scope({t.job, t.incarnation, t.run_started_wall_ns});
+  t.runbook->step(v, now);
 }
 
 void Agent::run(const std::atomic<bool>& stop) {

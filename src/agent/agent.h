@@ -24,6 +24,8 @@
 #include "src/agent/per_user.h"
 #include "src/common/result.h"
 #include "src/detect/detector.h"
+#include "src/runbook/incident.h"
+#include "src/runbook/ledger.h"
 #include "src/runbook/pager.h"
 #include "src/serve/job_state.h"
 #include "src/spec/spec.h"
@@ -69,6 +71,7 @@ class Agent {
 
  private:
   struct Tracked;  // one job's observer, detector and incident
+  class JobHost;   // the runbook's host for one job
 
   Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store::Store api_store);
   std::unique_ptr<Tracked> start_tracking(const std::string& root, const std::string& job,
@@ -83,16 +86,12 @@ class Agent {
   void observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus, uint64_t* beacons,
                uint64_t* errors);
   void transition(Tracked& t, const detect::Verdict& v, Stamp now);
-  void runbook_step(Tracked& t, const detect::Verdict& v, Stamp now);
-  void finish_paging(Tracked& t, bool wait);
-  // Waits for its page, resolves its alert, records the resolution and forgets the incident.
-  void close_incident(Tracked& t, Stamp now, const std::string& resolution);
-  void record_action(const Tracked& t, std::string_view kind, bool ok, const std::string& detail,
-                     int64_t at_ns);
-  runbook::PageMessage page_message(const Tracked& t, const detect::Verdict& v, Stamp now) const;
   bool preempted_by_us(const Tracked& t) const;
-  void maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now);
-  void finish_preempt(Tracked& t, Stamp now, bool wait);
+  // At the first poll: the open incidents of jobs no longer there (their beacons vanished while
+  // the agent was down) are closed as no longer observed.
+  void close_unobserved(const std::set<std::string>& seen, Stamp now);
+  void note_store_error(const Error& e);
+  runbook::DeliverySink delivery_sink();
   void retire(Tracked& t, Stamp now, const char* why);
   void note_problem(const std::string& message);
   // After each poll of run(): counts the polls in a row that failed as a whole.
@@ -101,6 +100,11 @@ class Agent {
   AgentConfig config_;
   AgentDeps deps_;
   store::Store store_;  // the poll thread's connection
+  runbook::StoreLedger ledger_{store_};
+  runbook::PageDeliveries deliveries_;  // every job's pages under way
+  bool first_poll_ = true;
+  uint64_t store_errors_this_poll_ = 0;  // poll thread only
+  std::string last_store_error_;         // poll thread only
 
   std::map<std::string, std::unique_ptr<Tracked>> tracked_;  // poll thread only
   std::set<std::string> logged_problems_;                    // poll thread only

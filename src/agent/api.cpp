@@ -256,9 +256,12 @@ struct ApiServer::Impl {
   void healthz(const httplib::Request&, httplib::Response& res) {
     serve::AgentHealth h = agent->health();
     int64_t last = agent->last_poll_wall_ns();
-    bool failing = h.consecutive_poll_failures >= serve::kPollFailuresUnhealthy;
+    bool failing =
+        h.consecutive_poll_failures >= serve::kPollFailuresUnhealthy || !h.store_error.empty();
     reply(res, failing ? 503 : 200,
           {{"status", failing ? "failing" : "ok"},
+           {"store_error", h.store_error.empty() ? json(nullptr) : json(h.store_error)},
+           {"store_errors_total", h.store_errors_total},
            {"consecutive_poll_failures", h.consecutive_poll_failures},
            {"job_poll_failures_total", h.job_poll_failures_total},
            {"polls_total", h.polls_total},

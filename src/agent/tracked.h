@@ -11,13 +11,35 @@
 
 #include "src/agent/agent.h"
 #include "src/detect/detector.h"
-#include "src/runbook/alert_keeper.h"
-#include "src/runbook/preempt.h"
+#include "src/runbook/incident.h"
 #include "src/serve/job_state.h"
 #include "src/spec/spec.h"
 #include "src/supervise/observer.h"
 
 namespace stepwatch::agent {
+
+// The runbook's host for one job (agent_runbook.cpp): pages name this node, only processes
+// proven to be the job's are collected from and preempted, on a thread of their own, and a
+// preempt is followed by nothing but the incident's close (the agent never restarts a job).
+class Agent::JobHost final : public runbook::IncidentHost {
+ public:
+  JobHost(Agent& agent, Tracked& job) : agent_(agent), t_(job) {}
+  runbook::PageMessage page(const detect::Verdict& v) override;
+  void log(LogLevel level, const std::string& line) override;
+  bool may_open(const detect::Verdict& v, Stamp now) override;
+  std::optional<std::string> refuse_act() override;
+  runbook::PreemptTargets targets() override;
+  std::future<runbook::ActReport> act(const detect::Verdict& v, int64_t incident_id,
+                                      runbook::PreemptTargets targets) override;
+  runbook::AfterPreempt after_preempt(const runbook::ActReport& report) override;
+  void recorded(int64_t id, bool created) override;
+  void ledger_failed(const Error& e) override;
+  void counted(std::string_view action_kind) override;
+
+ private:
+  Agent& agent_;
+  Tracked& t_;
+};
 
 struct Agent::Tracked {
   std::string job;
@@ -30,20 +52,10 @@ struct Agent::Tracked {
   detect::State last_state = detect::State::kStarting;
   detect::Cause last_cause = detect::Cause::kNone;
   int64_t incarnation = 0;
-  // The open incident, if any (adopted from the store after a restart).
-  std::optional<int64_t> incident_id;
-  std::string incident_state, incident_cause;
-  bool claim_tried = false;  // claim_page was asked for this incident (true at most once ever)
-  std::optional<std::future<std::vector<runbook::PageResult>>> paging;
-  std::unique_ptr<runbook::AlertKeeper> alert;  // keeps the Alertmanager alert alive while open
-  // Preemption (only for jobs in preempt_jobs whose spec enables auto_preempt).
-  int misses = 0;                // consecutive stalled or dead verdicts in this incident
-  int64_t incident_mono_ns = 0;  // when this agent opened or joined the open incident
-  std::optional<int64_t> hold_until_mono_ns;  // acked: the owner has until then
-  bool preempt_noted = false;                 // "nothing proven" was said for this incident
-  std::optional<std::future<runbook::PreemptReport>> preempting;
-  std::string preempt_refused;   // ranks not proven, for the action record
-  std::set<int> preempted_pids;  // ended by this agent: their silence is no new incident
+  int64_t run_started_wall_ns = 0;  // the earliest beacon's creation: when this run began
+  Stamp now;                        // of the poll under way
+  std::unique_ptr<JobHost> host;
+  std::unique_ptr<runbook::Incident> runbook;  // its incident, page and preempt
   std::optional<int64_t> retired_at_wall_ns;
   bool vanished = false;  // retired because its directory is gone
   bool hidden = false;    // retired longer than retire_after, but its (finished) directory remains

@@ -63,12 +63,17 @@ std::optional<std::string> AlertKeeper::tick(int64_t mono_ns) {
 
 void AlertKeeper::resolve(int64_t wall_ns) {
   if (!alert_) return;
-  (void)reap(true);
   PageMessage m = *alert_;
   m.ended_wall_ns = wall_ns;
   alert_.reset();
   last_sent_mono_ns_.reset();
-  post(std::move(m));
+  // A re-post still under way goes first, on the resolving post's thread: resolve() never
+  // waits for the network (a slow Alertmanager would hold up the caller's poll).
+  inflight_ = std::async(std::launch::async, [previous = std::move(inflight_), targets = targets_,
+                                              m = std::move(m), opts = options_]() mutable {
+    if (previous) previous->wait();
+    return page_all(targets, m, opts);
+  });
 }
 
 }  // namespace stepwatch::runbook

@@ -386,4 +386,22 @@ ArtifactReport collect_artifact(const ArtifactRequest& request) {
   return rep;
 }
 
+std::string gpu_text(const probe::GpuSnapshot& snapshot) {
+  std::string out;
+  for (const auto& d : snapshot.devices) {
+    out += fmt::format("gpu {} {}: sm {} mem {} power {}{}\n", d.index, d.name.value_or("?"),
+                       d.sm_util_pct ? fmt::format("{}%", *d.sm_util_pct) : "n/a",
+                       d.mem_used_bytes ? fmt::format("{} MiB", *d.mem_used_bytes >> 20) : "n/a",
+                       d.power_w ? fmt::format("{:.0f} W", *d.power_w) : "n/a",
+                       d.error ? " error: " + *d.error : "");
+    if (d.processes) {
+      for (const auto& p : *d.processes) {
+        out += fmt::format("  pid {} {}\n", p.pid,
+                           p.used_bytes ? fmt::format("{} MiB", *p.used_bytes >> 20) : "");
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace stepwatch::runbook

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "src/common/clock.h"
+#include "src/probe/gpu_probe.h"
 #include "src/runbook/proven.h"
 #include "src/spec/spec.h"
 
@@ -73,6 +74,9 @@ struct ArtifactReport {
 };
 
 ArtifactReport collect_artifact(const ArtifactRequest& request);
+
+// The GPUs as the artifact's gpu.txt shows them: one line a device, one a process on it.
+std::string gpu_text(const probe::GpuSnapshot& snapshot);
 
 // Whether `pid` has a handler for `sig` (SigCgt of <proc_root>/<pid>/status); nullopt: unreadable.
 // An uncaught SIGUSR1 terminates a process, so no stack signal is sent without this.

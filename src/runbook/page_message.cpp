@@ -1,10 +1,10 @@
-#include "src/supervise/page_message.h"
+#include "src/runbook/page_message.h"
 
-namespace stepwatch::supervise {
+namespace stepwatch::runbook {
 
-runbook::PageMessage page_for_verdict(const std::string& job, const std::string& owner,
-                                      const detect::Verdict& v) {
-  runbook::PageMessage m;
+PageMessage page_for_verdict(const std::string& job, const std::string& owner,
+                             const detect::Verdict& v) {
+  PageMessage m;
   m.job = job;
   m.owner = owner;
   m.state = detect::state_name(v.state);
@@ -15,8 +15,8 @@ runbook::PageMessage page_for_verdict(const std::string& job, const std::string&
   m.expected_interval_ns = v.expected_interval_ns;
   for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason});
   for (const auto& e : v.evidence)
-    m.evidence.push_back(runbook::page_evidence_line(e.name, e.value, e.rank, e.age_ns));
+    m.evidence.push_back(page_evidence_line(e.name, e.value, e.rank, e.age_ns));
   return m;
 }
 
-}  // namespace stepwatch::supervise
+}  // namespace stepwatch::runbook

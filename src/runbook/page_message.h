@@ -7,9 +7,9 @@
 #include "src/detect/verdict.h"
 #include "src/runbook/pager.h"
 
-namespace stepwatch::supervise {
+namespace stepwatch::runbook {
 
-runbook::PageMessage page_for_verdict(const std::string& job, const std::string& owner,
-                                      const detect::Verdict& v);
+PageMessage page_for_verdict(const std::string& job, const std::string& owner,
+                             const detect::Verdict& v);
 
-}  // namespace stepwatch::supervise
+}  // namespace stepwatch::runbook

@@ -10,4 +10,8 @@ sw_add_library(runbook
     ${_runbook_dir}/hygiene.cpp
     ${_runbook_dir}/artifact_sink.cpp
     ${_runbook_dir}/artifact.cpp
-  DEPS stepwatch_common stepwatch_probe stepwatch_spec stepwatch_contract)
+    ${_runbook_dir}/page_message.cpp
+    ${_runbook_dir}/ledger.cpp
+    ${_runbook_dir}/incident.cpp
+  DEPS stepwatch_common stepwatch_probe stepwatch_spec stepwatch_contract stepwatch_detect
+       stepwatch_store stepwatch_runbook_pager Threads::Threads)

@@ -43,6 +43,10 @@ struct AgentHealth {
   // whose own poll failed are counted apart. /healthz fails from kPollFailuresUnhealthy on.
   uint64_t consecutive_poll_failures = 0;
   uint64_t job_poll_failures_total = 0;
+  // Store writes that failed (disk full, read-only, corrupt). Pages still go out; /healthz
+  // fails while the last poll's writes failed, and store_error says why ("": none).
+  uint64_t store_errors_total = 0;
+  std::string store_error;
 };
 
 inline constexpr uint64_t kPollFailuresUnhealthy = 3;

@@ -252,6 +252,9 @@ std::string render_metrics(const std::vector<JobState>& jobs, const AgentHealth&
                        "Polls in a row that failed as a whole: no job is being watched.");
   Family job_failures("stepwatch_agent_job_poll_failures_total", "counter",
                       "Polls of one job that failed while the others went on.");
+  Family store_errors("stepwatch_agent_store_errors_total", "counter",
+                      "Store writes that failed; pages went out regardless.");
+  store_errors.add({}, number(static_cast<uint64_t>(health.store_errors_total)));
   poll_failures.add({}, number(static_cast<uint64_t>(health.consecutive_poll_failures)));
   job_failures.add({}, number(static_cast<uint64_t>(health.job_poll_failures_total)));
   if (health.polls_total > 0) poll_duration.add({}, seconds(health.last_poll_duration_ns));
@@ -266,7 +269,8 @@ std::string render_metrics(const std::vector<JobState>& jobs, const AgentHealth&
         &job_interval,  &rank_step,   &rank_step_age, &rank_phase,    &rank_phase_age,
         &rank_beat_age, &rank_ckpt,   &rank_ckpt_age, &gpu_sm,        &gpu_power,
         &gpu_mem,       &incidents,   &actions,       &poll_duration, &polls,
-        &beacons,       &read_errors, &start_time,    &poll_failures, &job_failures}) {
+        &beacons,       &read_errors, &start_time,    &poll_failures, &job_failures,
+        &store_errors}) {
     f->write_to(out);
   }
   return out;

@@ -50,6 +50,7 @@ Supervisor::Supervisor(RunOptions options, spec::JobSpec spec)
 
 Supervisor::~Supervisor() {
   if (ack_) ack_->stop();
+  if (deliveries_) deliveries_->wait(SystemClock::instance().now());  // before the store goes
 }
 
 void Supervisor::say(const std::string& line) const {
@@ -57,9 +58,9 @@ void Supervisor::say(const std::string& line) const {
   std::fflush(stderr);
 }
 
-void Supervisor::action(std::string_view kind, bool ok, const std::string& detail) {
+void Supervisor::record_action(std::string_view kind, bool ok, const std::string& detail) {
   store::Action a;
-  a.incident_id = incident_ ? std::optional<int64_t>(incident_->id) : std::nullopt;
+  if (runbook_ && runbook_->id().value_or(0) > 0) a.incident_id = runbook_->id();
   a.job = opt_.job;
   a.at_ns = wall_now_ns();
   a.kind = std::string(kind);
@@ -73,6 +74,10 @@ Status Supervisor::setup() {
   auto store = store::Store::open(opt_.state_dir);
   if (!store) return store.error();
   store_.emplace(std::move(*store));
+  ledger_.emplace(*store_);
+  runbook::DeliverySink sink;
+  sink.log = [this](LogLevel, const std::string&, const std::string& line) { say(line); };
+  deliveries_.emplace(*ledger_, runbook::PagerOptions{}, std::move(sink));
   auto prev = store_->load_state(opt_.job);
   if (!prev) return prev.error();
   if (*prev) {
@@ -81,6 +86,9 @@ Status Supervisor::setup() {
   } else {
     state_.job = opt_.job;
   }
+  runbook_.emplace(runbook::IncidentScope{opt_.job, state_.incarnation, 0},
+                   runbook::IncidentPolicy::from_spec(spec_), *ledger_,
+                   static_cast<runbook::IncidentHost&>(*this), *deliveries_);
   if (state_.interval_median_ns && state_.interval_p90_ns) {
     saved_learned_ = detect::Learned{*state_.interval_median_ns, *state_.interval_p90_ns,
                                      static_cast<int>(state_.interval_samples)};
@@ -196,8 +204,8 @@ void Supervisor::hygiene() {
   runbook::CleanupOptions co;
   co.grace_ns = spec_.runbook.preempt_grace_ns;
   auto report = runbook::cleanup(found, in, co);
-  for (const auto& d : report.done) action(store::action_kind::kCleanup, true, d);
-  for (const auto& f : report.failed) action(store::action_kind::kCleanup, false, f);
+  for (const auto& d : report.done) record_action(store::action_kind::kCleanup, true, d);
+  for (const auto& f : report.failed) record_action(store::action_kind::kCleanup, false, f);
   for (const auto& d : report.done) say("cleanup: " + d);
   for (const auto& f : report.failed) say("cleanup failed: " + f);
   for (const auto& r : report.remaining) {
@@ -348,7 +356,7 @@ void Supervisor::on_verdict(const detect::Verdict& v, const detect::Observation&
 
 int Supervisor::shutdown(int sig) {
   say(fmt::format("received {}: passing it to the job and stopping", strsignal(sig)));
-  if (incident_) finish_paging(true);
+  deliveries_->wait(SystemClock::instance().now());
   if (child_) {
     child_->signal_group(sig);
     int64_t deadline = mono_now_ns() + spec_.runbook.preempt_grace_ns;
@@ -382,10 +390,9 @@ void Supervisor::join_output() {
 int Supervisor::ended(int status, const detect::Verdict& v) {
   // The job ended by itself and nothing says it died: its status is stepwatch run's own.
   join_output();
-  if (incident_) {
-    finish_paging(true);
-    say(fmt::format("incident {}: the job ended by itself ({})", incident_->id, v.summary));
-    close_incident("the job ended by itself");
+  if (runbook_->is_open()) {
+    say(fmt::format("incident {}: the job ended by itself ({})", *runbook_->id(), v.summary));
+    runbook_->close(SystemClock::instance().now(), "the job ended by itself");
   }
   say(status == 0 ? fmt::format("job {} finished", opt_.job)
                   : fmt::format("job {} ended with status {}", opt_.job, status));
@@ -431,7 +438,7 @@ int Supervisor::run() {
     detect::Verdict v = detector_->observe(obs);
     on_verdict(v, obs);
     if (exit_status_ && !detect::fires_runbook(v.state)) return ended(*exit_status_, v);
-    if (exit_status_ && launches_ == 1 && !v.last_step && !incident_) {
+    if (exit_status_ && launches_ == 1 && !v.last_step && !runbook_->is_open()) {
       // A crash before the first step of the first launch (an ImportError, a bad flag) is a
       // broken launch: a restart would fail the same way. docs/run.md.
       join_output();
@@ -441,10 +448,21 @@ int Supervisor::run() {
           opt_.job, *exit_status_));
       return *exit_status_;
     }
-    int code = 0;
-    Step s = runbook_step(v, obs, report, &code);
-    if (s == Step::kExit) return code;
+    if (runbook_turn(v, obs, report, now) == Next::kExit) return exit_code_;
   }
+}
+
+Supervisor::Next Supervisor::runbook_turn(const detect::Verdict& v, const detect::Observation& obs,
+                                          const PollReport& report, Stamp now) {
+  next_ = Next::kContinue;
+  own_exit_ = exit_status_;
+  turn_obs_ = &obs;
+  turn_report_ = &report;
+  runbook_->step(v, now, !exit_status_);
+  turn_obs_ = nullptr;
+  turn_report_ = nullptr;
+  deliveries_->reap(now);
+  return next_;
 }
 
 }  // namespace stepwatch::supervise

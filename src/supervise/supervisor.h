@@ -11,8 +11,9 @@
 
 #include "src/detect/detector.h"
 #include "src/detect/trace.h"
-#include "src/runbook/alert_keeper.h"
-#include "src/runbook/pager.h"
+#include "src/runbook/artifact.h"
+#include "src/runbook/incident.h"
+#include "src/runbook/ledger.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
 #include "src/supervise/child.h"
@@ -49,31 +50,27 @@ struct RunOptions {
   int64_t poll_ns = 0;  // 0: from the spec, else derived from the expected interval
 };
 
-class Supervisor {
+// The supervisor is the runbook's host for its one job (runbook/incident.h): it collects an
+// artifact with the job's log, preempts its process tree, and resumes from the last committed
+// checkpoint.
+class Supervisor final : private runbook::IncidentHost {
  public:
   Supervisor(RunOptions options, spec::JobSpec spec);
-  ~Supervisor();
+  ~Supervisor() override;
   // Runs the job to its end; returns the exit status of `stepwatch run`.
   int run();
 
  private:
-  enum class Step { kContinue, kRelaunched, kExit };
-  struct Incident {
-    int64_t id = 0;
-    std::string state, cause;
-    int64_t opened_mono_ns = 0;
-    int64_t ack_deadline_mono_ns = 0;
-    std::optional<int64_t> hold_deadline_mono_ns;  // set once acked
-    int misses = 0;
-    bool told_disabled = false;
-    std::optional<std::future<std::vector<runbook::PageResult>>> paging;
-    std::unique_ptr<runbook::AlertKeeper> alert;  // keeps the Alertmanager alert alive while open
-  };
+  // What the loop does after a turn of the runbook.
+  enum class Next { kContinue, kRelaunched, kExit };
 
   // How long a launch waits for the rendezvous port to be freed after restart hygiene.
   static constexpr int64_t kPortWaitNs = 5 * kNsPerSec;
 
   Status setup();
+  // One turn of the runbook over this verdict.
+  Next runbook_turn(const detect::Verdict& v, const detect::Observation& obs,
+                    const PollReport& report, Stamp now);
   void wait_for_port();
   int ended(int status,
             const detect::Verdict& v);  // the job ended by itself, nothing firing: its status
@@ -86,20 +83,21 @@ class Supervisor {
   void record_processes(const PollReport& report);
   void on_verdict(const detect::Verdict& v, const detect::Observation& obs);
 
-  // The runbook (incident.cpp).
-  Step runbook_step(const detect::Verdict& v, const detect::Observation& obs,
-                    const PollReport& report, int* exit);
-  runbook::PageMessage page_message(const detect::Verdict& v) const;
-  void start_paging(const detect::Verdict& v);
-  void close_incident(const std::string& resolution);  // resolves its alert, records, forgets it
-  void finish_paging(bool wait);
-  void collect(const detect::Verdict& v, const detect::Observation& obs, const PollReport& report);
-  bool preempt(const PollReport& report);
-  // `own_exit`: the job's status when it ended by itself before the runbook acted.
-  Step resume(const detect::Observation& obs, std::optional<int> own_exit, int* exit);
+  // The runbook's host (runbook_host.cpp).
+  runbook::PageMessage page(const detect::Verdict& v) override;
+  void log(LogLevel level, const std::string& line) override;
+  runbook::PreemptTargets targets() override;
+  std::vector<runbook::JobProcess> job_processes() const;
+  std::future<runbook::ActReport> act(const detect::Verdict& v, int64_t incident_id,
+                                      runbook::PreemptTargets targets) override;
+  runbook::AfterPreempt after_preempt(const runbook::ActReport& report) override;
+  std::string collect(const detect::Verdict& v, int64_t incident_id, bool* ok);
+  runbook::PreemptReport preempt(const runbook::PreemptTargets& targets);
+  // After a preempt: relaunch from the last committed checkpoint, or stop (next_, exit_code_).
+  runbook::AfterPreempt resume(const detect::Observation& obs, std::optional<int> own_exit);
   std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs,
                                                                  std::string* path);
-  void action(std::string_view kind, bool ok, const std::string& detail);
+  void record_action(std::string_view kind, bool ok, const std::string& detail);
   void say(const std::string& line) const;
 
   RunOptions opt_;
@@ -113,13 +111,21 @@ class Supervisor {
   std::unique_ptr<detect::Detector> detector_;
   std::optional<detect::TraceWriter> trace_;
   std::unique_ptr<runbook::AckServer> ack_;
-  std::optional<Incident> incident_;
+  std::optional<runbook::StoreLedger> ledger_;
+  std::optional<runbook::PageDeliveries> deliveries_;
+  std::optional<runbook::Incident> runbook_;
+  // This turn's observation and report, for the runbook's host calls; null between turns.
+  const detect::Observation* turn_obs_ = nullptr;
+  const PollReport* turn_report_ = nullptr;
+  Next next_ = Next::kContinue;
+  int exit_code_ = 0;                            // with Next::kExit
   std::set<std::pair<int, uint64_t>> recorded_;  // (pid, start) already in the store
   detect::State last_state_ = detect::State::kStarting;
   detect::Cause last_cause_ = detect::Cause::kNone;
   std::string last_verdict_json_;
   int launches_ = 0;  // by this stepwatch run
   std::optional<detect::Learned> saved_learned_;
+  std::optional<int> own_exit_;         // its status if it exited before the runbook acted
   std::optional<int> exit_status_;      // of the current incarnation, once it exited
   std::vector<std::string> leftovers_;  // what hygiene found before this incarnation's launch
 };

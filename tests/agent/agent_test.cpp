@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ class Receiver {
  public:
   Receiver() {
     auto take = [this](const httplib::Request& req, httplib::Response& res) {
+      if (int ms = delay_ms.load()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       std::lock_guard lock(mu_);
       bodies_.push_back(req.body);
       res.set_content("{}", "application/json");
@@ -66,6 +68,7 @@ class Receiver {
     for (int i = 0; i < 500 && count() < n; ++i) std::this_thread::sleep_for(10ms);
     return count() >= n;
   }
+  std::atomic<int> delay_ms{0};  // a slow webhook answers after this long
 
  private:
   httplib::Server server_;
@@ -300,6 +303,138 @@ TEST_F(AgentTest, StallPagesOnceAcrossPollsAndRestartsAndAcksOverHttp) {
   EXPECT_EQ(page["state"], "stalled");
   EXPECT_EQ(page["owner"], "team-llm");
   EXPECT_EQ(page["last_step"], 8);
+}
+
+// Runs SQL on the agent's store through a connection of its own (what another process could do).
+void exec_sql(const std::string& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close_v2(h);
+}
+
+// D4: a store that refuses writes (here: triggers that fail every insert, as a full disk would)
+// never silences a page, and /healthz says why until the store takes writes again.
+TEST_F(AgentTest, AStoreThatRefusesWritesStillPagesAndHealthSaysWhy) {
+  Receiver rx;
+  write_spec("train-d4", rx.url());
+  auto w = beacon("train-d4");
+  for (int i = 1; i <= 8; ++i) {
+    w->step(i);
+    std::this_thread::sleep_for(2ms);
+  }
+  auto a = open_agent();
+  ASSERT_TRUE(a->poll_once(at(0.5)).ok());
+  std::string db = state() + "/stepwatch.db";
+  for (const char* table : {"incidents", "actions", "transitions"}) {
+    exec_sql(db, fmt::format("CREATE TRIGGER refuse_{0} BEFORE INSERT ON {0} BEGIN SELECT "
+                             "RAISE(ABORT, 'database or disk is full'); END;",
+                             table));
+  }
+  ASSERT_TRUE(a->poll_once(at(10)).ok());
+  ASSERT_TRUE(rx.wait_for(1)) << "paged from memory";
+  ASSERT_TRUE(a->poll_once(at(11)).ok());
+  EXPECT_NE(a->health().store_error.find("database or disk is full"), std::string::npos)
+      << a->health().store_error;
+  EXPECT_GT(a->health().store_errors_total, 0u);
+  auto none = a->incidents("train-d4", 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+
+  for (const char* table : {"incidents", "actions", "transitions"}) {
+    exec_sql(db, fmt::format("DROP TRIGGER refuse_{};", table));
+  }
+  ASSERT_TRUE(a->poll_once(at(12)).ok());
+  EXPECT_EQ(a->health().store_error, "");
+  auto incs = a->incidents("train-d4", 0);
+  ASSERT_TRUE(incs.ok());
+  ASSERT_EQ(incs->size(), 1u) << "recorded once the store took it";
+  EXPECT_TRUE((*incs)[0].delivered_at_ns.has_value()) << (*incs)[0].page_result;
+  ASSERT_TRUE(a->poll_once(at(13)).ok());
+  a.reset();
+  EXPECT_EQ(rx.count(), 1u) << "recording it did not page again";
+}
+
+// D8: an open incident whose job is gone when the agent starts is closed; an open incident of an
+// earlier run of a job id does not swallow the new run's page.
+TEST_F(AgentTest, IncidentsOfRunsThatAreGoneAreClosedAndANewRunIsPaged) {
+  Receiver rx;
+  {
+    auto st = store::Store::open(state());
+    ASSERT_TRUE(st.ok());
+    for (const char* job : {"vanished", "train-d8"}) {
+      store::NewIncident ni;
+      ni.job = job;
+      ni.at_ns = t0_.wall_ns - 3600 * kNsPerSec;
+      ni.state = "stalled";
+      auto ref = st->open_incident(ni);
+      ASSERT_TRUE(ref.ok());
+      ASSERT_TRUE(*st->claim_page(ref->id, ni.at_ns));
+      ASSERT_TRUE(st->mark_paged(ref->id, ni.at_ns, "sent", true).ok());
+    }
+  }
+  write_spec("train-d8", rx.url());
+  auto w = beacon("train-d8");  // a new run: its beacon is created now
+  for (int i = 1; i <= 8; ++i) {
+    w->step(i);
+    std::this_thread::sleep_for(2ms);
+  }
+  auto a = open_agent();
+  ASSERT_TRUE(a->poll_once(at(0.5)).ok());
+  ASSERT_TRUE(a->poll_once(at(10)).ok());
+  ASSERT_TRUE(rx.wait_for(1)) << "the new run's stall is paged";
+  auto all = a->incidents("", 0);
+  ASSERT_TRUE(all.ok());
+  int open = 0;
+  for (const auto& inc : *all) {
+    if (inc.job == "vanished" || inc.id <= 2) {
+      EXPECT_FALSE(inc.is_open()) << inc.job;
+      EXPECT_NE(inc.resolution.find("no longer observed"), std::string::npos) << inc.resolution;
+    } else {
+      ++open;
+      EXPECT_EQ(inc.job, "train-d8");
+    }
+  }
+  EXPECT_EQ(open, 1);
+}
+
+// D10: a webhook that takes seconds to answer holds up no poll, not even when the incident it
+// pages for closes meanwhile.
+TEST_F(AgentTest, ASlowWebhookHoldsUpNoPoll) {
+  Receiver rx;
+  rx.delay_ms = 4000;
+  std::ofstream(specs() + "/train-d10.toml") << fmt::format(
+      "expected_interval = \"100ms\"\ngrace_intervals = 2\n"
+      "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\ntimeout = \"10s\"\n",
+      rx.url());
+  auto w = beacon("train-d10");
+  for (int i = 1; i <= 8; ++i) w->step(i);
+  auto a = open_agent();
+  auto timed = [&] {
+    auto from = std::chrono::steady_clock::now();
+    EXPECT_TRUE(a->poll_once(SystemClock::instance().now()).ok());
+    return std::chrono::steady_clock::now() - from;
+  };
+  std::this_thread::sleep_for(600ms);  // 6 intervals without a step
+  EXPECT_LT(timed(), 2s);              // stalled: the page goes out, answered only in 4 s
+  EXPECT_EQ(a->job("train-d10")->verdict.state, detect::State::kStalled);
+  for (int i = 9; i <= 12; ++i) {  // the job recovers while the page is in flight
+    w->step(i);
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_LT(timed(), 2s) << "the recovery closed the incident without waiting for its page";
+  auto incs = a->incidents("train-d10", 0);
+  ASSERT_TRUE(incs.ok());
+  ASSERT_EQ(incs->size(), 1u);
+  EXPECT_EQ((*incs)[0].resolution, "recovered");
+  a.reset();  // waits for the page and records it
+  EXPECT_EQ(rx.count(), 1u);
+  auto st = store::Store::open(state());
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE((*st->incident((*incs)[0].id))->delivered_at_ns.has_value());
 }
 
 TEST_F(AgentTest, AckWithoutTokenConfiguredNeedsNoHeaderAndNoIncidentIs404) {

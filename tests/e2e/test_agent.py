@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -249,12 +250,16 @@ class AgentCapabilities(AgentBase):
         for p in ranks:
             self.assertIsNotNone(p.wait(timeout=10), "the agent ended the job")
 
-    def test_without_cap_kill_the_failed_preemption_says_why(self):
+    def test_without_cap_kill_the_failed_preemption_says_why_and_keeps_the_incident_open(self):
         caps = [c for c in unit_capabilities() if c != "CAP_KILL"]
         ranks, incident = self.run_job_as_nobody_and_preempt(caps)
-        self.assertIn("0 of 2 processes gone, 2 SURVIVOR(S)", incident["resolution"])
-        self.assertIn("not permitted (EPERM: signalling another user's process needs CAP_KILL",
-                      incident["resolution"])
+        # A preemption with survivors is no resolution: the incident stays open (and pages again).
+        self.assertEqual(incident["status"], "open", incident)
+        self.assertFalse(incident["resolution"], incident)
+        with sqlite3.connect(f"file:{self.tmp}/state/stepwatch.db?mode=ro", uri=True) as db:
+            (detail,) = db.execute("SELECT detail FROM actions WHERE kind = 'preempt'").fetchone()
+        self.assertIn("0 of 2 processes gone, 2 SURVIVOR(S)", detail)
+        self.assertIn("not permitted (EPERM: signalling another user's process needs CAP_KILL", detail)
         for p in ranks:
             self.assertIsNone(p.poll(), "nothing was signalled")
 

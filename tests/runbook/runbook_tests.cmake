@@ -1,6 +1,7 @@
 # The runbook's tests run real processes and real signals (sleep, sh, python3, gdb when present).
 # Included from tests/CMakeLists.txt, so sources are spelled from this file's directory.
 set(_rb_tests ${CMAKE_CURRENT_LIST_DIR})
+sw_add_test(runbook_incident_test SOURCES ${_rb_tests}/incident_test.cpp DEPS stepwatch_runbook TIMEOUT 60)
 sw_add_test(runbook_preempt_test SOURCES ${_rb_tests}/preempt_test.cpp DEPS stepwatch_runbook TIMEOUT 60)
 sw_add_test(runbook_hygiene_test SOURCES ${_rb_tests}/hygiene_test.cpp DEPS stepwatch_runbook TIMEOUT 60)
 target_compile_definitions(runbook_hygiene_test PRIVATE RUNBOOK_TEST_DATA="${_rb_tests}/data")

@@ -79,6 +79,7 @@ AgentHealth sample_health() {
   h.started_wall_ns = 1'700'000'000 * kNsPerSec;
   h.consecutive_poll_failures = 2;
   h.job_poll_failures_total = 7;
+  h.store_errors_total = 3;
   return h;
 }
 
@@ -172,6 +173,9 @@ stepwatch_agent_consecutive_poll_failures 2
 # HELP stepwatch_agent_job_poll_failures_total Polls of one job that failed while the others went on.
 # TYPE stepwatch_agent_job_poll_failures_total counter
 stepwatch_agent_job_poll_failures_total 7
+# HELP stepwatch_agent_store_errors_total Store writes that failed; pages went out regardless.
+# TYPE stepwatch_agent_store_errors_total counter
+stepwatch_agent_store_errors_total 3
 )";
   EXPECT_EQ(render_metrics({sample_job()}, sample_health()), expected);
 }

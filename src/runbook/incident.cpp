@@ -1,0 +1,443 @@
+#include "src/runbook/incident.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "src/common/duration.h"
+#include "src/detect/trace.h"
+
+namespace stepwatch::runbook {
+
+namespace {
+
+bool recovered(detect::State s) {
+  return s == detect::State::kHealthy || s == detect::State::kSlow;
+}
+
+bool ready(const auto& future) {
+  return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+}  // namespace
+
+// ---- PageDeliveries ----
+
+PageDeliveries::PageDeliveries(IncidentLedger& ledger, PagerOptions options, DeliverySink sink)
+    : ledger_(ledger), options_(std::move(options)), sink_(std::move(sink)) {}
+
+PageDeliveries::~PageDeliveries() {
+  wait(SystemClock::instance().now());
+}
+
+void PageDeliveries::start(std::shared_ptr<IncidentRecord> record, Kind kind,
+                           std::vector<spec::Pager> targets, PageMessage m) {
+  Pending p{std::move(record), kind, {}};
+  p.future =
+      std::async(std::launch::async, [targets = std::move(targets), m = std::move(m),
+                                      opts = options_] { return page_all(targets, m, opts); });
+  pending_.push_back(std::move(p));
+}
+
+void PageDeliveries::reap(Stamp now) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (!ready(it->future)) {
+      ++it;
+      continue;
+    }
+    finish(*it, now);
+    it = pending_.erase(it);
+  }
+}
+
+void PageDeliveries::wait(Stamp now) {
+  for (auto& p : pending_) finish(p, now);
+  pending_.clear();
+}
+
+void PageDeliveries::finish(Pending& p, Stamp now) {
+  std::vector<PageResult> results = p.future.get();
+  const IncidentRecord& rec = *p.record;
+  const char* what = p.kind == Kind::kEscalation ? "escalation " : "";
+  DeliveryOutcome out;
+  out.delivered = results.empty();
+  for (const auto& r : results) {
+    out.delivered = out.delivered || r.ok;
+    std::string line = fmt::format("{}: {} after {} attempt(s): {}", r.target,
+                                   r.ok ? "sent" : "FAILED", r.attempts, r.detail);
+    store::Action a;
+    a.job = rec.job;
+    if (rec.id > 0) a.incident_id = rec.id;
+    a.at_ns = now.wall_ns;
+    a.kind = std::string(r.ok ? store::action_kind::kPage : store::action_kind::kPageFailed);
+    a.ok = r.ok;
+    a.detail = what + line;
+    Status st = ledger_.record_action(a);
+    if (sink_.counted) sink_.counted(rec.job, a.kind);
+    if (sink_.log) {
+      sink_.log(r.ok ? LogLevel::kInfo : LogLevel::kWarn, rec.job,
+                fmt::format("{}page {}", what, line));
+      if (!st) sink_.log(LogLevel::kWarn, rec.job, "cannot record the page: " + st.error().message);
+    }
+    out.summary += (out.summary.empty() ? "" : "; ") + line;
+  }
+  if (results.empty()) {
+    out.summary = "no pager configured: incident only recorded";
+    if (sink_.log) sink_.log(LogLevel::kInfo, rec.job, out.summary);
+  }
+  if (p.kind != Kind::kPage) return;
+  if (rec.id == 0) {
+    p.record->unrecorded = out;  // recorded with the incident, once the ledger takes it
+    return;
+  }
+  if (auto st = ledger_.record_delivery(rec.id, now.wall_ns, out.summary, out.delivered);
+      !st && sink_.log) {
+    sink_.log(LogLevel::kWarn, rec.job,
+              fmt::format("incident {}: cannot record its page's outcome: {}", rec.id,
+                          st.error().message));
+  }
+}
+
+// ---- IncidentPolicy ----
+
+IncidentPolicy IncidentPolicy::from_spec(const spec::JobSpec& spec) {
+  IncidentPolicy p;
+  p.pagers = spec.runbook.pagers;
+  p.ack_timeout_ns = spec.runbook.ack_timeout_ns;
+  p.ack_hold_limit_ns = spec.runbook.ack_hold_limit_ns;
+  p.auto_preempt = spec.auto_preempt.enabled;
+  p.misses = spec.auto_preempt.misses;
+  return p;
+}
+
+// ---- Incident ----
+
+Incident::Incident(IncidentScope scope, IncidentPolicy policy, IncidentLedger& ledger,
+                   IncidentHost& host, PageDeliveries& deliveries)
+    : scope_(std::move(scope)),
+      policy_(std::move(policy)),
+      ledger_(ledger),
+      host_(host),
+      deliveries_(deliveries),
+      alert_(policy_.pagers, deliveries.options()) {}
+
+std::optional<int64_t> Incident::id() const {
+  if (!open_) return std::nullopt;
+  return open_->record->id;
+}
+
+void Incident::note(const Status& st) {
+  if (st) return;
+  host_.ledger_failed(st.error());
+  say(LogLevel::kWarn, "cannot record: " + st.error().message);
+}
+
+bool Incident::stale(const store::Incident& rec) const {
+  if (rec.incarnation != scope_.incarnation) return true;
+  return scope_.run_started_wall_ns > 0 && rec.opened_at_ns < scope_.run_started_wall_ns;
+}
+
+void Incident::adopt(Stamp now) {
+  adopted_ = true;
+  auto open = ledger_.open_for(scope_.job);
+  if (!open) {
+    host_.ledger_failed(open.error());
+    say(LogLevel::kWarn, "cannot read the job's open incident: " + open.error().message);
+    return;
+  }
+  if (!*open) return;
+  const store::Incident& rec = **open;
+  if (stale(rec)) {
+    say(LogLevel::kInfo,
+        fmt::format("incident {} (incarnation {}) is of an earlier run: closed, not joined", rec.id,
+                    rec.incarnation));
+    note(ledger_.close(rec.id, now.wall_ns, "no longer observed: a new run of the job started"));
+    return;
+  }
+  Open o;
+  o.record->job = scope_.job;
+  o.record->id = rec.id;
+  o.opened.job = rec.job;
+  o.opened.incarnation = rec.incarnation;
+  o.opened.at_ns = rec.opened_at_ns;
+  o.opened.state = rec.state;
+  o.opened.cause = rec.cause;
+  o.state = rec.state;
+  o.cause = rec.cause;
+  o.opened_wall_ns = rec.opened_at_ns;
+  o.opened_mono_ns = now.mono_ns;  // its deadlines count from this watcher's first look
+  open_ = std::move(o);
+  host_.recorded(rec.id, false);
+}
+
+void Incident::open_incident(const detect::Verdict& v, Stamp now) {
+  Open o;
+  o.record->job = scope_.job;
+  o.opened.job = scope_.job;
+  o.opened.incarnation = scope_.incarnation;
+  o.opened.at_ns = now.wall_ns;
+  o.opened.state = detect::state_name(v.state);
+  o.opened.cause = detect::cause_name(v.cause);
+  o.opened.summary = v.summary;
+  o.opened.verdict_json = detect::verdict_to_json(v, scope_.job);
+  o.state = o.opened.state;
+  o.cause = o.opened.cause;
+  o.opened_wall_ns = now.wall_ns;
+  o.opened_mono_ns = now.mono_ns;
+  open_ = std::move(o);
+  if (!try_record(now)) {
+    say(LogLevel::kWarn, fmt::format("incident ({}) not recorded: paging from memory; recording "
+                                     "is tried again every poll",
+                                     v.summary));
+  } else {
+    say(LogLevel::kInfo, fmt::format("incident {}: {}", open_->record->id, v.summary));
+  }
+  if (v.state != detect::State::kDead && policy_.auto_preempt && !host_.refuse_act()) {
+    say(LogLevel::kInfo, fmt::format("acting in {} unless acked: stepwatch ack {}",
+                                     format_duration(policy_.ack_timeout_ns), scope_.job));
+  }
+}
+
+bool Incident::try_record(Stamp now) {
+  Open& o = *open_;
+  auto ref = ledger_.open(o.opened);
+  if (!ref) {
+    host_.ledger_failed(ref.error());
+    say(LogLevel::kWarn, "cannot record the incident: " + ref.error().message);
+    return false;
+  }
+  if (!ref->created) {
+    // The job already has an open incident: joined, unless it is of another run (D8).
+    auto rec = ledger_.get(ref->id);
+    if (rec && *rec && stale(**rec)) {
+      say(LogLevel::kInfo,
+          fmt::format("incident {} (incarnation {}) is of an earlier run: closed, not joined",
+                      ref->id, (*rec)->incarnation));
+      note(ledger_.close(ref->id, now.wall_ns, "no longer observed: a new run of the job started"));
+      ref = ledger_.open(o.opened);
+      if (!ref) {
+        host_.ledger_failed(ref.error());
+        return false;
+      }
+    }
+  }
+  o.record->id = ref->id;
+  host_.recorded(ref->id, ref->created);
+  if (o.record->unrecorded) {
+    // Paged from memory before the ledger took the incident: record that page now, claimed so
+    // that no later watcher delivers it again.
+    DeliveryOutcome out = *o.record->unrecorded;
+    o.record->unrecorded.reset();
+    if (auto claim = ledger_.claim_page(ref->id, o.opened_wall_ns); !claim) {
+      host_.ledger_failed(claim.error());
+    }
+    note(ledger_.record_delivery(ref->id, now.wall_ns, out.summary, out.delivered));
+  } else if (o.paged) {
+    (void)ledger_.claim_page(ref->id, o.opened_wall_ns);  // its page is under way
+  }
+  return true;
+}
+
+PageMessage Incident::message(const detect::Verdict& v) const {
+  PageMessage m = host_.page(v);
+  int64_t id = open_->record->id;
+  // Unrecorded (the ledger failing): a key of its own, stable for this incident.
+  m.incident_id = id > 0 ? std::to_string(id)
+                         : fmt::format("{}-{}", scope_.job, open_->opened_wall_ns / kNsPerMs);
+  m.incarnation = static_cast<int>(scope_.incarnation);
+  m.started_wall_ns = open_->opened_wall_ns;
+  m.verdict_json = detect::verdict_to_json(v, scope_.job);  // only when paging: it can be large
+  return m;
+}
+
+int64_t Incident::longest_delivery_ns() const {
+  int64_t longest = 0;
+  for (const auto& t : policy_.pagers) {
+    int64_t ns = 0;
+    for (int attempt = 1; attempt <= t.retries + 1; ++attempt) {
+      ns += t.timeout_ns + (attempt <= t.retries ? backoff_ns(deliveries_.options(), attempt) : 0);
+    }
+    longest = std::max(longest, ns);
+  }
+  return longest;
+}
+
+void Incident::page(const detect::Verdict& v, Stamp now) {
+  Open& o = *open_;
+  int64_t id = o.record->id;
+  if (id > 0) {
+    auto claim = ledger_.claim_page(id, now.wall_ns);
+    if (!claim) {
+      host_.ledger_failed(claim.error());
+      say(LogLevel::kWarn, fmt::format("incident {}: cannot claim its page ({}): paging anyway", id,
+                                       claim.error().message));
+    } else if (!*claim) {
+      auto rec = ledger_.get(id);
+      bool undelivered = rec && *rec && (*rec)->page_undelivered();
+      if (!undelivered) {
+        say(LogLevel::kInfo, fmt::format("incident {} was already paged: not paging again", id));
+        alert_.adopt(message(v));  // its Alertmanager alert may have gone unrefreshed meanwhile
+        o.paged = true;
+        return;
+      }
+      // A claim is not a delivery (D3). One claimed moments ago may still be under way in the
+      // watcher that claimed it; one older than the longest delivery was lost with it.
+      int64_t age = now.wall_ns - *(*rec)->paged_at_ns;
+      if (age < longest_delivery_ns()) return;  // asked again next turn
+      say(LogLevel::kWarn,
+          fmt::format("incident {}: its page was claimed {} ago but never delivered (the watcher "
+                      "that claimed it stopped): delivering it now",
+                      id, format_duration(age)));
+    }
+  }
+  o.paged = true;
+  PageMessage m = message(v);
+  alert_.sent(m, now.mono_ns);
+  deliveries_.start(o.record, PageDeliveries::Kind::kPage, policy_.pagers, std::move(m));
+}
+
+void Incident::record_action(std::string_view kind, bool ok, const std::string& detail, Stamp now) {
+  store::Action a;
+  a.job = scope_.job;
+  if (open_ && open_->record->id > 0) a.incident_id = open_->record->id;
+  a.at_ns = now.wall_ns;
+  a.kind = std::string(kind);
+  a.ok = ok;
+  a.detail = detail;
+  host_.counted(kind);
+  note(ledger_.record_action(a));
+}
+
+void Incident::step(const detect::Verdict& v, Stamp now, bool running) {
+  if (!adopted_) adopt(now);
+  if (open_ && open_->acting) reap_act(v, now);
+  bool fires = detect::fires_runbook(v.state);
+  if (!open_) {
+    if (!fires || !host_.may_open(v, now)) return;
+    open_incident(v, now);
+  }
+  Open& o = *open_;
+  if (o.record->id == 0) (void)try_record(now);  // the ledger failed: tried again every turn
+  int64_t id = o.record->id;
+  if (fires) {
+    std::string state = detect::state_name(v.state), cause = detect::cause_name(v.cause);
+    if (id > 0 && (state != o.state || cause != o.cause)) {
+      store::NewIncident says = o.opened;
+      says.state = state;
+      says.cause = cause;
+      says.summary = v.summary;
+      says.verdict_json = detect::verdict_to_json(v, scope_.job);
+      note(ledger_.update(id, says));
+      o.state = state;
+      o.cause = cause;
+    }
+    if (!o.paged) page(v, now);
+    if (auto failed = alert_.tick(now.mono_ns)) {
+      say(LogLevel::kWarn, "re-sending the alert failed: " + *failed);
+    }
+    ++o.misses;
+  } else {
+    o.misses = 0;
+  }
+  if (o.acting) return;  // the preempt is under way: its report decides
+  if (!fires && running && recovered(v.state)) {
+    say(LogLevel::kInfo, fmt::format("incident {}: the job recovered ({})", id, v.summary));
+    close(now, "recovered");
+    return;
+  }
+  if (o.escalated) return;  // a preempt left survivors: paged again, never preempted twice
+  if (!o.hold_until_mono_ns && id > 0) {
+    auto rec = ledger_.get(id);  // an ack comes through the API, the ack route or the CLI
+    if (rec && *rec && (*rec)->acked_at_ns) {
+      o.hold_until_mono_ns = now.mono_ns + policy_.ack_hold_limit_ns;
+      say(LogLevel::kInfo,
+          fmt::format("incident {} acked by {}: holding for up to {}", id, (*rec)->acked_by,
+                      format_duration(policy_.ack_hold_limit_ns)));
+    }
+  }
+  // A dead rank cannot come back: nothing to wait for but an ack's hold.
+  int64_t deadline = o.hold_until_mono_ns.value_or(v.state == detect::State::kDead
+                                                       ? o.opened_mono_ns
+                                                       : o.opened_mono_ns + policy_.ack_timeout_ns);
+  if (running && (now.mono_ns < deadline || o.misses < policy_.misses)) return;
+  std::optional<std::string> refused = host_.refuse_act();
+  if (!refused && !policy_.auto_preempt)
+    refused = "auto_preempt is off: leaving the job to its owner";
+  if (refused) {
+    if (!o.told_refused && !refused->empty()) say(LogLevel::kInfo, *refused);
+    o.told_refused = true;
+    return;
+  }
+  act(v, now, running);
+}
+
+void Incident::act(const detect::Verdict& v, Stamp now, bool running) {
+  Open& o = *open_;
+  PreemptTargets targets = host_.targets();
+  if (targets.processes.empty() && running) {
+    if (!o.told_refused) {
+      std::string why = fmt::format("not preempted: no process proven to be the job's{}",
+                                    targets.refused.empty() ? "" : " (" + targets.refused + ")");
+      say(LogLevel::kWarn, why);
+      record_action(store::action_kind::kNote, false, why, now);
+    }
+    o.told_refused = true;
+    return;
+  }
+  if (running) {
+    say(LogLevel::kWarn,
+        fmt::format("incident {}: no ack and no step for {}: preempting {} proven process(es){}",
+                    o.record->id, format_duration(now.mono_ns - o.opened_mono_ns),
+                    targets.processes.size(),
+                    targets.refused.empty() ? "" : "; not proven: " + targets.refused));
+  }
+  o.refused = targets.refused;
+  o.acting = host_.act(v, o.record->id, std::move(targets));
+  reap_act(v, now);
+}
+
+void Incident::reap_act(const detect::Verdict& v, Stamp now) {
+  Open& o = *open_;
+  if (!o.acting || !ready(*o.acting)) return;
+  ActReport r = o.acting->get();
+  o.acting.reset();
+  if (r.artifact) {
+    record_action(store::action_kind::kCollect, r.artifact_ok, *r.artifact, now);
+    say(r.artifact_ok ? LogLevel::kInfo : LogLevel::kWarn, *r.artifact);
+  }
+  std::string detail = r.preempt.summary();
+  if (!o.refused.empty()) detail += "; not proven, left alone: " + o.refused;
+  record_action(store::action_kind::kPreempt, r.preempt.ok, detail, now);
+  say(r.preempt.ok ? LogLevel::kInfo : LogLevel::kWarn, "preempt: " + detail);
+  for (const auto& p : r.preempt.processes) {
+    if (p.gone()) ended_pids_.insert(p.process.pid);
+  }
+  if (!r.preempt.ok) {
+    // Survivors (a process in D state, a signal refused): the owner hears of it (D6).
+    PageMessage m = message(v);
+    m.summary = "preempt failed: " + r.preempt.summary() + " (" + v.summary + ")";
+    for (const auto& s : r.preempt.processes) {
+      if (!s.gone()) m.evidence.push_back("survivor: " + s.describe());
+    }
+    say(LogLevel::kWarn,
+        fmt::format("incident {}: the preempt left survivors: paging again", o.record->id));
+    deliveries_.start(o.record, PageDeliveries::Kind::kEscalation, policy_.pagers, std::move(m));
+  }
+  AfterPreempt next = host_.after_preempt(r);
+  if (next.close) {
+    close(now, next.resolution);
+  } else {
+    o.escalated = true;
+  }
+}
+
+void Incident::close(Stamp now, const std::string& resolution) {
+  if (!open_) return;
+  if (open_->acting) open_->acting->wait();  // a preempt under way ends first
+  alert_.resolve(now.wall_ns);
+  if (open_->record->id > 0) note(ledger_.close(open_->record->id, now.wall_ns, resolution));
+  open_.reset();
+}
+
+}  // namespace stepwatch::runbook
