@@ -19,7 +19,7 @@
 #include "src/supervise/log_feed.h"
 #include "src/supervise/observer.h"
 
-namespace stepwatch::runbook {
+namespace stepwatch::serve {
 class AckServer;
 }
 
@@ -112,7 +112,7 @@ class Supervisor {
   std::unique_ptr<Observer> observer_;
   std::unique_ptr<detect::Detector> detector_;
   std::optional<detect::TraceWriter> trace_;
-  std::unique_ptr<runbook::AckServer> ack_;
+  std::unique_ptr<serve::AckServer> ack_;
   std::optional<Incident> incident_;
   std::set<std::pair<int, uint64_t>> recorded_;  // (pid, start) already in the store
   detect::State last_state_ = detect::State::kStarting;
