@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "src/agent/agent.h"
-#include "src/agent/api.h"
 #include "src/common/limits.h"
 #include "src/common/log.h"
 #include "src/contract/beacon_writer.h"
+#include "src/serve/agent_api.h"
 #include "src/serve/metrics.h"
 
 using namespace stepwatch;
@@ -213,10 +213,10 @@ int main(int argc, char** argv) {
                     ((s.jobs == 10 && !api_done_10) || (s.jobs == 1000 && !api_done_1000));
     if (want_api) {
       (s.jobs == 10 ? api_done_10 : api_done_1000) = true;
-      agent::ApiConfig ac;
+      serve::ApiConfig ac;
       ac.port = 0;
       ac.metrics = [&agent] { return serve::render_metrics(agent.jobs(), agent.health()); };
-      agent::ApiServer server(agent, ac);
+      serve::ApiServer server(agent, ac);
       if (auto st = server.start(); !st) {
         fmt::print(stderr, "agent_bench: {}\n", st.error().message);
         status = 1;

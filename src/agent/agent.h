@@ -27,6 +27,7 @@
 #include "src/runbook/incident.h"
 #include "src/runbook/ledger.h"
 #include "src/runbook/pager.h"
+#include "src/serve/job_source.h"
 #include "src/serve/job_state.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
@@ -41,11 +42,11 @@ struct AgentDeps {
   std::string host;                      // this node's name; empty: short_hostname()
 };
 
-class Agent {
+class Agent : public serve::JobSource {
  public:
   // Opens the store under config.state_dir. Errors name the directory.
   static Result<std::unique_ptr<Agent>> open(AgentConfig config, AgentDeps deps = {});
-  ~Agent();  // waits for pages in flight
+  ~Agent() override;  // waits for pages in flight
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
@@ -56,18 +57,19 @@ class Agent {
   void run(const std::atomic<bool>& stop);
 
   // Snapshots for the API, sorted by job id. Jobs retired longer than retire_after are gone.
-  std::vector<serve::JobState> jobs() const;
-  std::optional<serve::JobState> job(const std::string& id) const;
-  serve::AgentHealth health() const;
-  int64_t last_poll_wall_ns() const;
+  std::vector<serve::JobState> jobs() const override;
+  std::optional<serve::JobState> job(const std::string& id) const override;
+  serve::AgentHealth health() const override;
+  int64_t last_poll_wall_ns() const override;
 
   // Acks the job's open incident. nullopt: no open incident.
   Result<std::optional<store::Incident>> ack(const std::string& job, const std::string& by,
-                                             const std::string& note);
+                                             const std::string& note) override;
   // Newest first; job "" for every job.
-  Result<std::vector<store::Incident>> incidents(const std::string& job, int limit);
+  Result<std::vector<store::Incident>> incidents(const std::string& job, int limit) override;
 
   const AgentConfig& config() const { return config_; }
+  std::string proc_root() const override { return config_.proc_root; }
 
  private:
   struct Tracked;  // one job's observer, detector and incident

@@ -5,12 +5,13 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "src/common/duration.h"
 #include "src/common/host.h"
 #include "src/runbook/ports.h"
 
@@ -27,15 +28,27 @@ std::unique_ptr<httplib::Client> client(const std::string& base, int timeout_ms)
   return c;
 }
 
-std::string seconds(const json& v) {
-  if (!v.is_number()) return "n/a";
-  return format_duration(static_cast<int64_t>(v.get<double>() * 1e9));
-}
-
 std::string text(const json& v) {
   if (v.is_null()) return "n/a";
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
+}
+
+std::string text_or(const json& v, const std::string& absent) {
+  if (v.is_null()) return absent;
+  return text(v);
+}
+
+std::optional<int64_t> integer(const json& v) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number()) return static_cast<int64_t>(v.get<double>());
+  return std::nullopt;
+}
+
+// Seconds as the API writes them, in nanoseconds; nullopt when null or not a number.
+std::optional<int64_t> nanos(const json& v) {
+  if (!v.is_number()) return std::nullopt;
+  return static_cast<int64_t>(std::llround(v.get<double>() * 1e9));
 }
 
 }  // namespace
@@ -93,6 +106,83 @@ Result<std::optional<std::string>> find_agent(const std::string& explicit_url,
   return std::optional<std::string>{};
 }
 
+StatusJob status_job_from_agent(const std::string& summary_json, const std::string& detail_json) {
+  json j = json::parse(summary_json, nullptr, false);
+  json d = json::parse(detail_json, nullptr, false);
+  if (!j.is_object()) j = json::object();
+  if (!d.is_object()) d = json::object();
+  StatusJob job;
+  job.job = j.value("job_id", d.value("job_id", ""));
+  std::string state = j.value("state", d.value("state", "?"));
+  std::string cause = j.value("cause", d.value("cause", "none"));
+  job.state = cause == "none" || cause.empty() ? state : state + "/" + cause;
+  job.owner = j.value("owner", d.value("owner", ""));
+  job.retired = j.value("retired", d.value("retired", false));
+  job.verdict_summary = j.value("summary", d.value("summary", ""));
+  job.evidence = true;  // the agent's detector judged every rank; the delta window is its own
+  std::optional<int64_t> expected = nanos(d.value("expected_interval_seconds", json()));
+  if (expected && *expected <= 0) expected.reset();
+  for (const auto& r : d.value("ranks", json::array())) {
+    if (!r.is_object()) continue;
+    StatusRank row;
+    row.rank = integer(r.value("rank", json())).value_or(-1);
+    if (auto step = integer(r.value("step", json()))) row.step = step;
+    row.step_age_ns = nanos(r.value("step_age_seconds", json())).value_or(-1);
+    row.expected_ns = expected;
+    row.phase = text_or(r.value("phase", json()), "");
+    row.phase_age_ns = nanos(r.value("phase_age_seconds", json())).value_or(-1);
+    if (row.phase != "train") row.budget_ns = nanos(r.value("budget_seconds", json()));
+    row.verdict = text_or(r.value("state", json()), "");
+    row.note = text_or(r.value("note", json()), "");
+    const json b = r.value("beacon", json());
+    if (b.is_object()) {
+      row.host = text_or(b.value("host", json()), "");
+      row.pid = static_cast<int>(integer(b.value("pid", json())).value_or(0));
+      row.status = text_or(b.value("status", json()), "n/a");
+      row.source = text_or(b.value("source", json()), "n/a");
+      if (b.value("loss", json()).is_number()) row.loss = b["loss"].get<double>();
+      const json c = b.value("checkpoint", json());
+      if (c.is_object()) {
+        row.checkpoint = text_or(c.value("id", json()), "?");
+        row.checkpoint_step = integer(c.value("step", json())).value_or(0);
+      }
+      job.world_size = std::max(
+          job.world_size, static_cast<int>(integer(b.value("world_size", json())).value_or(0)));
+    }
+    const json p = r.value("process", json());
+    if (p.is_object()) {
+      detect::ProcessFacts f;
+      f.rank = row.rank;
+      f.alive = p.value("alive", true);
+      f.same_process = p.value("same_process", true);
+      std::string st = text_or(p.value("state", json()), "?");
+      f.state = st.empty() ? '?' : st[0];
+      f.threads_in_d = static_cast<int>(integer(p.value("threads_in_d", json())).value_or(0));
+      f.cpu_delta_ns = nanos(p.value("cpu_seconds_delta", json()));
+      f.io_delta_bytes = integer(p.value("io_bytes_delta", json()));
+      f.wchan = text_or(p.value("wchan", json()), "");
+      row.process = f;
+    }
+    const json g = r.value("gpu", json());
+    if (g.is_object()) {
+      detect::GpuFacts f;
+      f.rank = row.rank;
+      if (g.value("sm_util_pct", json()).is_number())
+        f.sm_util_pct = g["sm_util_pct"].get<double>();
+      if (g.value("power_w", json()).is_number()) f.power_w = g["power_w"].get<double>();
+      f.mem_used_bytes = integer(g.value("mem_used_bytes", json()));
+      row.gpu = f;
+    }
+    job.ranks.push_back(std::move(row));
+  }
+  for (const auto& c : d.value("culprits", json::array())) {
+    if (!c.is_object()) continue;
+    job.culprits.emplace_back(static_cast<int>(integer(c.value("rank", json())).value_or(-1)),
+                              text_or(c.value("reason", json()), ""));
+  }
+  return job;
+}
+
 int status_from_agent(const std::string& base, const std::string& job) {
   auto c = client(base, 2000);
   auto list = c->Get("/api/v1/jobs");
@@ -106,53 +196,19 @@ int status_from_agent(const std::string& base, const std::string& job) {
     fmt::print(stderr, "stepwatch status: agent {}: malformed answer\n", base);
     return 1;
   }
-  fmt::print("from the agent at {}\n", base);
-  int shown = 0;
+  std::vector<StatusJob> shown;
   for (const auto& j : jobs["jobs"]) {
     std::string id = j.value("job_id", "");
     if (!job.empty() && id != job) continue;
-    ++shown;
-    fmt::print("job {}  {}{}  owner {}  ranks {}{}\n  verdict: {}\n", id, j.value("state", "?"),
-               j.value("cause", "none") == "none" ? "" : "/" + j.value("cause", ""),
-               j.value("owner", "").empty() ? "n/a" : j.value("owner", ""), j.value("ranks", 0),
-               j.value("retired", false) ? "  (retired)" : "", j.value("summary", ""));
     auto detail = c->Get(fmt::format("/api/v1/jobs/{}", id));
-    if (!detail || detail->status != 200) continue;
-    json d = json::parse(detail->body, nullptr, false);
-    if (d.is_discarded()) continue;
-    fmt::print("  {:>4} {:>7} {:>10} {:>17} {:<12} {:<10} {:<22} {:<16} {}\n", "RANK", "PID",
-               "STEP", "STEP AGE/BUDGET", "PHASE", "STATE", "PROC", "GPU SM PWR", "NOTE");
-    for (const auto& r : d.value("ranks", json::array())) {
-      const json& b = r.contains("beacon") ? r["beacon"] : json();
-      const json& p = r.contains("process") ? r["process"] : json();
-      const json& g = r.contains("gpu") ? r["gpu"] : json();
-      std::string proc = p.is_object() ? fmt::format("{}:{}", text(p.value("state", json())),
-                                                     text(p.value("wchan", json())))
-                                       : "n/a";
-      std::string gpu = g.is_object() ? fmt::format("{}% {}W", text(g.value("sm_util_pct", json())),
-                                                    text(g.value("power_w", json())))
-                                      : "n/a";
-      fmt::print("  {:>4} {:>7} {:>10} {:>17} {:<12} {:<10} {:<22} {:<16} {}\n",
-                 text(r.value("rank", json())),
-                 b.is_object() ? text(b.value("pid", json())) : "n/a",
-                 text(r.value("step", json())),
-                 fmt::format("{}/{}", seconds(r.value("step_age_seconds", json())),
-                             seconds(r.value("budget_seconds", json()))),
-                 text(r.value("phase", json())), text(r.value("state", json())), proc.substr(0, 22),
-                 gpu, text(r.value("note", json())));
-    }
-    for (const auto& cu : d.value("culprits", json::array())) {
-      fmt::print("  culprit: rank {}: {}\n", text(cu.value("rank", json())),
-                 text(cu.value("reason", json())));
-    }
+    shown.push_back(
+        status_job_from_agent(j.dump(), detail && detail->status == 200 ? detail->body : "{}"));
   }
-  if (shown == 0) {
-    if (!job.empty()) {
-      fmt::print(stderr, "stepwatch status: the agent at {} does not watch job {}\n", base, job);
-      return 1;
-    }
-    fmt::print("no jobs\n");
+  if (shown.empty() && !job.empty()) {
+    fmt::print(stderr, "stepwatch status: the agent at {} does not watch job {}\n", base, job);
+    return 1;
   }
+  fmt::print("from the agent at {}\n{}", base, render_jobs(shown));
   return 0;
 }
 

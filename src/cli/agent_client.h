@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "src/cli/status_view.h"
 #include "src/common/result.h"
 
 namespace stepwatch::cli {
@@ -23,7 +24,12 @@ Result<std::optional<std::string>> find_agent(const std::string& explicit_url,
 // loopback cannot be checked this way and is trusted (a remote agent needs its token anyway).
 Status agent_listener_trusted(const std::string& url, uint32_t me, const std::string& proc_root);
 
-// `stepwatch status` through the agent: one line per job and per rank.
+// `stepwatch status` through the agent: the agent's GET /api/v1/jobs entry of one job and its
+// GET /api/v1/jobs/{id} (either "{}" when not read) as the table of status_view.h. Missing or
+// null fields are unknown ("n/a"), never 0.
+StatusJob status_job_from_agent(const std::string& summary_json, const std::string& detail_json);
+// Prints "from the agent at BASE" and the table of every job (or `job`); 1 when the agent does
+// not answer or does not watch `job`.
 int status_from_agent(const std::string& base, const std::string& job);
 
 // `stepwatch ack` through the agent (POST /api/v1/jobs/JOB/ack); the token is read from

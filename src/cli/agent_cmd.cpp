@@ -11,13 +11,13 @@
 #include <thread>
 
 #include "src/agent/agent.h"
-#include "src/agent/api.h"
 #include "src/agent/config.h"
 #include "src/common/duration.h"
 #include "src/common/limits.h"
 #include "src/common/log.h"
 #include "src/probe/nvml.h"
 #include "src/runbook/ports.h"
+#include "src/serve/agent_api.h"
 #include "src/serve/metrics.h"
 
 namespace stepwatch::cli {
@@ -64,7 +64,7 @@ int run_agent(const std::string& config_path) {
       log_info("agent: no GPU evidence: {}", nvml.error().message);
     }
   }
-  agent::ApiConfig api_config;
+  serve::ApiConfig api_config;
   api_config.host = config->listen_host;
   api_config.port = config->listen_port;
   api_config.bearer_token = config->token;
@@ -74,7 +74,7 @@ int run_agent(const std::string& config_path) {
     return kAgentStartError;
   }
   api_config.metrics = [&ag = **a] { return serve::render_metrics(ag.jobs(), ag.health()); };
-  agent::ApiServer api(**a, api_config);
+  serve::ApiServer api(**a, api_config);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);

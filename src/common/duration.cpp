@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 
 #include "src/common/clock.h"
 
@@ -70,6 +71,20 @@ std::string format_duration(int64_t ns) {
   if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
   if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   return fmt::format("{}d{:02}h", s / 86400, (s % 86400) / 3600);
+}
+
+std::string format_utc(int64_t wall_ns, UtcPrecision precision) {
+  // Floor division, so that -1 ns is 23:59:59.999 of the day before.
+  int64_t secs = wall_ns / kNsPerSec;
+  if (wall_ns % kNsPerSec < 0) --secs;
+  const int64_t ms = (wall_ns - secs * kNsPerSec) / kNsPerMs;
+  std::time_t t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  if (::gmtime_r(&t, &tm) == nullptr) return fmt::format("@{}ns", wall_ns);
+  std::string out = fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", tm.tm_year + 1900,
+                                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  if (precision == UtcPrecision::kMillis) out += fmt::format(".{:03}", ms);
+  return out + "Z";
 }
 
 }  // namespace stepwatch

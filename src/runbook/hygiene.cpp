@@ -8,11 +8,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <map>
 #include <set>
 
+#include "src/common/clock.h"
+#include "src/common/duration.h"
 #include "src/common/proc_stat.h"
 #include "src/contract/beacon_reader.h"
 #include "src/contract/names.h"
@@ -268,13 +269,8 @@ std::string describe_record(const RecordedProcess& r, const std::string& proc_ro
   auto btime = boot_time_s(proc_root);
   long hz = ::sysconf(_SC_CLK_TCK);
   if (btime && hz > 0) {
-    std::time_t t = static_cast<std::time_t>(
-        *btime + static_cast<int64_t>(r.start_ticks / static_cast<uint64_t>(hz)));
-    std::tm tm{};
-    ::gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-    text += fmt::format(", started {}", buf);
+    int64_t secs = *btime + static_cast<int64_t>(r.start_ticks / static_cast<uint64_t>(hz));
+    text += fmt::format(", started {}", format_utc(secs * kNsPerSec));
   }
   return text;
 }

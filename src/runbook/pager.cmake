@@ -1,4 +1,4 @@
-# The runbook's pager and ack endpoint: stepwatch_runbook_pager. Included from the top level
+# The runbook's pager: stepwatch_runbook_pager. Included from the top level
 # (after src/spec) as include(src/runbook/pager.cmake).
 #
 # Debian's cpp-httplib is a compiled library (libcpp-httplib.so) built with OpenSSL, zlib and
@@ -9,14 +9,12 @@ if(NOT TARGET PkgConfig::HTTPLIB)
   pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
 endif()
 
-# httplib stays inside pager_http.cpp (client) and ack_server.cpp (server); nlohmann-json inside
-# pager.cpp and ack_server.cpp (STYLE rule 11).
+# httplib stays inside pager_http.cpp (client); nlohmann-json inside pager.cpp (STYLE rule 11).
 sw_add_library(runbook_pager
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/pager.cpp
     ${CMAKE_CURRENT_LIST_DIR}/pager_http.cpp
     ${CMAKE_CURRENT_LIST_DIR}/alert_keeper.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/ack_server.cpp
-  DEPS stepwatch_common stepwatch_spec stepwatch_http)
+  DEPS stepwatch_common stepwatch_spec)
 target_link_libraries(stepwatch_runbook_pager
   PRIVATE PkgConfig::HTTPLIB nlohmann_json::nlohmann_json Threads::Threads)

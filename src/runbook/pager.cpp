@@ -86,20 +86,6 @@ std::string page_evidence_line(std::string_view name, std::string_view value, in
   return out;
 }
 
-std::string rfc3339_utc(int64_t wall_ns) {
-  int64_t secs = wall_ns / kNsPerSec;
-  int64_t ms = (wall_ns % kNsPerSec) / kNsPerMs;
-  if (ms < 0) {
-    ms += 1000;
-    --secs;
-  }
-  time_t t = static_cast<time_t>(secs);
-  struct tm tm {};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
-}
-
 std::string page_text(const PageMessage& m) {
   std::string out = m.summary.empty() ? fmt::format("job {} is {}", m.job, m.state) : m.summary;
   out += fmt::format("\njob {} on {}, incarnation {}, incident {}", m.job,
@@ -148,7 +134,8 @@ std::string page_json(const PageMessage& m) {
       {"incident_id", m.incident_id},
       {"incarnation", m.incarnation},
       {"host", m.host},
-      {"started_at", rfc3339_utc(m.started_wall_ns > 0 ? m.started_wall_ns : wall_now_ns())},
+      {"started_at", format_utc(m.started_wall_ns > 0 ? m.started_wall_ns : wall_now_ns(),
+                                UtcPrecision::kMillis)},
       {"ack_command", ack_hint(m)},
       {"verdict", verdict_or_null(m)},
   };
@@ -176,9 +163,10 @@ std::string alertmanager_json(const PageMessage& m) {
   json alert = {
       {"labels", labels},
       {"annotations", annotations},
-      {"startsAt", rfc3339_utc(m.started_wall_ns > 0 ? m.started_wall_ns : wall_now_ns())},
+      {"startsAt", format_utc(m.started_wall_ns > 0 ? m.started_wall_ns : wall_now_ns(),
+                              UtcPrecision::kMillis)},
   };
-  if (m.ended_wall_ns > 0) alert["endsAt"] = rfc3339_utc(m.ended_wall_ns);
+  if (m.ended_wall_ns > 0) alert["endsAt"] = format_utc(m.ended_wall_ns, UtcPrecision::kMillis);
   return dump(json::array({alert}));
 }
 

@@ -80,9 +80,6 @@ std::string alertmanager_json(const PageMessage& m);
 // The multi-line human text of a page: summary, last step, culprits, evidence, ack hint.
 std::string page_text(const PageMessage& m);
 
-// RFC 3339 UTC with milliseconds: "2023-11-14T22:13:20.000Z".
-std::string rfc3339_utc(int64_t wall_ns);
-
 // `{url}/api/v2/alerts` (a url that already ends so is kept).
 std::string alertmanager_alerts_url(const std::string& base_url);
 

@@ -13,6 +13,7 @@
 
 #include "src/common/host.h"
 #include "src/common/log.h"
+#include "src/serve/json_views.h"
 
 namespace stepwatch::serve {
 
@@ -123,10 +124,24 @@ bool bearer_ok(const httplib::Request& req, const std::string& token) {
 }
 
 void error_reply(httplib::Response& res, int status, const std::string& message) {
-  nlohmann::json body = {{"error", message}};
+  json_reply(res, status, {{"error", message}});
+}
+
+void json_reply(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
-                  "application/json");
+  res.set_content(dump_json(body) + "\n", "application/json");
+}
+
+void set_json_error_handler(httplib::Server& s) {
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (res.body.empty()) {
+          error_reply(res, res.status,
+                      res.status == 404 ? fmt::format("no such path {} {}", req.method, req.path)
+                                        : fmt::format("HTTP {}", res.status));
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 }
 
 httplib::Server::Handler guarded(const std::string& name, Handler h) {

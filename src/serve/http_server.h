@@ -10,10 +10,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <thread>
 
 #include "src/common/result.h"
+#include "src/serve/ack_routes.h"
 
 namespace stepwatch::serve {
 
@@ -29,6 +31,18 @@ bool bearer_ok(const httplib::Request& req, const std::string& token);
 
 // {"error": message} with the status.
 void error_reply(httplib::Response& res, int status, const std::string& message);
+// `body` as one line of JSON (dump_json), with the status.
+void json_reply(httplib::Response& res, int status, const nlohmann::json& body);
+
+// Every error httplib answers itself (404 no such path, 400, 413...) as a JSON error.
+void set_json_error_handler(httplib::Server& s);
+
+// The one ack handler (src/serve/ack_routes.cpp), served by the agent's API and the
+// supervisor's endpoint alike: parses the body (400), asks `gate` (its refusal), names an
+// anonymous acker "api <peer>", calls `ack` (500 on error), and replies with the acked incident
+// (200) or that `job` has none open (404). `name` is the server's, for the log.
+void serve_ack(const httplib::Request& req, httplib::Response& res, const std::string& job,
+               const AckGate& gate, const AckFn& ack, const std::string& name);
 
 // Wraps a handler so that no exception leaves it: 500 with a JSON error, logged with `name`.
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;

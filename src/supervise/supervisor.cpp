@@ -16,10 +16,10 @@
 #include "src/contract/names.h"
 #include "src/detect/spec_adapter.h"
 #include "src/probe/nvml.h"
-#include "src/runbook/ack_server.h"
 #include "src/runbook/hygiene.h"
 #include "src/runbook/ports.h"
 #include "src/runbook/preempt.h"
+#include "src/serve/ack_routes.h"
 #include "src/spec/command_template.h"
 
 namespace stepwatch::supervise {
@@ -120,26 +120,15 @@ Status Supervisor::setup() {
   trace_.emplace(std::move(*w));
   say(fmt::format("job {} incarnation {}: trace {}", opt_.job, state_.incarnation, trace));
 
-  runbook::AckServerConfig ac;
+  serve::AckServerConfig ac;
   ac.host = opt_.ack_host;
   ac.port = opt_.ack_port;
-  ac.on_ack = [this](const runbook::AckRequest& req) {
-    runbook::AckOutcome out;
+  ac.job = opt_.job;
+  ac.on_ack = [this](const serve::AckRequest& req) -> serve::AckResult {
     // The store is the one place acks live: `stepwatch ack` writes there too.
     auto st = store::Store::open(opt_.state_dir);
-    if (!st) {
-      out.message = st.error().message;
-      return out;
-    }
-    auto inc = st->ack(opt_.job, wall_now_ns(), req.by.empty() ? "http" : req.by, req.note);
-    if (inc && *inc) {
-      out.acked = true;
-      out.incident_id = std::to_string((*inc)->id);
-      out.message = fmt::format("incident {} of job {} acked", (*inc)->id, opt_.job);
-    } else {
-      out.message = fmt::format("job {} has no open incident", opt_.job);
-    }
-    return out;
+    if (!st) return st.error();
+    return st->ack(opt_.job, wall_now_ns(), req.by, req.note);
   };
   ac.status = [this] {
     return last_verdict_json_.empty() ? std::string("{}") : last_verdict_json_;
@@ -156,7 +145,7 @@ Status Supervisor::setup() {
     return {};
   }
   ac.bearer_token = *token;
-  ack_ = std::make_unique<runbook::AckServer>(ac);
+  ack_ = std::make_unique<serve::AckServer>(ac);
   if (auto st = ack_->start(); !st) {
     say(fmt::format("ack endpoint not started: {}", st.error().message));
   } else {

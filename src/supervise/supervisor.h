@@ -20,7 +20,7 @@
 #include "src/supervise/log_feed.h"
 #include "src/supervise/observer.h"
 
-namespace stepwatch::runbook {
+namespace stepwatch::serve {
 class AckServer;
 }
 
@@ -110,7 +110,7 @@ class Supervisor final : private runbook::IncidentHost {
   std::unique_ptr<Observer> observer_;
   std::unique_ptr<detect::Detector> detector_;
   std::optional<detect::TraceWriter> trace_;
-  std::unique_ptr<runbook::AckServer> ack_;
+  std::unique_ptr<serve::AckServer> ack_;
   std::optional<runbook::StoreLedger> ledger_;
   std::optional<runbook::PageDeliveries> deliveries_;
   std::optional<runbook::Incident> runbook_;

@@ -19,12 +19,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "src/agent/api.h"
 #include "src/common/host.h"
 #include "src/common/limits.h"
 #include "src/common/proc_stat.h"
 #include "src/contract/beacon_writer.h"
 #include "src/probe/nvml.h"
+#include "src/serve/agent_api.h"
+#include "src/serve/metrics.h"
 #include "tests/fakes/fake_nvml_scenario.h"
 
 namespace stepwatch::agent {
@@ -33,6 +34,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using serve::ApiConfig;
+using serve::ApiServer;
 
 // A webhook receiver: counts the pages it gets.
 class Receiver {
@@ -286,7 +289,8 @@ TEST_F(AgentTest, StallPagesOnceAcrossPollsAndRestartsAndAcksOverHttp) {
   res = http.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
-  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+  EXPECT_EQ(res->get_header_value("Content-Type"), serve::kMetricsContentType);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
 
   // A restarted agent on the same state dir joins the open incident: no second page.
   api.stop();

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "src/cli/agent_client.h"
+#include "src/serve/json_views.h"
 
 namespace stepwatch::cli {
 namespace {
@@ -217,6 +221,139 @@ TEST(RenderStatus, LongNamesAreCut) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->host, "a-very-lon");
   EXPECT_EQ(r->phase, "a-rather-lon");
+}
+
+// The agent's answer shown by the same renderer: state and owner in the header, the evidence
+// columns, and "n/a" for what the agent does not say (beat and checkpoint ages, CPU rates).
+TEST(RenderJobs, AWatchedJobFromTheAgent) {
+  StatusJob job;
+  job.job = "llm";
+  job.state = "stalled/collective";
+  job.owner = "team-llm";
+  job.world_size = 2;
+  job.retired = true;
+  job.verdict_summary = "rank 1 stopped at step 7";
+  job.evidence = true;
+  StatusRank r;
+  r.rank = 0;
+  r.host = "node-1";
+  r.pid = 42;
+  r.step = 7;
+  r.step_age_ns = 12 * kSec;
+  r.expected_ns = kSec;
+  r.phase = "train";
+  r.phase_age_ns = 30 * kSec;
+  r.checkpoint = "ckpt-5";
+  r.checkpoint_step = 5;
+  r.status = "running";
+  r.source = "beacon";
+  r.verdict = "stalled";
+  r.note = "no step for 12s";
+  detect::ProcessFacts p;
+  p.state = 'S';
+  p.wchan = "futex_wait";
+  p.cpu_delta_ns = kSec;
+  r.process = p;
+  job.ranks.push_back(r);
+  job.culprits.emplace_back(0, "stopped first");
+  std::string out = render_jobs({job});
+  EXPECT_THAT(out, HasSubstr("job llm  stalled/collective  ranks 1/2  owner team-llm  (retired)\n"
+                             "  verdict: rank 1 stopped at step 7\n"));
+  EXPECT_THAT(out, HasSubstr("VERDICT   NOTE\n"));
+  auto t = tokens(line_for(out, 0));
+  ASSERT_GE(t.size(), 18u) << out;
+  EXPECT_EQ(t[1], "node-1");
+  EXPECT_EQ(t[3], "7");
+  EXPECT_EQ(t[4], "12.0s/1.0s");
+  EXPECT_EQ(t[7], "n/a") << "no beat age from the agent";
+  EXPECT_EQ(t[8], "ckpt-5@5");
+  EXPECT_EQ(t[9], "n/a") << "no checkpoint age from the agent";
+  EXPECT_EQ(t[13], "S:futex_wait");
+  EXPECT_EQ(t[14], "n/a") << "a CPU delta over an unknown window is no rate";
+  EXPECT_EQ(t[16], "n/a") << "no GPU evidence";
+  EXPECT_EQ(t[17], "stalled");
+  EXPECT_THAT(line_for(out, 0), ::testing::EndsWith("stalled   no step for 12s"));
+  EXPECT_THAT(out, HasSubstr("     1 no record\n"));
+  EXPECT_THAT(out, HasSubstr("  culprit: rank 0: stopped first\n"));
+}
+
+// One job seen both ways: read here, and through the agent's JSON (rendered by src/serve, read
+// back by the CLI). The same renderer shows the same facts in the same columns.
+TEST(RenderJobs, TheSameColumnsWhicheverSource) {
+  contract::RankSnapshot s = rank(0);
+  s.step = 1234;
+  s.step_at = {kNow.wall_ns - 9 * kSec, kNow.mono_ns - 9 * kSec};
+  s.checkpoint = contract::CheckpointMark{"ckpt-1200", 1200, {kNow.wall_ns - 60 * kSec, 0}};
+  s.loss = 0.5;
+  detect::Verdict v;
+  v.state = detect::State::kStalled;
+  v.expected_interval_ns = kSec;
+  v.summary = "no step for 9s";
+  detect::RankVerdict rv;
+  rv.rank = 0;
+  rv.state = detect::State::kStalled;
+  rv.step = 1234;
+  rv.step_age_ns = 9 * kSec;
+  rv.phase = "train";
+  rv.phase_age_ns = 300 * kSec;
+  rv.note = "no step";
+  v.ranks.push_back(rv);
+  detect::ProcessFacts p;
+  p.rank = 0;
+  p.state = 'D';
+  p.threads_in_d = 2;
+  detect::GpuFacts g;
+  g.rank = 0;
+  g.sm_util_pct = 97;
+  g.power_w = 310;
+
+  JobEvidence ev{v, {p}, {g}, 0};
+  contract::JobView view{"job-1", "/d/job-1", {s}, {}};
+  std::string local = render_jobs({status_job(view, kNow, "here", &ev)});
+
+  serve::JobState st;
+  st.job = "job-1";
+  st.owner = "team";
+  st.verdict = v;
+  st.observation.ranks = {s};
+  st.observation.procs = {p};
+  st.observation.gpus = {g};
+  StatusJob remote_job =
+      status_job_from_agent(serve::job_summary_json(st).dump(), serve::job_detail_json(st).dump());
+  EXPECT_EQ(remote_job.state, "stalled");
+  EXPECT_EQ(remote_job.owner, "team");
+  EXPECT_EQ(remote_job.world_size, 4);
+  std::string remote = render_jobs({remote_job});
+  EXPECT_THAT(remote, HasSubstr("job job-1  stalled  ranks 1/4  owner team\n"));
+  EXPECT_THAT(local, HasSubstr("job job-1  ranks 1/4  dir /d/job-1\n"));
+
+  auto lt = tokens(line_for(local, 0));
+  auto rt = tokens(line_for(remote, 0));
+  ASSERT_EQ(lt.size(), rt.size()) << local << remote;
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}) {
+    EXPECT_EQ(lt[i], rt[i]) << "column " << i << "\n" << local << remote;
+  }
+  EXPECT_EQ(lt[4], "9.0s/1.0s");
+  EXPECT_EQ(lt[13], "D(D2)");
+  EXPECT_EQ(lt[16], "97%");
+  EXPECT_EQ(rt[7], "n/a");  // the beat age: the agent does not say
+  EXPECT_EQ(rt[9], "n/a");  // the checkpoint's age: neither
+  EXPECT_EQ(lt[9], "1m00s");
+
+  // What the agent left out, or a broken answer, is unknown, never 0.
+  StatusJob bare = status_job_from_agent("{}", "not json");
+  EXPECT_EQ(bare.job, "");
+  EXPECT_TRUE(bare.ranks.empty());
+  nlohmann::json detail = {{"ranks", {{{"rank", 3}, {"step", nullptr}}}}};
+  StatusJob sparse = status_job_from_agent(R"({"job_id":"x","state":"starting"})", detail.dump());
+  ASSERT_EQ(sparse.ranks.size(), 1u);
+  EXPECT_EQ(sparse.ranks[0].rank, 3);
+  EXPECT_FALSE(sparse.ranks[0].step);
+  EXPECT_EQ(sparse.ranks[0].pid, 0);
+  EXPECT_FALSE(sparse.ranks[0].process);
+  auto t = tokens(line_for(render_jobs({sparse}), 3));
+  ASSERT_GE(t.size(), 12u);
+  EXPECT_THAT(t, Not(::testing::Contains("0"))) << "absent values never render as 0";
 }
 
 }  // namespace

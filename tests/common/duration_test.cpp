@@ -50,5 +50,25 @@ TEST(FormatDuration, IsCompact) {
   EXPECT_EQ(format_duration(3 * 86400 * kNsPerSec + 4 * 3600 * kNsPerSec), "3d04h");
 }
 
+TEST(FormatUtc, SecondsAndMilliseconds) {
+  struct Case {
+    int64_t ns;
+    UtcPrecision precision;
+    const char* want;
+  } cases[] = {
+      {1'714'533'164 * kNsPerSec, UtcPrecision::kSeconds, "2024-05-01T03:12:44Z"},
+      {1'714'533'164 * kNsPerSec + 999 * kNsPerMs, UtcPrecision::kSeconds,
+       "2024-05-01T03:12:44Z"},  // cut, never rounded up
+      {1'700'000'000 * kNsPerSec + 123 * kNsPerMs, UtcPrecision::kMillis,
+       "2023-11-14T22:13:20.123Z"},
+      {0, UtcPrecision::kMillis, "1970-01-01T00:00:00.000Z"},
+      {0, UtcPrecision::kSeconds, "1970-01-01T00:00:00Z"},
+      {-1, UtcPrecision::kMillis, "1969-12-31T23:59:59.999Z"},
+      {-kNsPerSec, UtcPrecision::kSeconds, "1969-12-31T23:59:59Z"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(format_utc(c.ns, c.precision), c.want) << c.ns;
+  EXPECT_EQ(format_utc(1'714'533'164 * kNsPerSec), "2024-05-01T03:12:44Z") << "seconds by default";
+}
+
 }  // namespace
 }  // namespace stepwatch

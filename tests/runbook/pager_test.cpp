@@ -218,11 +218,6 @@ TEST(PageJson, AckHintQuotesOddJobIds) {
   EXPECT_EQ(ack_hint(m), "stepwatch ack --port 9999 x");
 }
 
-TEST(PageJson, Rfc3339) {
-  EXPECT_EQ(rfc3339_utc(1'700'000'000 * kNsPerSec + 123 * kNsPerMs), "2023-11-14T22:13:20.123Z");
-  EXPECT_EQ(rfc3339_utc(0), "1970-01-01T00:00:00.000Z");
-}
-
 TEST(AlertmanagerJson, OneAlertWithLabelsAnnotationsAndStart) {
   json j = json::parse(alertmanager_json(sample_message()));
   ASSERT_TRUE(j.is_array());

@@ -3,6 +3,13 @@
 # when it is missing the rules test fails and says so, rather than being skipped.
 find_program(STEPWATCH_PROMTOOL promtool)
 
+sw_add_test(serve_ack_routes_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/ack_routes_test.cpp
+  DEPS stepwatch_http PkgConfig::HTTPLIB nlohmann_json::nlohmann_json Threads::Threads
+  TIMEOUT 120)
+sw_add_test(serve_json_views_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/json_views_test.cpp
+  DEPS stepwatch_http nlohmann_json::nlohmann_json)
 sw_add_test(serve_metrics_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/metrics_test.cpp
   DEPS stepwatch_serve_metrics)

@@ -153,6 +153,11 @@ TEST(IncidentsCli, Json) {
   EXPECT_TRUE(open["actions"].empty());
 
   auto& closed = list[1];
+  EXPECT_EQ(closed["job_id"], "llm");  // the agent API's schema (src/serve/json_views.h)
+  EXPECT_EQ(closed["closed_at"], "2024-05-01T03:26:49Z");
+  EXPECT_EQ(closed["closed_at_ns"], kT0 + 845 * kSec);
+  EXPECT_EQ(closed["actions"][0]["at"], "2024-05-01T03:12:45Z");
+  EXPECT_EQ(closed["actions"][0]["at_ns"], kT0 + kSec);
   EXPECT_EQ(closed["status"], "closed");
   EXPECT_EQ(closed["state"], "stalled");
   EXPECT_EQ(closed["cause"], "collective");

@@ -1,5 +1,6 @@
-// The ack endpoint over real HTTP on 127.0.0.1, port 0.
-#include "src/runbook/ack_server.h"
+// The supervisor's ack endpoint over real HTTP on 127.0.0.1, port 0: the ack route with the
+// agent's request and reply.
+#include "src/serve/ack_routes.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -16,7 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace stepwatch::runbook {
+namespace stepwatch::serve {
 namespace {
 
 using json = nlohmann::json;
@@ -43,6 +44,19 @@ int connect_loopback(int port) {
   return fd;
 }
 
+// An incident as the store returns it once acked.
+store::Incident acked_incident(const AckRequest& r) {
+  store::Incident i;
+  i.id = 7;
+  i.job = r.job;
+  i.opened_at_ns = 1'714'533'164'000'000'000;  // 2024-05-01T03:12:44Z
+  i.state = "stalled";
+  i.acked_at_ns = i.opened_at_ns + 60'000'000'000;
+  i.acked_by = r.by;
+  i.ack_note = r.note;
+  return i;
+}
+
 // A supervisor stand-in: one incident that is open until acked.
 struct FakeSupervisor {
   std::mutex mu;
@@ -51,19 +65,12 @@ struct FakeSupervisor {
 
   AckServerConfig config() {
     AckServerConfig c;
-    c.on_ack = [this](const AckRequest& r) {
+    c.job = "llm-7b";
+    c.on_ack = [this](const AckRequest& r) -> AckResult {
       std::lock_guard lock(mu);
       acks.push_back(r);
-      AckOutcome out;
-      if (!open) {
-        out.message = "no open incident for job llm-7b";
-        return out;
-      }
-      out.acked = true;
-      out.incident_id = "inc-7";
-      out.incident_json = R"({"id":"inc-7","state":"stalled"})";
-      out.message = fmt::format("incident inc-7 acked by {}", r.by);
-      return out;
+      if (!open) return std::optional<store::Incident>();
+      return std::optional<store::Incident>(acked_incident(r));
     };
     c.status = [this] {
       std::lock_guard lock(mu);
@@ -86,15 +93,47 @@ TEST(AckServer, AcksTheOpenIncident) {
   EXPECT_EQ(res->status, 200) << res->body;
   json j = json::parse(res->body);
   EXPECT_EQ(j["acked"], true);
-  EXPECT_EQ(j["incident_id"], "inc-7");
+  EXPECT_EQ(j["incident_id"], 7);
   EXPECT_EQ(j["incident"]["state"], "stalled");
+  // The incident as the agent's API and `stepwatch incidents --json` show it.
+  EXPECT_EQ(j["incident"]["id"], 7);
+  EXPECT_EQ(j["incident"]["job_id"], "llm-7b");
+  EXPECT_EQ(j["incident"]["status"], "acked");
+  EXPECT_EQ(j["incident"]["acked_by"], "alice");
+  EXPECT_EQ(j["incident"]["ack_note"], "looking at rank 3");
+  EXPECT_EQ(j["incident"]["opened_at"], "2024-05-01T03:12:44Z");
   EXPECT_EQ(j["by"], "alice");
-  EXPECT_EQ(j["message"], "incident inc-7 acked by alice");
+  EXPECT_EQ(j["message"], "incident 7 of job llm-7b acked by alice");
   std::lock_guard lock(sup.mu);
   ASSERT_EQ(sup.acks.size(), 1u);
+  EXPECT_EQ(sup.acks[0].job, "llm-7b");
   EXPECT_EQ(sup.acks[0].by, "alice");
   EXPECT_EQ(sup.acks[0].note, "looking at rank 3");
   EXPECT_EQ(sup.acks[0].remote_addr, "127.0.0.1");
+}
+
+// The agent's path to the same route: POST /api/v1/jobs/{id}/ack, for this endpoint's job only.
+TEST(AckServer, TheAgentsPathAcksThisJobOnly) {
+  FakeSupervisor sup;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  auto c = client(server);
+  auto res = c.Post("/api/v1/jobs/llm-7b/ack", R"({"by":"dana"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["incident"]["acked_by"], "dana");
+  auto other = c.Post("/api/v1/jobs/other/ack", R"({"by":"dana"})", "application/json");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_NE(json::parse(other->body)["error"].get<std::string>().find("no job other"),
+            std::string::npos)
+      << other->body;
+  auto get = c.Get("/api/v1/jobs/llm-7b/ack");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  std::lock_guard lock(sup.mu);
+  EXPECT_EQ(sup.acks.size(), 1u) << "only this job's ack reached the supervisor";
 }
 
 TEST(AckServer, EmptyBodyIsAnAnonymousAck) {
@@ -104,7 +143,9 @@ TEST(AckServer, EmptyBodyIsAnAnonymousAck) {
   auto res = client(server).Post("/ack", "", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
-  EXPECT_EQ(json::parse(res->body)["by"], "");
+  // Nobody named: the peer is, as on the agent's route.
+  EXPECT_EQ(json::parse(res->body)["by"], "api 127.0.0.1");
+  EXPECT_EQ(json::parse(res->body)["incident"]["acked_by"], "api 127.0.0.1");
 }
 
 TEST(AckServer, NoOpenIncidentIs404) {
@@ -117,7 +158,7 @@ TEST(AckServer, NoOpenIncidentIs404) {
   EXPECT_EQ(res->status, 404);
   json j = json::parse(res->body);
   EXPECT_EQ(j["acked"], false);
-  EXPECT_EQ(j["error"], "no open incident for job llm-7b");
+  EXPECT_EQ(j["error"], "job llm-7b has no open incident");
 
   AckServer bare(AckServerConfig{});  // no callback at all: nothing to ack
   ASSERT_TRUE(bare.start().ok());
@@ -382,9 +423,7 @@ TEST(AckServer, StopRightAfterStartAndRestart) {
 
 TEST(AckServer, CallbackExceptionsBecome500) {
   AckServerConfig config;
-  config.on_ack = [](const AckRequest&) -> AckOutcome {
-    throw std::runtime_error("store is gone");
-  };
+  config.on_ack = [](const AckRequest&) -> AckResult { throw std::runtime_error("store is gone"); };
   config.status = []() -> std::string { throw 42; };
   AckServer server(config);
   ASSERT_TRUE(server.start().ok());
@@ -402,15 +441,26 @@ TEST(AckServer, CallbackExceptionsBecome500) {
   EXPECT_EQ(h->status, 200);
 }
 
+TEST(AckServer, AStoreErrorIs500AndNamesTheCause) {
+  AckServerConfig config;
+  config.job = "llm-7b";
+  config.on_ack = [](const AckRequest&) -> AckResult {
+    return Error{Errc::kIo, "/state/stepwatch.db: disk I/O error"};
+  };
+  AckServer server(config);
+  ASSERT_TRUE(server.start().ok());
+  auto res = client(server).Post("/ack", "", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 500);
+  EXPECT_EQ(json::parse(res->body)["error"], "/state/stepwatch.db: disk I/O error");
+}
+
 TEST(AckServer, ConcurrentAcksAllReachTheCallback) {
   std::atomic<int> acks{0};
   AckServerConfig config;
-  config.on_ack = [&](const AckRequest&) {
+  config.on_ack = [&](const AckRequest& r) -> AckResult {
     ++acks;
-    AckOutcome out;
-    out.acked = true;
-    out.incident_id = "inc-1";
-    return out;
+    return std::optional<store::Incident>(acked_incident(r));
   };
   AckServer server(config);
   ASSERT_TRUE(server.start().ok());
@@ -431,4 +481,4 @@ TEST(AckServer, ConcurrentAcksAllReachTheCallback) {
 }
 
 }  // namespace
-}  // namespace stepwatch::runbook
+}  // namespace stepwatch::serve

@@ -1,0 +1,181 @@
+// The one JSON of an incident, a job and an ack, as the agent's API, the supervisor's ack
+// endpoint and `stepwatch incidents --json` all write it.
+#include "src/serve/json_views.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "src/common/clock.h"
+
+namespace stepwatch::serve {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kT0 = 1'714'533'164'000'000'000;  // 2024-05-01T03:12:44Z
+
+store::Incident open_incident() {
+  store::Incident i;
+  i.id = 3;
+  i.job = "llm";
+  i.incarnation = 2;
+  i.opened_at_ns = kT0 + 250 * kNsPerMs;
+  i.state = "stalled";
+  i.cause = "collective";
+  i.summary = "ranks 3,7 stopped";
+  i.verdict_json = R"({"state":"stalled","culprits":[3,7]})";
+  return i;
+}
+
+TEST(IncidentJson, AnOpenIncident) {
+  json j = incident_json(open_incident());
+  EXPECT_EQ(j["id"], 3);
+  EXPECT_EQ(j["job_id"], "llm");
+  EXPECT_FALSE(j.contains("job")) << "one name for the job id, as in /api/v1/jobs";
+  EXPECT_EQ(j["incarnation"], 2);
+  EXPECT_EQ(j["status"], "open");
+  EXPECT_EQ(j["state"], "stalled");
+  EXPECT_EQ(j["cause"], "collective");
+  EXPECT_EQ(j["summary"], "ranks 3,7 stopped");
+  EXPECT_EQ(j["verdict"]["culprits"], json::array({3, 7}));
+  EXPECT_EQ(j["opened_at"], "2024-05-01T03:12:44Z");
+  EXPECT_EQ(j["opened_at_ns"], kT0 + 250 * kNsPerMs) << "the exact time beside the string";
+  for (const char* k : {"paged_at", "paged_at_ns", "delivered_at", "delivered_at_ns", "acked_at",
+                        "acked_at_ns", "closed_at", "closed_at_ns"}) {
+    ASSERT_TRUE(j.contains(k)) << k;
+    EXPECT_TRUE(j[k].is_null()) << k << ": not yet is null, never 0";
+  }
+  EXPECT_FALSE(j.contains("actions")) << "actions only when the caller read them";
+}
+
+TEST(IncidentJson, AClosedIncidentWithActions) {
+  store::Incident i = open_incident();
+  i.paged_at_ns = kT0 + kNsPerSec;
+  i.page_result = "sent: webhook 200";
+  i.delivered_at_ns = kT0 + 2 * kNsPerSec;
+  i.acked_at_ns = kT0 + 60 * kNsPerSec;
+  i.acked_by = "alice";
+  i.ack_note = "looking";
+  i.closed_at_ns = kT0 + 845 * kNsPerSec;
+  i.resolution = "recovered";
+  std::vector<store::Action> actions = {
+      {9, 3, "llm", kT0 + kNsPerSec, "page", true, "webhook"},
+      {10, 3, "llm", kT0 + 2 * kNsPerSec, "preempt", false, "EPERM"}};
+  json j = incident_json(i, &actions);
+  EXPECT_EQ(j["status"], "closed");
+  EXPECT_EQ(j["paged_at"], "2024-05-01T03:12:45Z");
+  EXPECT_EQ(j["paged_at_ns"], kT0 + kNsPerSec);
+  EXPECT_EQ(j["page_result"], "sent: webhook 200");
+  EXPECT_EQ(j["delivered_at"], "2024-05-01T03:12:46Z");
+  EXPECT_EQ(j["delivered_at_ns"], kT0 + 2 * kNsPerSec);
+  EXPECT_EQ(j["acked_at"], "2024-05-01T03:13:44Z");
+  EXPECT_EQ(j["acked_by"], "alice");
+  EXPECT_EQ(j["ack_note"], "looking");
+  EXPECT_EQ(j["closed_at_ns"], kT0 + 845 * kNsPerSec);
+  EXPECT_EQ(j["resolution"], "recovered");
+  ASSERT_EQ(j["actions"].size(), 2u);
+  EXPECT_EQ(j["actions"][0]["id"], 9);
+  EXPECT_EQ(j["actions"][0]["at"], "2024-05-01T03:12:45Z");
+  EXPECT_EQ(j["actions"][0]["at_ns"], kT0 + kNsPerSec);
+  EXPECT_EQ(j["actions"][1]["kind"], "preempt");
+  EXPECT_EQ(j["actions"][1]["ok"], false);
+  EXPECT_EQ(j["actions"][1]["detail"], "EPERM");
+
+  std::vector<store::Action> none;
+  EXPECT_TRUE(incident_json(i, &none)["actions"].is_array());
+  EXPECT_TRUE(incident_json(i, &none)["actions"].empty());
+}
+
+TEST(IncidentJson, AVerdictThatIsNotJsonStaysTextAndNoneIsNull) {
+  store::Incident i = open_incident();
+  i.verdict_json = "not json";
+  EXPECT_EQ(incident_json(i)["verdict"], "not json");
+  i.verdict_json.clear();
+  EXPECT_TRUE(incident_json(i)["verdict"].is_null());
+}
+
+TEST(IncidentJson, TextThatIsNotUtf8IsReplacedNotThrown) {
+  store::Incident i = open_incident();
+  i.ack_note = "bad \xff byte";
+  std::string text = dump_json(incident_json(i));
+  EXPECT_NE(text.find("bad"), std::string::npos);
+  EXPECT_EQ(text.find('\n'), std::string::npos) << "one line by default";
+  EXPECT_NE(dump_json(incident_json(i), 2).find('\n'), std::string::npos);
+}
+
+TEST(AckBody, EmptyOrAnObjectOfStrings) {
+  for (const char* empty : {"", "  \r\n\t"}) {
+    auto b = parse_ack_body(empty);
+    ASSERT_TRUE(b.ok()) << b.error().message;
+    EXPECT_EQ(b->by, "");
+    EXPECT_EQ(b->note, "");
+  }
+  auto b = parse_ack_body(R"({"by": "alice", "note": "looking", "extra": 1})");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->by, "alice");
+  EXPECT_EQ(b->note, "looking");
+  auto nulls = parse_ack_body(R"({"by": null})");
+  ASSERT_TRUE(nulls.ok());
+  EXPECT_EQ(nulls->by, "");
+}
+
+TEST(AckBody, ErrorsSayWhatIsWrong) {
+  struct Case {
+    std::string body;
+    std::string says;
+  } cases[] = {
+      {"{not json", "the body must be empty or a JSON object"},
+      {"[1,2]", "the body must be empty or a JSON object"},
+      {R"({"by": 7})", "\"by\" must be a string"},
+      {R"({"note": ["x"]})", "\"note\" must be a string"},
+      {json{{"by", std::string(kMaxAckField + 1, 'a')}}.dump(), "\"by\" is longer than 1024 bytes"},
+  };
+  for (const auto& c : cases) {
+    auto b = parse_ack_body(c.body);
+    ASSERT_FALSE(b.ok()) << c.body;
+    EXPECT_EQ(b.error().code, Errc::kParse);
+    EXPECT_NE(b.error().message.find(c.says), std::string::npos) << b.error().message;
+  }
+  EXPECT_TRUE(parse_ack_body(json{{"by", std::string(kMaxAckField, 'a')}}.dump()).ok());
+}
+
+TEST(AckReply, TheSameShapeOnEveryRoute) {
+  store::Incident i = open_incident();
+  i.acked_at_ns = kT0 + kNsPerSec;
+  i.acked_by = "bob";
+  json j = ack_reply_json(i, "bob");
+  EXPECT_EQ(j["acked"], true);
+  EXPECT_EQ(j["incident"], incident_json(i));
+  EXPECT_EQ(j["incident_id"], 3);
+  EXPECT_EQ(j["by"], "bob");
+  EXPECT_EQ(j["message"], "incident 3 of job llm acked by bob");
+  json none = no_incident_json("llm");
+  EXPECT_EQ(none, json({{"acked", false}, {"error", "job llm has no open incident"}}));
+}
+
+TEST(JobJson, SummaryAndDetailSayAbsentAsNull) {
+  JobState s;
+  s.job = "train-a";
+  s.owner = "team";
+  s.first_seen_wall_ns = kT0 + 5 * kNsPerMs;
+  s.verdict.state = detect::State::kHealthy;
+  s.verdict.last_step_age_ns = -1;
+  json sum = job_summary_json(s);
+  EXPECT_EQ(sum["job_id"], "train-a");
+  EXPECT_EQ(sum["state"], "healthy");
+  EXPECT_EQ(sum["owner"], "team");
+  EXPECT_TRUE(sum["last_step"].is_null());
+  EXPECT_TRUE(sum["last_step_age_seconds"].is_null());
+  EXPECT_TRUE(sum["expected_interval_seconds"].is_null());
+  EXPECT_EQ(sum["ranks"], 0);
+  json d = job_detail_json(s);
+  EXPECT_EQ(d["job_id"], "train-a");
+  EXPECT_EQ(d["first_seen"], "2024-05-01T03:12:44.005Z");
+  EXPECT_TRUE(d["last_poll"].is_null());
+  EXPECT_TRUE(d["owner_uid"].is_null());
+  EXPECT_TRUE(d["recent_intervals_seconds"].empty());
+}
+
+}  // namespace
+}  // namespace stepwatch::serve
