@@ -11,6 +11,7 @@
 #include "src/common/log.h"
 #include "src/contract/names.h"
 #include "src/detect/trace.h"
+#include "src/probe/liveness.h"
 #include "src/runbook/proven.h"
 #include "src/supervise/page_message.h"
 
@@ -193,8 +194,8 @@ void Agent::maybe_preempt(Tracked& t, const detect::Verdict& v, Stamp now) {
     Proof p = prove_rank_process(config_.proc_root, dir, r);
     if (p.proven) {
       refs.push_back(p.process);
-    } else if (!runbook::ended(
-                   runbook::inspect(config_.proc_root, r.pid, r.pid_start_ticks).liveness)) {
+    } else if (!probe::ended(
+                   probe::inspect(config_.proc_root, {r.pid, r.pid_start_ticks}).liveness)) {
       refused += (refused.empty() ? "" : "; ") + p.why;  // only the living need a reason
     }
   }

@@ -17,8 +17,8 @@
 #include "src/common/log.h"
 #include "src/contract/names.h"
 #include "src/detect/trace.h"
+#include "src/probe/ports.h"
 #include "src/runbook/pager.h"
-#include "src/runbook/ports.h"
 #include "src/serve/http_server.h"
 
 namespace stepwatch::agent {
@@ -222,8 +222,8 @@ struct ApiServer::Impl {
     if (config.bearer_token.empty()) {
       // No token (a loopback agent): an ack is taken from the job directory's owner, root or the
       // agent's own user, known by the uid of the client's socket. Anyone else needs the token.
-      auto peer = runbook::connected_socket_uid(agent->config().proc_root, req.remote_addr,
-                                                req.remote_port);
+      auto peer =
+          probe::connected_socket_uid(agent->config().proc_root, req.remote_addr, req.remote_port);
       const uint32_t me = ::geteuid();
       bool allowed =
           peer && (*peer == 0 || *peer == me || (job->owner_uid && *peer == *job->owner_uid));

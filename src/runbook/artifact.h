@@ -74,8 +74,4 @@ struct ArtifactReport {
 
 ArtifactReport collect_artifact(const ArtifactRequest& request);
 
-// Whether `pid` has a handler for `sig` (SigCgt of <proc_root>/<pid>/status); nullopt: unreadable.
-// An uncaught SIGUSR1 terminates a process, so no stack signal is sent without this.
-std::optional<bool> catches_signal(const std::string& proc_root, int pid, int sig);
-
 }  // namespace stepwatch::runbook
