@@ -156,8 +156,8 @@ def proc_seeds():
     seeds["process-no-io-wchan-0"] = b"\x01" + b"4242" + tree_file(f"{data}/103/stat")[3:] + b"\x00\x000"
     seeds["process-other-pid"] = b"\x01" + tree_file(f"{data}/101/stat") + b"\x00" + tree_file(f"{data}/101/io")
     seeds["process-empty-stat"] = b"\x01"
-    seeds["tcp-fixture"] = b"\x02" + tree_file("tests/runbook/data/proc/net/tcp")
-    seeds["tcp6-fixture"] = b"\x03" + tree_file("tests/runbook/data/proc/net/tcp6")
+    seeds["tcp-fixture"] = b"\x02" + tree_file("tests/probe/data/proc/net/tcp")
+    seeds["tcp6-fixture"] = b"\x03" + tree_file("tests/probe/data/proc/net/tcp6")
     seeds["status-sigcgt"] = b"\x04" + (b"Name:\tpython3\nState:\tS (sleeping)\nSigBlk:\t0000000000000000\n"
                                         b"SigIgn:\t0000000001001000\nSigCgt:\t0000000180004202\nCapEff:\t0000000000000000\n")
     return seeds

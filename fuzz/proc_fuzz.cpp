@@ -4,9 +4,9 @@
 //   1  a process dir   read_process (src/probe/procfs.h) on a fake tree in /dev/shm; the text
 //                      is its files separated by NUL bytes: stat, io, wchan, then up to four
 //                      task/<tid>/stat (a part that is not there is a file that is not there)
-//   2  net/tcp         parse_proc_net_tcp (src/runbook/ports.h), IPv4
+//   2  net/tcp         parse_proc_net_tcp (src/probe/ports.h), IPv4
 //   3  net/tcp6        the same, IPv6
-//   4  <pid>/status    catches_signal (src/runbook/artifact.h), every signal number
+//   4  <pid>/status    catches_signal (src/probe/proc_fs.h), every signal number
 // Nothing may crash. stat: the comm is everything between the first '(' and the last ')', any
 // comm reads back from a kernel-shaped line, and accepted fields read back when written the
 // kernel's way. A process: it reads exactly when its stat parses, with that stat's fields, io
@@ -33,9 +33,9 @@
 #include "fuzz/scratch.h"
 #include "fuzz/text.h"
 #include "src/common/proc_stat.h"
+#include "src/probe/ports.h"
 #include "src/probe/procfs.h"
 #include "src/runbook/artifact.h"
-#include "src/runbook/ports.h"
 
 namespace {
 
@@ -43,7 +43,7 @@ using stepwatch::ProcStat;
 
 constexpr int kPid = 4242;
 constexpr int kMaxTasks = 4;
-constexpr size_t kStatRead = 1024;  // read_proc_stat reads one buffer of this size
+constexpr size_t kStatRead = stepwatch::kStatMaxBytes;  // read_proc_stat reads at most this
 
 using stepwatch::fuzz::split;
 
@@ -196,7 +196,7 @@ std::string kernel_address(const std::string& address, bool v6) {
 
 void fuzz_tcp(std::string_view text, bool v6) {
   int malformed = -1;
-  auto listeners = stepwatch::runbook::parse_proc_net_tcp(text, v6, &malformed);
+  auto listeners = stepwatch::probe::parse_proc_net_tcp(text, v6, &malformed);
   FUZZ_REQUIRE(malformed >= 0);
   size_t lines = split(text, '\n').size();
   FUZZ_REQUIRE(listeners.size() + static_cast<size_t>(malformed) + 1 <= std::max<size_t>(lines, 1));
@@ -214,7 +214,7 @@ void fuzz_tcp(std::string_view text, bool v6) {
         i, kernel_address(l.address, v6), l.port, std::string(v6 ? 32 : 8, '0'), l.uid, l.inode);
   }
   int malformed_again = -1;
-  auto back = stepwatch::runbook::parse_proc_net_tcp(again, v6, &malformed_again);
+  auto back = stepwatch::probe::parse_proc_net_tcp(again, v6, &malformed_again);
   FUZZ_REQUIRE(malformed_again == 0 && back.size() == listeners.size());
   for (size_t i = 0; i < back.size(); ++i) {
     FUZZ_REQUIRE(back[i].address == listeners[i].address && back[i].port == listeners[i].port);
@@ -242,7 +242,7 @@ void fuzz_status(std::string_view text) {
   auto mask = kernel_sigcgt(text);
   bool has_key = text.find("\nSigCgt:") != std::string_view::npos;
   for (int sig = 0; sig <= 65; ++sig) {
-    auto caught = stepwatch::runbook::catches_signal(root, kPid, sig);
+    auto caught = stepwatch::probe::catches_signal(root, kPid, sig);
     if (sig < 1 || sig > 64 || !has_key) {
       FUZZ_REQUIRE(!caught);
     } else {

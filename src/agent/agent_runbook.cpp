@@ -12,6 +12,7 @@
 #include "src/common/log.h"
 #include "src/contract/names.h"
 #include "src/detect/trace.h"
+#include "src/probe/liveness.h"
 #include "src/runbook/artifact.h"
 #include "src/runbook/page_message.h"
 #include "src/runbook/proven.h"
@@ -130,7 +131,7 @@ runbook::PreemptTargets Agent::JobHost::targets() {
     if (p.proven) {
       p.process.label = fmt::format("rank {}", r.rank);
       out.processes.push_back(p.process);
-    } else if (!runbook::ended(runbook::inspect(proc_root, r.pid, r.pid_start_ticks).liveness)) {
+    } else if (!probe::ended(probe::inspect(proc_root, {r.pid, r.pid_start_ticks}).liveness)) {
       out.refused += (out.refused.empty() ? "" : "; ") + p.why;  // only the living need one
     }
   }

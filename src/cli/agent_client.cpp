@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/common/host.h"
-#include "src/runbook/ports.h"
+#include "src/probe/ports.h"
 
 namespace stepwatch::cli {
 
@@ -69,7 +69,7 @@ Status agent_listener_trusted(const std::string& url, uint32_t me, const std::st
     if (ec != std::errc() || end != digits.data() + digits.size() || port < 1 || port > 65535)
       return Error{Errc::kInvalidArgument, fmt::format("{}: not a port", url)};
   }
-  auto listeners = runbook::listeners_on_port(proc_root, port);
+  auto listeners = probe::listeners_on_port(proc_root, port);
   if (!listeners)
     return Error{listeners.error().code,
                  fmt::format("cannot check who serves {}: {}", url, listeners.error().message)};

@@ -16,7 +16,7 @@
 #include "src/common/limits.h"
 #include "src/common/log.h"
 #include "src/probe/nvml.h"
-#include "src/runbook/ports.h"
+#include "src/probe/ports.h"
 #include "src/serve/agent_api.h"
 #include "src/serve/metrics.h"
 
@@ -30,7 +30,7 @@ constexpr int64_t kApiRebindNs = 2 * kNsPerSec;
 
 // ": held by uid N" for the sockets listening on the port, when /proc says.
 std::string port_holders(int port) {
-  auto listeners = runbook::listeners_on_port("/proc", port);
+  auto listeners = probe::listeners_on_port("/proc", port);
   if (!listeners || listeners->empty()) return "";
   std::set<uint32_t> uids;
   for (const auto& l : *listeners) uids.insert(l.uid);

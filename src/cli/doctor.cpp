@@ -11,7 +11,7 @@
 
 #include "src/contract/beacon_reader.h"
 #include "src/contract/names.h"
-#include "src/runbook/ports.h"
+#include "src/probe/ports.h"
 #include "src/spec/spec.h"
 
 namespace stepwatch::cli {
@@ -87,7 +87,7 @@ Result<Plan> make_plan(const DoctorOptions& o) {
     p.port = o.port;
     p.port_source = "--port";
   } else if (auto from_spec =
-                 sp ? runbook::port_from_command(sp->runbook.resume_command) : std::nullopt) {
+                 sp ? probe::port_from_command(sp->runbook.resume_command) : std::nullopt) {
     p.port = from_spec;
     p.port_source = "the spec's resume_command";
   } else if (auto from_env = env_port(getenv("MASTER_PORT"))) {

@@ -1,12 +1,10 @@
 #include "src/common/proc_stat.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <charconv>
-#include <cstring>
+
+#include "src/common/text_file.h"
 
 namespace stepwatch {
 
@@ -78,28 +76,14 @@ Result<ProcStat> parse_proc_stat(std::string_view text) {
 
 Result<ProcStat> read_proc_stat(const std::string& proc_root, int pid) {
   std::string path = fmt::format("{}/{}/stat", proc_root, pid);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    if (e == ENOENT || e == ESRCH)
+  auto text = read_small(path, kStatMaxBytes);
+  if (!text) {
+    if (text.error().code == Errc::kNotFound)
       return Error{Errc::kNotFound, fmt::format("{}: process gone", path)};
-    if (e == EACCES || e == EPERM)
-      return Error{Errc::kPermission, fmt::format("{}: {}", path, std::strerror(e))};
-    return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(e))};
+    return text.error();
   }
-  char buf[1024];
-  ssize_t n;
-  do {
-    n = ::read(fd, buf, sizeof buf);
-  } while (n < 0 && errno == EINTR);
-  int e = errno;
-  ::close(fd);
-  if (n < 0) {
-    if (e == ESRCH) return Error{Errc::kNotFound, fmt::format("{}: process gone", path)};
-    return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(e))};
-  }
-  if (n == 0) return Error{Errc::kNotFound, fmt::format("{}: empty (process gone)", path)};
-  auto st = parse_proc_stat(std::string_view(buf, static_cast<size_t>(n)));
+  if (text->empty()) return Error{Errc::kNotFound, fmt::format("{}: empty (process gone)", path)};
+  auto st = parse_proc_stat(*text);
   if (!st) return Error{st.error().code, fmt::format("{}: {}", path, st.error().message)};
   return st;
 }

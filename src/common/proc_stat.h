@@ -26,7 +26,12 @@ struct ProcStat {
 // Parses the text of a stat file. Errors name the field that was malformed.
 Result<ProcStat> parse_proc_stat(std::string_view text);
 
-// Reads <proc_root>/<pid>/stat. A vanished process is Errc::kNotFound.
+// A stat line is far shorter (52 numbers and a comm of at most 64 bytes).
+inline constexpr size_t kStatMaxBytes = 1024;
+
+// Reads <proc_root>/<pid>/stat. A vanished process is Errc::kNotFound. Kept in common, not in
+// probe::ProcFs, because the beacon writer in libstepwatch.so needs its own start time and must
+// not link the probe; every other reader goes through probe::ProcFs::stat.
 Result<ProcStat> read_proc_stat(const std::string& proc_root, int pid);
 
 }  // namespace stepwatch

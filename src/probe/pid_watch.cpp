@@ -7,23 +7,7 @@
 
 #include <cerrno>
 
-#include "src/common/proc_stat.h"
-
 namespace stepwatch::probe {
-
-const char* life_name(Life l) {
-  switch (l) {
-    case Life::kAlive:
-      return "alive";
-    case Life::kGone:
-      return "gone";
-    case Life::kReused:
-      return "reused";
-    case Life::kUnknown:
-      return "unknown";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -39,7 +23,7 @@ int pidfd_open(int pid) {
 }  // namespace
 
 PidWatch::PidWatch(std::string proc_root)
-    : root_(std::move(proc_root)), use_pidfd_(root_ == "/proc") {}
+    : proc_(std::move(proc_root)), use_pidfd_(proc_.root() == "/proc") {}
 
 PidWatch::~PidWatch() {
   for (auto& [key, e] : entries_) {
@@ -53,21 +37,22 @@ size_t PidWatch::descriptors() const {
   return n;
 }
 
-Life PidWatch::read_stat(int pid, uint64_t start) const {
-  auto st = read_proc_stat(root_, pid);
-  if (!st) return st.error().code == Errc::kNotFound ? Life::kGone : Life::kUnknown;
-  if (start != 0 && st->start_ticks != start) return Life::kReused;
-  if (st->state == 'Z' || st->state == 'X') return Life::kGone;
-  return Life::kAlive;
+Liveness PidWatch::read_stat(ProcessId id) const {
+  auto st = proc_.stat(id.pid);
+  if (!st) return st.error().code == Errc::kNotFound ? Liveness::kGone : Liveness::kUnknown;
+  // A start time of 0 here means "whatever runs under the pid now" (inspect() would say kUnknown).
+  if (id.start_ticks != 0 && st->start_ticks != id.start_ticks) return Liveness::kReused;
+  if (st->state == 'Z' || st->state == 'X') return Liveness::kGone;
+  return Liveness::kAlive;
 }
 
-Life PidWatch::open_entry(Entry& e, int pid, uint64_t start) {
-  if (!use_pidfd_) return read_stat(pid, start);
-  int fd = pidfd_open(pid);
+Liveness PidWatch::open_entry(Entry& e, ProcessId id) {
+  if (!use_pidfd_) return read_stat(id);
+  int fd = pidfd_open(id.pid);
   if (fd < 0) {
-    if (errno == ESRCH) return Life::kGone;
+    if (errno == ESRCH) return Liveness::kGone;
     if (errno == ENOSYS || errno == EINVAL) use_pidfd_ = false;  // the kernel has none
-    return read_stat(pid, start);  // EMFILE and the like: this one without a descriptor
+    return read_stat(id);  // EMFILE and the like: this one without a descriptor
   }
   // Thousands of pidfds must not push every later socket and file past FD_SETSIZE: select()
   // cannot take a descriptor above 1023, and the libraries loaded into the agent (NVML among
@@ -75,12 +60,12 @@ Life PidWatch::open_entry(Entry& e, int pid, uint64_t start) {
   // free for everything else.
   int high = ::fcntl(fd, F_DUPFD_CLOEXEC, kFirstPidfd);
   ::close(fd);
-  if (high < 0) return read_stat(pid, start);  // the limit is too low for that: no descriptor
+  if (high < 0) return read_stat(id);  // the limit is too low for that: no descriptor
   fd = high;
   // The descriptor names whatever process has the pid now; it is the rank's only if the start
   // time matches. Checked after opening, so a process that exits in between reads as gone.
-  Life life = read_stat(pid, start);
-  if (life == Life::kAlive) {
+  Liveness life = read_stat(id);
+  if (life == Liveness::kAlive) {
     e.fd = fd;
   } else {
     ::close(fd);
@@ -88,23 +73,22 @@ Life PidWatch::open_entry(Entry& e, int pid, uint64_t start) {
   return life;
 }
 
-std::vector<Life> PidWatch::check(const std::vector<std::pair<int, uint64_t>>& procs) {
+std::vector<Liveness> PidWatch::check(const std::vector<ProcessId>& procs) {
   for (auto& [key, e] : entries_) e.asked = false;
-  std::vector<Life> out(procs.size(), Life::kUnknown);
+  std::vector<Liveness> out(procs.size(), Liveness::kUnknown);
   std::vector<pollfd> fds;
   std::vector<std::pair<size_t, Entry*>> polled;  // out index and entry of each pollfd
   for (size_t i = 0; i < procs.size(); ++i) {
-    auto [pid, start] = procs[i];
-    if (pid <= 0) continue;
-    Entry& e = entries_[{pid, start}];
+    if (procs[i].pid <= 0) continue;
+    Entry& e = entries_[procs[i]];
     e.asked = true;
     if (e.final) {
       out[i] = e.life;
       continue;
     }
     if (e.fd < 0) {
-      e.life = open_entry(e, pid, start);
-      e.final = e.life == Life::kGone || e.life == Life::kReused;
+      e.life = open_entry(e, procs[i]);
+      e.final = e.life == Liveness::kGone || e.life == Liveness::kReused;
       out[i] = e.life;
       if (e.fd < 0) continue;
     }
@@ -122,12 +106,12 @@ std::vector<Life> PidWatch::check(const std::vector<std::pair<int, uint64_t>>& p
       if (n >= 0 && (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         ::close(e.fd);
         e.fd = -1;
-        e.life = Life::kGone;
+        e.life = Liveness::kGone;
         e.final = true;
       } else if (n >= 0) {
-        e.life = Life::kAlive;
+        e.life = Liveness::kAlive;
       } else {
-        e.life = read_stat(procs[i].first, procs[i].second);
+        e.life = read_stat(procs[i]);
       }
       out[i] = e.life;
     }

@@ -8,18 +8,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
-namespace stepwatch::probe {
+#include "src/common/process_id.h"
+#include "src/probe/liveness.h"
 
-enum class Life {
-  kAlive,
-  kGone,     // exited (a zombie counts: it will never commit another step)
-  kReused,   // the pid now belongs to a process with another start time
-  kUnknown,  // pid 0, or /proc refused
-};
-const char* life_name(Life l);
+namespace stepwatch::probe {
 
 class PidWatch {
  public:
@@ -31,9 +25,11 @@ class PidWatch {
   PidWatch(const PidWatch&) = delete;
   PidWatch& operator=(const PidWatch&) = delete;
 
-  // Each (pid, start ticks; 0 when unknown) asked, in order. Descriptors of processes not asked
-  // for any more are closed.
-  std::vector<Life> check(const std::vector<std::pair<int, uint64_t>>& procs);
+  // Each process (start ticks 0 when unknown) asked, in order. Descriptors of processes not asked
+  // for any more are closed. Answers kAlive, kGone (exited: a zombie counts, it will never commit
+  // another step, and a pidfd cannot tell the two apart), kReused, or kUnknown (pid 0, or /proc
+  // refused).
+  std::vector<Liveness> check(const std::vector<ProcessId>& procs);
 
   size_t descriptors() const;  // pidfds held now
   bool using_pidfds() const { return use_pidfd_; }
@@ -41,16 +37,16 @@ class PidWatch {
  private:
   struct Entry {
     int fd = -1;
-    Life life = Life::kUnknown;
+    Liveness life = Liveness::kUnknown;
     bool final = false;  // gone or reused: never changes again
     bool asked = false;
   };
-  Life open_entry(Entry& e, int pid, uint64_t start);
-  Life read_stat(int pid, uint64_t start) const;
+  Liveness open_entry(Entry& e, ProcessId id);
+  Liveness read_stat(ProcessId id) const;
 
-  std::string root_;
+  ProcFs proc_;
   bool use_pidfd_;
-  std::map<std::pair<int, uint64_t>, Entry> entries_;
+  std::map<ProcessId, Entry> entries_;
 };
 
 }  // namespace stepwatch::probe

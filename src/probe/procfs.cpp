@@ -1,7 +1,5 @@
 #include "src/probe/procfs.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -9,26 +7,9 @@
 #include <charconv>
 #include <cstring>
 
-#include "src/common/proc_stat.h"
-
 namespace stepwatch::probe {
 
 namespace {
-
-// Reads a small file whole; nullopt when it vanished or is not readable.
-std::optional<std::string> slurp(const std::string& path, size_t max = 4096) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string out(max, '\0');
-  ssize_t n;
-  do {
-    n = ::read(fd, out.data(), max);
-  } while (n < 0 && errno == EINTR);
-  ::close(fd);
-  if (n < 0) return std::nullopt;
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
 
 std::optional<uint64_t> io_field(const std::string& text, std::string_view key) {
   size_t at = text.find(key);
@@ -39,14 +20,6 @@ std::optional<uint64_t> io_field(const std::string& text, std::string_view key) 
   auto [p, ec] = std::from_chars(text.data() + at, text.data() + text.size(), v);
   if (ec != std::errc()) return std::nullopt;
   return v;
-}
-
-bool numeric(const char* s) {
-  if (*s == '\0') return false;
-  for (; *s; ++s) {
-    if (*s < '0' || *s > '9') return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -76,16 +49,15 @@ ProcInfo from_stat(ProcStat&& st) {
 }
 
 // io, wchan and thread states: each a separate read, each optional.
-void add_details(const std::string& root, ProcInfo& p, bool io, bool wchan, bool threads) {
-  std::string dir = fmt::format("{}/{}", root, p.pid);
+void add_details(const ProcFs& proc, ProcInfo& p, bool io, bool wchan, bool threads) {
   if (io) {
-    if (auto text = slurp(dir + "/io")) {
+    if (auto text = proc.read(p.pid, "io", 4096)) {
       p.read_bytes = io_field(*text, "read_bytes:");
       p.write_bytes = io_field(*text, "write_bytes:");
     }
   }
   if (wchan) {
-    if (auto text = slurp(dir + "/wchan", 256)) {
+    if (auto text = proc.read(p.pid, "wchan", 256)) {
       p.wchan = *text == "0" ? "" : *text;
       while (!p.wchan.empty() && (p.wchan.back() == '\n' || p.wchan.back() == ' '))
         p.wchan.pop_back();
@@ -93,13 +65,11 @@ void add_details(const std::string& root, ProcInfo& p, bool io, bool wchan, bool
   }
   if (threads) {
     p.threads_in_d = 0;
-    if (DIR* d = ::opendir((dir + "/task").c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        if (!numeric(e->d_name)) continue;
-        auto t = read_proc_stat(dir + "/task", std::atoi(e->d_name));
+    if (auto tids = proc.tasks(p.pid)) {
+      for (int tid : *tids) {
+        auto t = proc.task_stat(p.pid, tid);
         if (t && t->state == 'D') ++p.threads_in_d;
       }
-      ::closedir(d);
     }
   }
 }
@@ -107,39 +77,21 @@ void add_details(const std::string& root, ProcInfo& p, bool io, bool wchan, bool
 }  // namespace
 
 Result<ProcInfo> read_process(const std::string& root, int pid, bool io, bool wchan, bool threads) {
-  auto st = read_proc_stat(root, pid);
+  ProcFs proc(root);
+  auto st = proc.stat(pid);
   if (!st) return st.error();
   ProcInfo p = from_stat(std::move(*st));
-  add_details(root, p, io, wchan, threads);
+  add_details(proc, p, io, wchan, threads);
   return p;
 }
 
-std::optional<ProcessUids> read_process_uids(const std::string& root, int pid) {
-  auto text = slurp(fmt::format("{}/{}/status", root, pid), 8192);
-  if (!text) return std::nullopt;
-  size_t at = text->find("\nUid:");
-  if (at == std::string::npos) return std::nullopt;
-  at += 5;
-  const char* p = text->data() + at;
-  const char* end = text->data() + text->size();
-  ProcessUids u;
-  uint32_t* fields[] = {&u.real, &u.effective};
-  for (uint32_t* f : fields) {
-    while (p < end && (*p == '\t' || *p == ' ')) ++p;
-    auto [next, ec] = std::from_chars(p, end, *f);
-    if (ec != std::errc()) return std::nullopt;
-    p = next;
-  }
-  return u;
-}
-
-ProcessProbe::ProcessProbe(std::string proc_root) : root_(std::move(proc_root)) {}
+ProcessProbe::ProcessProbe(std::string proc_root) : proc_(std::move(proc_root)) {}
 
 Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& options) {
-  DIR* d = ::opendir(root_.c_str());
-  if (d == nullptr) {
-    return Error{errno == EACCES ? Errc::kPermission : Errc::kIo,
-                 fmt::format("{}: {}", root_, std::strerror(errno))};
+  auto pids = proc_.pids();
+  if (!pids) {
+    return Error{pids.error().code == Errc::kPermission ? Errc::kPermission : Errc::kIo,
+                 pids.error().message};
   }
   // Pass 1: stat of every process (one read each), to find the tree by parent links.
   std::map<int, ProcInfo> all;
@@ -148,14 +100,12 @@ Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& o
     return !options.reuse_known || !known_.count(pid) || options.thread_scan_pids.count(pid) ||
            (options.detail_pids && options.detail_pids->count(pid));
   };
-  while (dirent* e = ::readdir(d)) {
-    if (!numeric(e->d_name)) continue;
-    int pid = std::atoi(e->d_name);
+  for (int pid : *pids) {
     if (!must_read(pid)) {
       all.emplace(pid, known_.at(pid));
       continue;
     }
-    auto st = read_proc_stat(root_, pid);
+    auto st = proc_.stat(pid);
     if (!st) {
       ++tree.unreadable;  // gone since readdir: normal
       continue;
@@ -163,7 +113,6 @@ Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& o
     ProcInfo p = from_stat(std::move(*st));
     all.emplace(p.pid, std::move(p));
   }
-  ::closedir(d);
   if (options.reuse_known) known_ = all;
 
   std::set<int> chosen;
@@ -186,7 +135,7 @@ Result<ProcessTree> ProcessProbe::scan(const Selector& sel, const ScanOptions& o
   for (int pid : chosen) {
     ProcInfo& p = all[pid];
     bool detail = !options.detail_pids || options.detail_pids->count(pid) > 0;
-    add_details(root_, p, options.io && detail, options.wchan && detail,
+    add_details(proc_, p, options.io && detail, options.wchan && detail,
                 options.thread_scan_pids.count(pid) > 0);
     tree.procs.emplace(pid, std::move(p));
   }
@@ -214,14 +163,6 @@ std::optional<ProcDelta> delta_between(const ProcInfo& was, const ProcInfo& now)
 
 void ProcessProbe::remember(const ProcessTree& tree) {
   previous_ = tree.procs;
-}
-
-ProcessProbe::Identity ProcessProbe::identify(int pid, uint64_t start_ticks) const {
-  if (pid <= 0) return Identity::kUnknown;
-  auto st = read_proc_stat(root_, pid);
-  if (!st) return st.error().code == Errc::kNotFound ? Identity::kGone : Identity::kUnknown;
-  if (start_ticks == 0) return Identity::kUnknown;
-  return st->start_ticks == start_ticks ? Identity::kSame : Identity::kReused;
 }
 
 }  // namespace stepwatch::probe

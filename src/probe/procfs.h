@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "src/common/result.h"
+#include "src/probe/proc_fs.h"
 
 namespace stepwatch::probe {
 
@@ -76,15 +77,11 @@ class ProcessProbe {
   // Remembers this scan as the baseline for the next delta() calls.
   void remember(const ProcessTree& tree);
 
-  // Is `pid` still the process that started at `start_ticks`? (pid reuse guard)
-  enum class Identity { kSame, kGone, kReused, kUnknown };
-  Identity identify(int pid, uint64_t start_ticks) const;
-
-  const std::string& root() const { return root_; }
+  const std::string& root() const { return proc_.root(); }
   static int64_t ns_per_tick();
 
  private:
-  std::string root_;
+  ProcFs proc_;
   std::map<int, ProcInfo> previous_;
   std::map<int, ProcInfo> known_;  // every process of the last listing, at stat level
 };
@@ -95,13 +92,5 @@ std::optional<ProcDelta> delta_between(const ProcInfo& was, const ProcInfo& now)
 // Reads one process (stat, and optionally io, wchan and its threads' states).
 Result<ProcInfo> read_process(const std::string& proc_root, int pid, bool io, bool wchan,
                               bool threads);
-
-// The real and effective uid of a process, from the "Uid:" line of /proc/<pid>/status
-// (real, effective, saved, fs); nullopt when it is gone or the line cannot be read.
-struct ProcessUids {
-  uint32_t real = 0;
-  uint32_t effective = 0;
-};
-std::optional<ProcessUids> read_process_uids(const std::string& proc_root, int pid);
 
 }  // namespace stepwatch::probe

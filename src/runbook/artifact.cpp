@@ -11,10 +11,13 @@
 #include <cstring>
 #include <filesystem>
 
-#include "src/common/proc_stat.h"
+#include "src/common/text_file.h"
 #include "src/contract/beacon_reader.h"
 #include "src/contract/names.h"
+#include "src/probe/liveness.h"
+#include "src/probe/proc_fs.h"
 #include "src/runbook/artifact_sink.h"
+#include "src/runbook/command.h"
 
 namespace stepwatch::runbook {
 
@@ -102,14 +105,14 @@ class Collector {
     }
     for (const auto& p : req_.processes) {
       if (p.rank < 0) continue;
-      ProcessState s = inspect(req_.proc_root, p.process.pid, p.process.start_ticks);
+      probe::ProcessState s = probe::inspect(req_.proc_root, p.process);
       std::string path =
           fmt::format("{}/rank-{}.stacks", contract::job_dir(req_.beacon_root, req_.job), p.rank);
       auto size = file_size(path);
-      auto caught = catches_signal(req_.proc_root, p.process.pid, req_.stack_signal);
+      auto caught = probe::catches_signal(req_.proc_root, p.process.pid, req_.stack_signal);
       std::string why;
-      if (s.liveness != Liveness::kAlive)
-        why = fmt::format("{}, not signalled", liveness_name(s.liveness));
+      if (s.liveness != probe::Liveness::kAlive)
+        why = fmt::format("{}, not signalled", probe::liveness_name(s.liveness));
       else if (!size)
         why = fmt::format(
             "no stacks file {} (stepwatch.install_stack_dump() not called?), not signalled", path);
@@ -126,8 +129,7 @@ class Collector {
         rep_.notes.push_back(fmt::format(
             "python stacks of {}: process is stopped; the dump waits until it runs", who(p)));
       }
-      Status sent =
-          signal_proven(p.process.pid, p.process.start_ticks, req_.stack_signal, req_.proc_root);
+      Status sent = signal_proven(p.process, req_.stack_signal, req_.proc_root);
       if (!sent) {
         rep_.notes.push_back(fmt::format("python stacks of {}: {}", who(p), sent.error().message));
         continue;
@@ -166,7 +168,7 @@ class Collector {
         continue;
       }
       uint64_t from = now < w.before ? 0 : w.before;  // truncated meanwhile: take the whole file
-      auto text = read_file_range(w.path, from, now - from);
+      auto text = read_range(w.path, from, now - from);
       if (!text) {
         rep_.notes.push_back(fmt::format("python stacks of {}: {} unreadable", who(p), w.path));
         continue;
@@ -180,48 +182,40 @@ class Collector {
 
   void procfs(const JobProcess& p) {
     const int pid = p.process.pid;
-    ProcessState s = inspect(req_.proc_root, pid, p.process.start_ticks);
-    if (s.liveness != Liveness::kAlive && s.liveness != Liveness::kZombie) {
+    probe::ProcessState s = probe::inspect(req_.proc_root, {pid, p.process.start_ticks});
+    if (s.liveness != probe::Liveness::kAlive && s.liveness != probe::Liveness::kZombie) {
       rep_.notes.push_back(
-          fmt::format("procfs of {}: {}, not collected", who(p), liveness_name(s.liveness)));
+          fmt::format("procfs of {}: {}, not collected", who(p), probe::liveness_name(s.liveness)));
       return;
     }
-    const std::string src = fmt::format("{}/{}", req_.proc_root, pid);
+    const probe::ProcFs proc(req_.proc_root);
     const std::string dst = fmt::format("pid-{}", pid);
     for (const char* name : {"status", "wchan", "stack"}) {
-      int err = 0;
-      auto text = read_small(src + "/" + name, 256 << 10, &err);
+      auto text = proc.read(pid, name, 256 << 10);
       if (!text) {
-        const char* why = (err == EACCES || err == EPERM) ? "not permitted (needs root)"
-                          : err == ENOENT                 ? "absent on this kernel"
-                                                          : std::strerror(err);
-        rep_.notes.push_back(fmt::format("{}/{}: {}", src, name, why));
+        const Errc code = text.error().code;
+        std::string why = code == Errc::kPermission ? "not permitted (needs root)"
+                          : code == Errc::kNotFound ? "absent on this kernel"
+                                                    : text.error().message;
+        rep_.notes.push_back(fmt::format("{}: {}", proc.path(pid, name), why));
         continue;
       }
       if (std::string_view(name) == "wchan" && (*text == "0" || text->empty()))
         *text = "0 (running, or not in the kernel)";
       sink_.put(dst + "/" + name, *text);
     }
-    sink_.put(dst + "/threads.txt", threads(src));
+    sink_.put(dst + "/threads.txt", threads(proc, pid));
   }
 
-  std::string threads(const std::string& src) const {
+  static std::string threads(const probe::ProcFs& proc, int pid) {
     std::string out = "tid\tstate\twchan\tcomm\n";
-    DIR* d = ::opendir((src + "/task").c_str());
-    if (d == nullptr)
-      return out + fmt::format("(task list unreadable: {})\n", std::strerror(errno));
-    std::vector<int> tids;
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') tids.push_back(std::atoi(e->d_name));
-    }
-    ::closedir(d);
-    std::sort(tids.begin(), tids.end());
-    for (int tid : tids) {
-      auto st = read_proc_stat(src + "/task", tid);
+    auto tids = proc.tasks(pid);
+    if (!tids) return out + fmt::format("(task list unreadable: {})\n", tids.error().message);
+    for (int tid : *tids) {
+      auto st = proc.task_stat(pid, tid);
       if (!st) continue;  // the thread ended meanwhile
-      int err = 0;
-      std::string wchan =
-          read_small(fmt::format("{}/task/{}/wchan", src, tid), 256, &err).value_or("?");
+      auto read = proc.read(pid, fmt::format("task/{}/wchan", tid), 256);
+      std::string wchan = read ? *read : "?";
       out += fmt::format("{}\t{}\t{}\t{}\n", tid, st->state, wchan.empty() ? "0" : wchan, st->comm);
     }
     return out;
@@ -243,8 +237,7 @@ class Collector {
     std::string summary;
     for (const auto& n : names) {
       std::string path = dir + "/" + n;
-      int err = 0;
-      if (auto raw = read_small(path, 64 << 10, &err)) sink_.put("beacons/" + n, *raw);
+      if (auto raw = read_small(path, 64 << 10)) sink_.put("beacons/" + n, *raw);
       contract::ReadOptions ro;
       ro.expected_job = req_.job;
       auto b = contract::read_beacon_file(path, ro);
@@ -286,18 +279,21 @@ class Collector {
 
   void native_one(const std::string& gdb, const JobProcess& p) {
     const int pid = p.process.pid;
-    ProcessState before = inspect(req_.proc_root, pid, p.process.start_ticks);
-    if (before.liveness != Liveness::kAlive) {
+    probe::ProcessState before = probe::inspect(req_.proc_root, {pid, p.process.start_ticks});
+    if (before.liveness != probe::Liveness::kAlive) {
       rep_.notes.push_back(
-          fmt::format("native stacks of {}: {}", who(p), liveness_name(before.liveness)));
+          fmt::format("native stacks of {}: {}", who(p), probe::liveness_name(before.liveness)));
       return;
     }
     int64_t timeout = std::min(req_.native_timeout_ns, left());
     // gdb attaches by pid: the pid was proven just above; gdb only reads and detaches.
+    CommandOptions gdb_options;
+    gdb_options.timeout_ns = timeout;
+    gdb_options.max_output = size_t{4} << 20;
     CommandResult r = run_command(
         {gdb, "-p", std::to_string(pid), "-batch", "-nx", "-ex", "set debuginfod enabled off",
          "-ex", "set pagination off", "-ex", "thread apply all bt"},
-        timeout, size_t{4} << 20);
+        gdb_options);
     bool denied = r.output.find("ptrace: Operation not permitted") != std::string::npos ||
                   r.output.find("Could not attach to process") != std::string::npos;
     bool stacks = r.output.find("\n#0 ") != std::string::npos || r.output.rfind("#0 ", 0) == 0;
@@ -323,18 +319,16 @@ class Collector {
   void ensure_running(const JobProcess& p, char state_before) {
     auto stopped = [](char c) { return c == 'T' || c == 't'; };
     if (stopped(state_before)) return;  // it was stopped before we came: leave it as it was
-    ProcessState s = inspect(req_.proc_root, p.process.pid, p.process.start_ticks);
+    probe::ProcessState s = probe::inspect(req_.proc_root, p.process);
     bool continued = false;
-    for (int i = 0; i < 50 && s.liveness == Liveness::kAlive && stopped(s.state); ++i) {
+    for (int i = 0; i < 50 && s.liveness == probe::Liveness::kAlive && stopped(s.state); ++i) {
       if (s.state == 'T' || i % 10 == 9) {
-        continued =
-            signal_proven(p.process.pid, p.process.start_ticks, SIGCONT, req_.proc_root).ok() ||
-            continued;
+        continued = signal_proven(p.process, SIGCONT, req_.proc_root).ok() || continued;
       }
       ::usleep(10'000);
-      s = inspect(req_.proc_root, p.process.pid, p.process.start_ticks);
+      s = probe::inspect(req_.proc_root, p.process);
     }
-    if (s.liveness == Liveness::kAlive && stopped(s.state)) {
+    if (s.liveness == probe::Liveness::kAlive && stopped(s.state)) {
       rep_.notes.push_back(fmt::format(
           "{} is STILL STOPPED (state {}) after gdb; SIGCONT did not resume it", who(p), s.state));
     } else if (continued) {
@@ -357,16 +351,6 @@ const ArtifactFile* ArtifactReport::file(const std::string& name) const {
     if (f.name == name) return &f;
   }
   return nullptr;
-}
-
-std::optional<bool> catches_signal(const std::string& proc_root, int pid, int sig) {
-  int err = 0;
-  auto text = read_small(fmt::format("{}/{}/status", proc_root, pid), 64 << 10, &err);
-  if (!text || sig < 1 || sig > 64) return std::nullopt;
-  size_t at = text->find("\nSigCgt:");
-  if (at == std::string::npos) return std::nullopt;
-  uint64_t mask = std::strtoull(text->c_str() + at + 8, nullptr, 16);
-  return (mask >> (sig - 1)) & 1u;
 }
 
 ArtifactReport collect_artifact(const ArtifactRequest& request) {

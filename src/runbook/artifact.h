@@ -78,8 +78,4 @@ ArtifactReport collect_artifact(const ArtifactRequest& request);
 // The GPUs as the artifact's gpu.txt shows them: one line a device, one a process on it.
 std::string gpu_text(const probe::GpuSnapshot& snapshot);
 
-// Whether `pid` has a handler for `sig` (SigCgt of <proc_root>/<pid>/status); nullopt: unreadable.
-// An uncaught SIGUSR1 terminates a process, so no stack signal is sent without this.
-std::optional<bool> catches_signal(const std::string& proc_root, int pid, int sig);
-
 }  // namespace stepwatch::runbook

@@ -1,6 +1,5 @@
 #include "src/runbook/artifact_sink.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,29 +9,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "src/common/text_file.h"
+#include "src/probe/proc_fs.h"
+
 namespace stepwatch::runbook {
-
-namespace {
-
-Status write_all(const std::string& path, std::string_view content) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(errno))};
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(err))};
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) return Error{Errc::kIo, fmt::format("{}: {}", path, std::strerror(errno))};
-  return {};
-}
-
-}  // namespace
 
 ArtifactSink::ArtifactSink(std::string dir, int64_t max_bytes, ArtifactReport& report)
     : dir_(std::move(dir)),
@@ -92,47 +72,6 @@ void write_manifest(const ArtifactRequest& request, ArtifactReport& report) {
   report.files.push_back(ArtifactFile{"manifest.txt", text.size(), false});
 }
 
-std::optional<std::string> read_small(const std::string& path, size_t max, int* err) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *err = errno;
-    return std::nullopt;
-  }
-  std::string out;
-  char buf[4096];
-  while (out.size() < max) {
-    ssize_t n = ::read(fd, buf, std::min(sizeof buf, max - out.size()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *err = errno;
-      ::close(fd);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-std::optional<std::string> read_file_range(const std::string& path, uint64_t offset,
-                                           uint64_t length) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string out(static_cast<size_t>(length), '\0');
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n =
-        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  out.resize(done);
-  return out;
-}
-
 std::optional<std::string> find_executable(const std::string& name) {
   if (name.empty()) return std::nullopt;
   if (name.find('/') != std::string::npos) {
@@ -155,16 +94,13 @@ std::optional<std::string> find_executable(const std::string& name) {
 }
 
 std::optional<std::string> ptrace_blocked() {
-  int err = 0;
-  auto scope = read_small("/proc/sys/kernel/yama/ptrace_scope", 16, &err);
+  auto scope = read_small("/proc/sys/kernel/yama/ptrace_scope", 16);
   if (!scope) return std::nullopt;  // no Yama: classic permission rules, gdb will tell
   int v = std::atoi(scope->c_str());
   if (v >= 3) return std::string("kernel.yama.ptrace_scope = 3: no process may attach");
   if (v == 2 && ::geteuid() != 0) {
-    auto status = read_small("/proc/self/status", 64 << 10, &err);
-    size_t at = status ? status->find("\nCapEff:") : std::string::npos;
-    uint64_t caps =
-        at == std::string::npos ? 0 : std::strtoull(status->c_str() + at + 8, nullptr, 16);
+    auto status = probe::ProcFs().status(static_cast<int>(::getpid()));
+    uint64_t caps = status ? status->effective_caps.value_or(0) : 0;
     constexpr int kCapSysPtrace = 19;
     if (((caps >> kCapSysPtrace) & 1u) == 0) {
       return std::string("kernel.yama.ptrace_scope = 2 and this process lacks CAP_SYS_PTRACE");

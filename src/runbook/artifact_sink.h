@@ -1,5 +1,6 @@
 // The pieces of artifact collection that are not about processes: the size-bounded writer of the
-// incident directory, the manifest, and small file helpers. Internal to the runbook module.
+// incident directory, the manifest, and the tools it needs (gdb, ptrace). Internal to the runbook
+// module.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +31,6 @@ class ArtifactSink {
 // max_bytes: it is what explains a truncated artifact.
 void write_manifest(const ArtifactRequest& request, ArtifactReport& report);
 
-// A small file (procfs) read whole, up to max bytes; nullopt with *err = errno on failure.
-std::optional<std::string> read_small(const std::string& path, size_t max, int* err);
-// Bytes [offset, offset + length) of a file.
-std::optional<std::string> read_file_range(const std::string& path, uint64_t offset,
-                                           uint64_t length);
 // A path containing '/' as given if executable, else the first executable match in PATH.
 std::optional<std::string> find_executable(const std::string& name);
 // Why this process cannot ptrace others, when that is known without trying (Yama scope 3, or a

@@ -8,34 +8,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 
 #include "src/common/clock.h"
 #include "src/common/duration.h"
-#include "src/common/proc_stat.h"
 #include "src/contract/beacon_reader.h"
 #include "src/contract/names.h"
-#include "src/runbook/ports.h"
+#include "src/probe/liveness.h"
+#include "src/probe/ports.h"
 
 namespace stepwatch::runbook {
 
 namespace {
-
-std::optional<int64_t> boot_time_s(const std::string& proc_root) {
-  std::ifstream f(proc_root + "/stat");
-  std::string key;
-  while (f >> key) {
-    if (key == "btime") {
-      int64_t v = 0;
-      if (f >> v) return v;
-      return std::nullopt;
-    }
-    f.ignore(1 << 20, '\n');
-  }
-  return std::nullopt;
-}
 
 std::string bytes_text(std::optional<uint64_t> b) {
   if (!b) return "an unknown amount of memory";
@@ -68,20 +53,21 @@ class Finder {
     l.kind = kind;
     l.pid = pid;
     l.what = std::move(what);
-    ProcessState s;
-    if (auto st = read_proc_stat(in_.proc_root, pid)) {
+    probe::ProcessState s;
+    if (auto st = probe::ProcFs(in_.proc_root).stat(pid)) {
       l.start_ticks = st->start_ticks;
       l.comm = st->comm;
-      s = inspect(in_.proc_root, pid, st->start_ticks);
+      s = probe::inspect(in_.proc_root, {pid, st->start_ticks});
     }
     const RecordedProcess* rec = l.start_ticks ? earlier(pid, l.start_ticks) : nullptr;
     if (rec != nullptr) {
       l.provable = true;
       l.record = *rec;
-      l.action = s.liveness == Liveness::kAlive ? LeftoverAction::kKill : LeftoverAction::kNone;
+      l.action =
+          s.liveness == probe::Liveness::kAlive ? LeftoverAction::kKill : LeftoverAction::kNone;
       l.evidence = fmt::format("pid {} ({}, comm {}) {}", pid, describe_record(*rec, in_.proc_root),
                                l.comm, facts);
-      if (s.liveness == Liveness::kZombie)
+      if (s.liveness == probe::Liveness::kZombie)
         l.evidence += "; it is a zombie: nothing to kill, its parent must reap it";
     } else if (l.start_ticks == 0) {
       l.evidence = fmt::format(
@@ -103,8 +89,8 @@ class Finder {
   void processes(std::vector<Leftover>& out) const {
     for (const auto& r : in_.recorded) {
       if (r.incarnation >= in_.incarnation) continue;
-      ProcessState s = inspect(in_.proc_root, r.pid, r.start_ticks);
-      if (s.liveness != Liveness::kAlive) continue;
+      probe::ProcessState s = probe::inspect(in_.proc_root, {r.pid, r.start_ticks});
+      if (s.liveness != probe::Liveness::kAlive) continue;
       out.push_back(
           about(LeftoverKind::kProcess, r.pid, "still alive",
                 fmt::format("is still running (state {}, parent pid {})", s.state, s.ppid)));
@@ -114,7 +100,7 @@ class Finder {
   void port(std::vector<Leftover>& out) const {
     if (!in_.port) return;
     int port = *in_.port;
-    auto listeners = listeners_on_port(in_.proc_root, port);
+    auto listeners = probe::listeners_on_port(in_.proc_root, port);
     if (!listeners) {
       Leftover l;
       l.kind = LeftoverKind::kPort;
@@ -128,7 +114,7 @@ class Finder {
     for (const auto& s : *listeners) {
       if (s.inode != 0) inodes.push_back(s.inode);
     }
-    OwnerScan scan = socket_owners(in_.proc_root, inodes);
+    probe::OwnerScan scan = probe::socket_owners(in_.proc_root, inodes);
     for (const auto& s : *listeners) {
       std::string sock = fmt::format("listens on {}:{} ({}, socket inode {}, uid {})", s.address,
                                      port, s.v6 ? "tcp6" : "tcp", s.inode, s.uid);
@@ -176,11 +162,12 @@ class Finder {
                          in_.incarnation);
     }
     if (b.pid <= 0) return "";
-    ProcessState s = inspect(in_.proc_root, b.pid, b.pid_start_ticks);
-    if (s.liveness == Liveness::kGone) return fmt::format("its writer pid {} is gone", b.pid);
-    if (s.liveness == Liveness::kReused)
+    probe::ProcessState s = probe::inspect(in_.proc_root, {b.pid, b.pid_start_ticks});
+    if (s.liveness == probe::Liveness::kGone)
+      return fmt::format("its writer pid {} is gone", b.pid);
+    if (s.liveness == probe::Liveness::kReused)
       return fmt::format("its writer pid {} now belongs to another process", b.pid);
-    if (s.liveness == Liveness::kZombie)
+    if (s.liveness == probe::Liveness::kZombie)
       return fmt::format("its writer pid {} has exited (zombie)", b.pid);
     return "";
   }
@@ -266,7 +253,7 @@ const char* leftover_kind_name(LeftoverKind kind) {
 std::string describe_record(const RecordedProcess& r, const std::string& proc_root) {
   std::string text = r.role.empty() ? fmt::format("incarnation {}", r.incarnation)
                                     : fmt::format("{} of incarnation {}", r.role, r.incarnation);
-  auto btime = boot_time_s(proc_root);
+  auto btime = probe::ProcFs(proc_root).btime();
   long hz = ::sysconf(_SC_CLK_TCK);
   if (btime && hz > 0) {
     int64_t secs = *btime + static_cast<int64_t>(r.start_ticks / static_cast<uint64_t>(hz));

@@ -15,6 +15,6 @@ sw_add_library(runbook_pager
     ${CMAKE_CURRENT_LIST_DIR}/pager.cpp
     ${CMAKE_CURRENT_LIST_DIR}/pager_http.cpp
     ${CMAKE_CURRENT_LIST_DIR}/alert_keeper.cpp
-  DEPS stepwatch_common stepwatch_spec)
+  DEPS stepwatch_common stepwatch_spec stepwatch_runbook)
 target_link_libraries(stepwatch_runbook_pager
   PRIVATE PkgConfig::HTTPLIB nlohmann_json::nlohmann_json Threads::Threads)

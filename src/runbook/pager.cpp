@@ -1,12 +1,7 @@
 #include "src/runbook/pager.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -22,6 +17,7 @@
 #include "src/common/duration.h"
 #include "src/common/host.h"
 #include "src/common/log.h"
+#include "src/runbook/command.h"
 #include "src/spec/command_template.h"
 
 namespace stepwatch::runbook {
@@ -182,51 +178,9 @@ std::string alertmanager_alerts_url(const std::string& base_url) {
 
 // ---- the command target -----------------------------------------------------------------
 
-namespace {
-
-void close_fd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
-
-// SIGPIPE is blocked on this thread while it writes the page to a child that may not read it
-// (EPIPE instead of death); a SIGPIPE raised meanwhile is consumed before the mask is restored.
-class SigpipeGuard {
- public:
-  SigpipeGuard() {
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe, &old_);
-  }
-  ~SigpipeGuard() {
-    sigset_t pending;
-    sigpending(&pending);
-    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
-      sigset_t pipe;
-      sigemptyset(&pipe);
-      sigaddset(&pipe, SIGPIPE);
-      struct timespec zero {};
-      sigtimedwait(&pipe, nullptr, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeGuard(const SigpipeGuard&) = delete;
-  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
-
- private:
-  sigset_t old_{};
-  bool was_pending_ = false;
-};
-
-}  // namespace
-
-Attempt run_command(const std::vector<std::string>& argv,
-                    const std::vector<std::pair<std::string, std::string>>& env,
-                    const std::string& input, int64_t timeout_ns) {
+Attempt run_pager_command(const std::vector<std::string>& argv,
+                          const std::vector<std::pair<std::string, std::string>>& env,
+                          const std::string& input, int64_t timeout_ns) {
   Attempt a;
   if (argv.empty() || argv[0].empty()) {
     a.permanent = true;
@@ -234,135 +188,39 @@ Attempt run_command(const std::vector<std::string>& argv,
     return a;
   }
   const std::string& prog = argv[0];
-  // Everything the child needs is built here: after fork() it may only make async-signal-safe
-  // calls.
-  std::vector<std::string> env_strings;
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view kv(*e);
-    bool replaced = std::any_of(env.begin(), env.end(), [&](const auto& p) {
-      return kv.size() > p.first.size() && kv.compare(0, p.first.size(), p.first) == 0 &&
-             kv[p.first.size()] == '=';
-    });
-    if (!replaced) env_strings.emplace_back(kv);
-  }
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> cargv, cenv;
-  for (const auto& s : argv) cargv.push_back(const_cast<char*>(s.c_str()));
-  cargv.push_back(nullptr);
-  for (auto& s : env_strings) cenv.push_back(s.data());
-  cenv.push_back(nullptr);
-
-  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    a.detail = fmt::format("cannot run {}: pipe: {}", prog, std::strerror(errno));
-    for (int* fd : {&in[0], &in[1], &out[0], &out[1], &err[0], &err[1]}) close_fd(*fd);
+  CommandOptions options;
+  options.timeout_ns = timeout_ns;
+  options.input = input;
+  options.env = env;
+  options.max_output = 4096;  // the tail of it goes into the page's outcome
+  options.keep_tail = true;
+  CommandResult c = run_command(argv, options);
+  if (!c.started) {
+    a.detail = c.error;
     return a;
   }
-  SigpipeGuard sigpipe;
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);  // its own group, so a timeout kills whatever it started too
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::dup2(in[0], 0);
-    ::dup2(out[1], 1);
-    ::dup2(out[1], 2);
-    // No other descriptor of ours (the ack server's socket) leaks into the command.
-    ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-    ::execvpe(prog.c_str(), cargv.data(), cenv.data());
-    int e = errno;
-    [[maybe_unused]] ssize_t n = ::write(err[1], &e, sizeof e);
-    ::_exit(127);
-  }
-  int fork_errno = errno;
-  close_fd(in[0]);
-  close_fd(out[1]);
-  close_fd(err[1]);
-  if (pid < 0) {
-    a.detail = fmt::format("cannot run {}: fork: {}", prog, std::strerror(fork_errno));
-    for (int* fd : {&in[1], &out[0], &err[0]}) close_fd(*fd);
-    return a;
-  }
-  ::setpgid(pid, pid);  // also here, so the group exists before we might kill it
-
-  int exec_errno = 0;
-  ssize_t n;
-  do n = ::read(err[0], &exec_errno, sizeof exec_errno);
-  while (n < 0 && errno == EINTR);
-  close_fd(err[0]);
-  int status = 0;
-  if (n == static_cast<ssize_t>(sizeof exec_errno)) {
-    ::waitpid(pid, &status, 0);
-    close_fd(in[1]);
-    close_fd(out[0]);
+  if (c.exec_errno != 0) {
     a.permanent = true;
-    a.detail = fmt::format("cannot run {}: {}", prog, std::strerror(exec_errno));
+    a.detail = c.error;
     return a;
   }
-
-  ::fcntl(in[1], F_SETFL, O_NONBLOCK);
-  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
-  if (input.empty()) close_fd(in[1]);
-  size_t written = 0;
-  std::string output;
-  auto read_output = [&] {
-    char buf[4096];
-    ssize_t k;
-    while ((k = ::read(out[0], buf, sizeof buf)) > 0) {
-      output.append(buf, static_cast<size_t>(k));
-      if (output.size() > 8192) output.erase(0, output.size() - 4096);
-    }
-    if (k == 0) close_fd(out[0]);  // EOF; EAGAIN keeps it open
-  };
-  const int64_t deadline = mono_now_ns() + timeout_ns;
-  bool exited = false;
-  while (true) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      break;
-    }
-    int64_t left = deadline - mono_now_ns();
-    if (left <= 0) break;
-    struct pollfd fds[2];
-    nfds_t nfds = 0;
-    if (in[1] >= 0) fds[nfds++] = {in[1], POLLOUT, 0};
-    if (out[0] >= 0) fds[nfds++] = {out[0], POLLIN, 0};
-    // Short waits: the child's exit is noticed by waitpid, not by a descriptor.
-    int wait_ms = static_cast<int>(std::clamp<int64_t>(left / kNsPerMs, 1, 20));
-    ::poll(fds, nfds, wait_ms);
-    if (in[1] >= 0) {
-      ssize_t k = ::write(in[1], input.data() + written, input.size() - written);
-      if (k > 0) written += static_cast<size_t>(k);
-      if (written == input.size() || (k < 0 && errno != EAGAIN && errno != EINTR)) close_fd(in[1]);
-    }
-    if (out[0] >= 0) read_output();
-  }
-  if (!exited) {
-    ::kill(-pid, SIGKILL);
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-  }
-  if (out[0] >= 0)
-    read_output();  // what it wrote before exiting; a lingering grandchild is not waited for
-  close_fd(in[1]);
-  close_fd(out[0]);
-
-  std::string tail = output_tail(output);
+  std::string tail = output_tail(c.output);
   std::string said = tail.empty() ? "" : ": " + tail;
-  if (!exited) {
-    a.detail = fmt::format("{} timed out after {}; its process group was killed{}", prog,
-                           format_duration(timeout_ns), said);
-  } else if (WIFEXITED(status)) {
-    a.exit_code = WEXITSTATUS(status);
-    a.ok = *a.exit_code == 0;
+  if (c.timed_out) {
+    a.detail = c.error.empty()
+                   ? fmt::format("{} timed out after {}; its process group was killed{}", prog,
+                                 format_duration(timeout_ns), said)
+                   : c.error + said;
+  } else if (c.term_signal != 0) {
+    a.detail = fmt::format("{} was killed by signal {} ({}){}", prog, c.term_signal,
+                           sigabbrev_np(c.term_signal) ? sigabbrev_np(c.term_signal) : "?", said);
+  } else if (c.exit_code >= 0) {
+    a.exit_code = c.exit_code;
+    a.ok = c.exit_code == 0;
     a.detail = a.ok ? fmt::format("{} exited 0", prog)
-                    : fmt::format("{} exited with status {}{}", prog, *a.exit_code, said);
-  } else if (WIFSIGNALED(status)) {
-    a.detail =
-        fmt::format("{} was killed by signal {} ({}){}", prog, WTERMSIG(status),
-                    sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?", said);
+                    : fmt::format("{} exited with status {}{}", prog, c.exit_code, said);
+  } else {
+    a.detail = c.error.empty() ? fmt::format("{}: no exit status", prog) : c.error;
   }
   return a;
 }
@@ -397,7 +255,7 @@ PageResult page_one(const spec::Pager& target, const PageMessage& m, const Pager
              {"STEPWATCH_PAGE_OWNER", m.owner}};
       attempt = [&] {
         return options.run ? options.run(argv, env, body, timeout)
-                           : run_command(argv, env, body, timeout);
+                           : run_pager_command(argv, env, body, timeout);
       };
     } else {
       bool am = target.kind == spec::PagerKind::kAlertmanager;

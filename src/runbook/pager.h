@@ -101,11 +101,12 @@ Attempt post_json(const std::string& url, const std::string& body, int64_t timeo
 // https:// target fails with "https not supported in this build".
 bool https_supported();
 
-// Runs argv (no shell) with `input` on stdin and `env` added to the environment, in its own
-// process group; the group is SIGKILLed when it outlives timeout_ns. Exit 0 is ok.
-Attempt run_command(const std::vector<std::string>& argv,
-                    const std::vector<std::pair<std::string, std::string>>& env,
-                    const std::string& input, int64_t timeout_ns);
+// One attempt of a command target through run_command (command.h): `input` on stdin, `env` added,
+// its process group SIGKILLed (proven) when it outlives timeout_ns. Exit 0 is ok; a program that
+// cannot be executed is a permanent failure.
+Attempt run_pager_command(const std::vector<std::string>& argv,
+                          const std::vector<std::pair<std::string, std::string>>& env,
+                          const std::string& input, int64_t timeout_ns);
 
 // What happened to the page at one target.
 struct PageResult {
@@ -125,7 +126,7 @@ struct PagerOptions {
   // Waits between attempts; false: give up now (supervisor shutting down). Empty: a real sleep.
   // page_all calls it from one thread per target, so it must be thread-safe.
   std::function<bool(int64_t ns)> sleep;
-  // Test seams: replace one delivery attempt. Empty: post_json / run_command.
+  // Test seams: replace one delivery attempt. Empty: post_json / run_pager_command.
   std::function<Attempt(const std::string& url, const std::string& body, int64_t timeout_ns)> post;
   std::function<Attempt(const std::vector<std::string>& argv,
                         const std::vector<std::pair<std::string, std::string>>& env,

@@ -30,15 +30,15 @@ class Run {
     for (const auto& p : procs) {
       ProcessOutcome o;
       o.process = p;
-      ProcessState s = inspect(options_.proc_root, p.pid, p.start_ticks);
+      probe::ProcessState s = probe::inspect(options_.proc_root, p);
       o.before = o.after = s.liveness;
       o.state_before = s.state;
-      if (ended(s.liveness)) o.gone_after_ns = 0;
-      if (s.liveness == Liveness::kReused)
+      if (probe::ended(s.liveness)) o.gone_after_ns = 0;
+      if (s.liveness == probe::Liveness::kReused)
         o.note = "pid reused by another process: never signalled";
-      if (s.liveness == Liveness::kZombie)
+      if (s.liveness == probe::Liveness::kZombie)
         o.note = fmt::format("zombie: parent pid {} must reap it", s.ppid);
-      if (options_.process_groups && s.liveness == Liveness::kAlive && s.pgrp == p.pid) {
+      if (options_.process_groups && s.liveness == probe::Liveness::kAlive && s.pgrp == p.pid) {
         leaders_.insert(out_.processes.size());
       }
       out_.processes.push_back(std::move(o));
@@ -53,22 +53,21 @@ class Run {
     for (size_t i = 0; i < out_.processes.size(); ++i) {
       ProcessOutcome& o = out_.processes[i];
       bool sent = leaders_.count(i) > 0 && signal_group(o, sig);
-      if (!sent && !ended(o.after) && o.after != Liveness::kUnknown) {
-        Status st = signal_proven(o.process.pid, o.process.start_ticks, sig, options_.proc_root);
+      if (!sent && !probe::ended(o.after) && o.after != probe::Liveness::kUnknown) {
+        Status st = signal_proven(o.process, sig, options_.proc_root);
         if (!st) note(o, st.error().message);
         sent = st.ok();
       }
       if (!sent) continue;
       if (sig == SIGTERM) o.term_sent = true;
       if (sig == SIGKILL) out_.killed = true;
-      if (sig == SIGKILL && !ended(o.after))
+      if (sig == SIGKILL && !probe::ended(o.after))
         o.kill_sent = true;  // not a zombie leader of a killed group
       // A stopped process keeps SIGTERM pending until it is continued; SIGKILL needs no help.
       if (sig == SIGTERM) {
-        ProcessState s = inspect(options_.proc_root, o.process.pid, o.process.start_ticks);
+        probe::ProcessState s = probe::inspect(options_.proc_root, o.process);
         if (s.state == 'T' || s.state == 't') {
-          o.cont_sent =
-              signal_proven(o.process.pid, o.process.start_ticks, SIGCONT, options_.proc_root).ok();
+          o.cont_sent = signal_proven(o.process, SIGCONT, options_.proc_root).ok();
         }
       }
     }
@@ -87,14 +86,15 @@ class Run {
   bool refresh() {
     bool all = true;
     for (auto& o : out_.processes) {
-      if (o.after == Liveness::kGone || o.after == Liveness::kReused) continue;  // final
-      ProcessState s = inspect(options_.proc_root, o.process.pid, o.process.start_ticks);
+      if (o.after == probe::Liveness::kGone || o.after == probe::Liveness::kReused)
+        continue;  // final
+      probe::ProcessState s = probe::inspect(options_.proc_root, o.process);
       o.after = s.liveness;
-      if (ended(s.liveness) && o.gone_after_ns < 0) o.gone_after_ns = since_start();
-      if (s.liveness == Liveness::kZombie && o.note.empty()) {
+      if (probe::ended(s.liveness) && o.gone_after_ns < 0) o.gone_after_ns = since_start();
+      if (s.liveness == probe::Liveness::kZombie && o.note.empty()) {
         o.note = fmt::format("zombie: parent pid {} must reap it", s.ppid);
       }
-      if (!ended(s.liveness)) all = false;
+      if (!probe::ended(s.liveness)) all = false;
     }
     for (size_t i : leaders_) all = all && !group_running(out_.processes[i].process.pid);
     if (all && out_.all_gone_ns < 0) out_.all_gone_ns = since_start();
@@ -105,7 +105,8 @@ class Run {
     if (!options_.gpu_holders) return;
     std::set<int> ours;
     for (const auto& o : out_.processes) {
-      if (o.before != Liveness::kReused && o.before != Liveness::kGone) ours.insert(o.process.pid);
+      if (o.before != probe::Liveness::kReused && o.before != probe::Liveness::kGone)
+        ours.insert(o.process.pid);
     }
     GpuRelease g;
     const int64_t begin = mono_now_ns();
@@ -133,7 +134,7 @@ class Run {
     check_gpu();
     for (const auto& o : out_.processes) {
       if (!o.gone()) out_.survivors.push_back(o.process);
-      if (o.after == Liveness::kZombie) out_.zombies.push_back(o.process);
+      if (o.after == probe::Liveness::kZombie) out_.zombies.push_back(o.process);
     }
     bool groups_gone = true;
     for (size_t i : leaders_) {
@@ -160,13 +161,13 @@ class Run {
   // incarnation's. Returns whether the group was signalled.
   bool signal_group(ProcessOutcome& o, int sig) {
     if (!group_running(o.process.pid)) return false;
-    Status st = signal_proven_group(o.process.pid, o.process.start_ticks, sig, options_.proc_root);
+    Status st = signal_proven_group(o.process, sig, options_.proc_root);
     if (!st) {
       note(o, "group: " + st.error().message);
       return false;
     }
     if (sig == SIGTERM) {
-      (void)signal_proven_group(o.process.pid, o.process.start_ticks, SIGCONT,
+      (void)signal_proven_group(o.process, SIGCONT,
                                 options_.proc_root);  // best effort
     }
     return true;
@@ -203,14 +204,14 @@ void kill_survivors(Run& run, const PreemptOptions& options) {
 
 std::string ProcessOutcome::describe() const {
   std::string text = who(process) + ": ";
-  if (before == Liveness::kGone)
+  if (before == probe::Liveness::kGone)
     text += "was already gone";
-  else if (before == Liveness::kReused)
+  else if (before == probe::Liveness::kReused)
     text += "pid now belongs to another process, never signalled";
-  else if (before == Liveness::kZombie)
+  else if (before == probe::Liveness::kZombie)
     text += "was already a zombie";
   else if (!gone())
-    text += fmt::format("still running ({})", liveness_name(after));
+    text += fmt::format("still running ({})", probe::liveness_name(after));
   else if (kill_sent)
     text += fmt::format("killed by SIGKILL, gone after {}", format_ns(gone_after_ns));
   else if (term_sent)
@@ -238,7 +239,7 @@ std::string PreemptReport::summary() const {
       if (const std::string prefix = fmt::format("pid {}: ", o.process.pid);
           why.starts_with(prefix))
         why.erase(0, prefix.size());
-      if (why.empty()) why = fmt::format("still {}", liveness_name(o.after));
+      if (why.empty()) why = fmt::format("still {}", probe::liveness_name(o.after));
       auto it = std::find_if(reasons.begin(), reasons.end(),
                              [&](const auto& r) { return r.first == why; });
       if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
@@ -270,7 +271,9 @@ PreemptReport preempt_with_command(const std::vector<std::string>& argv,
                                    const PreemptOptions& options) {
   Run run(procs, options);
   const int64_t start = mono_now_ns();
-  CommandResult cmd = run_command(argv, options.command_timeout_ns);
+  CommandOptions command;
+  command.timeout_ns = options.command_timeout_ns;
+  CommandResult cmd = run_command(argv, command);
   if (!cmd.succeeded()) {
     std::string why = !cmd.error.empty() ? cmd.error
                       : cmd.timed_out    ? "timed out"

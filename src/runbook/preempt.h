@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "src/common/clock.h"
+#include "src/probe/liveness.h"
+#include "src/runbook/command.h"
 #include "src/runbook/proven.h"
 
 namespace stepwatch::runbook {
@@ -32,8 +34,8 @@ struct PreemptOptions {
 
 struct ProcessOutcome {
   ProcessRef process;
-  Liveness before = Liveness::kUnknown;  // when preemption began
-  Liveness after = Liveness::kUnknown;   // at the final check
+  probe::Liveness before = probe::Liveness::kUnknown;  // when preemption began
+  probe::Liveness after = probe::Liveness::kUnknown;   // at the final check
   char state_before = '?';
   bool term_sent = false;      // SIGTERM (preempt_processes only)
   bool cont_sent = false;      // SIGCONT after SIGTERM because the process was stopped
@@ -41,7 +43,7 @@ struct ProcessOutcome {
   int64_t gone_after_ns = -1;  // since preemption began; -1: still there
   std::string note;            // why a signal failed, who must reap a zombie
 
-  bool gone() const { return ended(after); }
+  bool gone() const { return probe::ended(after); }
   std::string describe() const;  // "pid 12 (rank 0): exited after SIGTERM in 15 ms"
 };
 

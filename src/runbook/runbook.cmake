@@ -5,8 +5,8 @@ set(_runbook_dir ${CMAKE_CURRENT_LIST_DIR})
 sw_add_library(runbook
   SOURCES
     ${_runbook_dir}/proven.cpp
+    ${_runbook_dir}/command.cpp
     ${_runbook_dir}/preempt.cpp
-    ${_runbook_dir}/ports.cpp
     ${_runbook_dir}/hygiene.cpp
     ${_runbook_dir}/artifact_sink.cpp
     ${_runbook_dir}/artifact.cpp

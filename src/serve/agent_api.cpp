@@ -13,7 +13,7 @@
 #include "src/common/duration.h"
 #include "src/common/log.h"
 #include "src/contract/names.h"
-#include "src/runbook/ports.h"
+#include "src/probe/ports.h"
 #include "src/serve/http_server.h"
 #include "src/serve/job_source.h"
 #include "src/serve/json_views.h"
@@ -85,7 +85,7 @@ struct ApiServer::Impl {
     auto job = source->job(a.job);
     if (!job) return AckRefusal{404, fmt::format("no job {} on this agent", a.job)};
     if (!config.bearer_token.empty()) return std::nullopt;
-    auto peer = runbook::connected_socket_uid(source->proc_root(), a.remote_addr, a.remote_port);
+    auto peer = probe::connected_socket_uid(source->proc_root(), a.remote_addr, a.remote_port);
     const uint32_t me = ::geteuid();
     if (peer && (*peer == 0 || *peer == me || (job->owner_uid && *peer == *job->owner_uid)))
       return std::nullopt;

@@ -26,5 +26,5 @@ extern const std::size_t kDashboardHtmlSize = @dashboard_size@;
 
 sw_add_library(http
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/http_server.cpp ${CMAKE_CURRENT_LIST_DIR}/json_views.cpp ${CMAKE_CURRENT_LIST_DIR}/ack_routes.cpp ${CMAKE_CURRENT_LIST_DIR}/agent_api.cpp ${CMAKE_BINARY_DIR}/src/serve/dashboard_html.cpp
-  DEPS stepwatch_common stepwatch_detect stepwatch_contract stepwatch_store stepwatch_runbook PkgConfig::HTTPLIB)
+  DEPS stepwatch_common stepwatch_detect stepwatch_contract stepwatch_store stepwatch_probe PkgConfig::HTTPLIB)
 target_link_libraries(stepwatch_http PUBLIC nlohmann_json::nlohmann_json PRIVATE Threads::Threads)

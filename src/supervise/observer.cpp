@@ -5,21 +5,15 @@
 #include <algorithm>
 #include <charconv>
 
-#include "src/runbook/artifact_sink.h"
+#include "src/probe/proc_fs.h"
 
 namespace stepwatch::supervise {
 
 std::optional<int> rank_from_environ(const std::string& proc_root, int pid) {
-  int err = 0;
-  auto read = runbook::read_small(fmt::format("{}/{}/environ", proc_root, pid), 1 << 20, &err);
-  if (!read) return std::nullopt;
-  const std::string& env = *read;
+  auto env = probe::ProcFs(proc_root).environ(pid);
+  if (!env) return std::nullopt;
   std::optional<int> slurm;
-  size_t start = 0;
-  while (start < env.size()) {
-    size_t end = env.find('\0', start);
-    if (end == std::string::npos) end = env.size();
-    std::string_view kv(env.data() + start, end - start);
+  for (std::string_view kv : *env) {
     auto value_of = [&](std::string_view key) -> std::optional<int> {
       if (!kv.starts_with(key)) return std::nullopt;
       int v = -1;
@@ -30,7 +24,6 @@ std::optional<int> rank_from_environ(const std::string& proc_root, int pid) {
     };
     if (auto r = value_of("RANK=")) return r;
     if (auto r = value_of("SLURM_PROCID=")) slurm = r;
-    start = end + 1;
   }
   return slurm;
 }
@@ -218,7 +211,9 @@ detect::Observation Observer::poll(const Stamp& now,
 
 bool Observer::owns(int pid) const {
   const auto owner = reader_.owner_uid();
-  const auto uids = owner ? probe::read_process_uids(config_.proc_root, pid) : std::nullopt;
+  if (!owner) return false;
+  auto status = probe::ProcFs(config_.proc_root).status(pid);
+  const auto uids = status ? status->uids : std::nullopt;
   return uids && uids->real == *owner && uids->effective == *owner;
 }
 
@@ -253,15 +248,15 @@ void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport
         {rank, pid, start, &m, now.mono_ns - m.changed_mono_ns >= config_.detail_after_ns});
   }
   // Liveness of every rank, at once.
-  std::vector<std::pair<int, uint64_t>> asks;
+  std::vector<ProcessId> asks;
   asks.reserve(ranks.size());
-  for (const auto& k : ranks) asks.emplace_back(k.pid, k.start);
-  std::vector<probe::Life> lives = lives_.check(asks);
+  for (const auto& k : ranks) asks.push_back({k.pid, k.start});
+  std::vector<probe::Liveness> lives = lives_.check(asks);
 
   // Details for the quiet living ranks, longest unread first, while the budget lasts.
   std::vector<Rank*> due;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    bool live = lives[i] == probe::Life::kAlive || lives[i] == probe::Life::kUnknown;
+    bool live = lives[i] == probe::Liveness::kAlive || lives[i] == probe::Liveness::kUnknown;
     if (ranks[i].quiet && live) due.push_back(&ranks[i]);
   }
   std::stable_sort(due.begin(), due.end(), [](const Rank* a, const Rank* b) {
@@ -296,8 +291,8 @@ void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport
     RankMemo& m = *k.memo;
     detect::ProcessFacts f;
     f.rank = k.rank;
-    if (lives[i] == probe::Life::kGone || k.read < 0) f.alive = false;
-    if (lives[i] == probe::Life::kReused) f.same_process = false;
+    if (lives[i] == probe::Liveness::kGone || k.read < 0) f.alive = false;
+    if (lives[i] == probe::Liveness::kReused) f.same_process = false;
     if (k.read > 0) {
       if (m.last->state == 'Z' || m.last->state == 'X') f.alive = false;
       if (k.start != 0 && m.last->start_ticks != k.start) f.same_process = false;

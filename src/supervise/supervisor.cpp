@@ -16,8 +16,8 @@
 #include "src/contract/names.h"
 #include "src/detect/spec_adapter.h"
 #include "src/probe/nvml.h"
+#include "src/probe/ports.h"
 #include "src/runbook/hygiene.h"
-#include "src/runbook/ports.h"
 #include "src/runbook/preempt.h"
 #include "src/serve/ack_routes.h"
 #include "src/spec/command_template.h"
@@ -209,7 +209,7 @@ void Supervisor::wait_for_port() {
   int64_t from = mono_now_ns();
   auto sleep = [](int64_t ns) { wait_signal(ns); };
   auto held =
-      runbook::wait_port_free(opt_.proc_root, port, kPortWaitNs, SystemClock::instance(), sleep);
+      probe::wait_port_free(opt_.proc_root, port, kPortWaitNs, SystemClock::instance(), sleep);
   if (!held) {
     say(fmt::format("cannot check the rendezvous port {}: {}", port, held.error().message));
     return;
@@ -223,7 +223,7 @@ void Supervisor::wait_for_port() {
   std::vector<uint64_t> inodes;
   for (const auto& l : *held) inodes.push_back(l.inode);
   std::string owners;
-  for (const auto& o : runbook::socket_owners(opt_.proc_root, inodes).owners) {
+  for (const auto& o : probe::socket_owners(opt_.proc_root, inodes).owners) {
     owners += fmt::format("{}pid {} ({})", owners.empty() ? "" : ", ", o.pid, o.comm);
   }
   std::string line = fmt::format(

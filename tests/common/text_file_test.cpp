@@ -1,5 +1,6 @@
 // read_text_file: whole small files that a user may have put there, without waiting or bound;
-// write_private_file and random_token: a secret only its owner can read.
+// read_small, read_range and write_all: kernel files and slices; write_private_file and
+// random_token: a secret only its owner can read.
 #include "src/common/text_file.h"
 
 #include <gtest/gtest.h>
@@ -104,6 +105,57 @@ TEST_F(TextFileTest, APrivateFileReplacesASymlinkWithoutFollowingIt) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find(path("no/such/dir")), std::string::npos)
       << missing.error().message;
+}
+
+TEST_F(TextFileTest, ReadSmallReadsProcFilesThatReportSizeZero) {
+  struct stat st {};
+  ASSERT_EQ(::stat("/proc/self/status", &st), 0);
+  EXPECT_EQ(st.st_size, 0);  // why read_text_file's size check cannot serve /proc
+  auto status = read_small("/proc/self/status", 64 << 10);
+  ASSERT_TRUE(status.ok()) << status.error().message;
+  EXPECT_NE(status->find("\nPid:"), std::string::npos) << *status;
+  EXPECT_NE(status->find("\nSigCgt:"), std::string::npos);  // read to the end, not one buffer
+}
+
+TEST_F(TextFileTest, ReadSmallCutsAtTheLimitAndSaysSo) {
+  std::ofstream(path("a")) << std::string(10000, 'x');
+  bool truncated = false;
+  auto cut = read_small(path("a"), 100, &truncated);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->size(), 100u);
+  EXPECT_TRUE(truncated);
+  auto exact = read_small(path("a"), 10000, &truncated);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact->size(), 10000u);
+  EXPECT_FALSE(truncated);
+  auto missing = read_small(path("none"), 100);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, Errc::kNotFound);
+  EXPECT_NE(missing.error().message.find(path("none")), std::string::npos);
+  EXPECT_EQ(read_small(dir_.string(), 100).error().code, Errc::kIo);  // a directory: EISDIR
+}
+
+TEST_F(TextFileTest, ReadRangeReadsASliceAndLessAtTheEnd) {
+  std::ofstream(path("a")) << "0123456789";
+  EXPECT_EQ(*read_range(path("a"), 2, 3), "234");
+  EXPECT_EQ(*read_range(path("a"), 8, 100), "89");
+  EXPECT_EQ(*read_range(path("a"), 20, 5), "");
+  EXPECT_EQ(read_range(path("none"), 0, 1).error().code, Errc::kNotFound);
+}
+
+TEST_F(TextFileTest, WriteAllCreatesOrTruncatesAndNeverFollowsASymlink) {
+  ASSERT_TRUE(write_all(path("a"), "first, longer\n").ok());
+  ASSERT_TRUE(write_all(path("a"), "second\n", 0600).ok());
+  auto back = read_text_file(path("a"), 100);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->text, "second\n");
+  std::ofstream(path("victim")) << "keep me\n";
+  fs::create_symlink(path("victim"), path("link"));
+  Status through = write_all(path("link"), "x");
+  ASSERT_FALSE(through.ok());
+  EXPECT_NE(through.error().message.find(path("link")), std::string::npos);
+  EXPECT_EQ(read_text_file(path("victim"), 100)->text, "keep me\n");
+  EXPECT_FALSE(write_all(path("no/such/dir"), "x").ok());
 }
 
 TEST(RandomToken, Is64HexDigitsAndFreshEachTime) {

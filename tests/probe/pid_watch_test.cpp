@@ -56,14 +56,14 @@ TEST(PidWatch, AliveExitedAndReusedProcesses) {
   pid_t a = sleeper(), b = sleeper();
   PidWatch w;
   ASSERT_TRUE(w.using_pidfds()) << "this kernel has pidfd_open (Linux >= 5.3)";
-  std::vector<std::pair<int, uint64_t>> asks = {
+  std::vector<ProcessId> asks = {
       {::getpid(), start_of(::getpid())}, {a, start_of(a)}, {b, 0}, {b, start_of(b) + 7}, {0, 0}};
   auto lives = w.check(asks);
-  EXPECT_EQ(lives[0], Life::kAlive);
-  EXPECT_EQ(lives[1], Life::kAlive);
-  EXPECT_EQ(lives[2], Life::kAlive);   // start time unknown: whatever runs under the pid now
-  EXPECT_EQ(lives[3], Life::kReused);  // another process than the one that started then
-  EXPECT_EQ(lives[4], Life::kUnknown);
+  EXPECT_EQ(lives[0], Liveness::kAlive);
+  EXPECT_EQ(lives[1], Liveness::kAlive);
+  EXPECT_EQ(lives[2], Liveness::kAlive);   // start time unknown: whatever runs under the pid now
+  EXPECT_EQ(lives[3], Liveness::kReused);  // another process than the one that started then
+  EXPECT_EQ(lives[4], Liveness::kUnknown);
   EXPECT_EQ(w.descriptors(), kept ? 3u : 0u);
 
   // a exits and stays a zombie (not reaped): it will never step again.
@@ -71,31 +71,31 @@ TEST(PidWatch, AliveExitedAndReusedProcesses) {
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(a), &info, WEXITED | WNOWAIT), 0);
   lives = w.check(asks);
-  EXPECT_EQ(lives[1], Life::kGone);
-  EXPECT_EQ(lives[0], Life::kAlive);
-  EXPECT_EQ(lives[2], Life::kAlive);
+  EXPECT_EQ(lives[1], Liveness::kGone);
+  EXPECT_EQ(lives[0], Liveness::kAlive);
+  EXPECT_EQ(lives[2], Liveness::kAlive);
   EXPECT_EQ(w.descriptors(), kept ? 2u : 0u);  // a's descriptor closed
   ::waitpid(a, nullptr, 0);
-  EXPECT_EQ(w.check(asks)[1], Life::kGone);  // reaped: still gone, for good
+  EXPECT_EQ(w.check(asks)[1], Liveness::kGone);  // reaped: still gone, for good
 
   ::kill(b, SIGKILL);
   ::waitpid(b, nullptr, 0);
-  EXPECT_EQ(w.check({{b, 0}})[0], Life::kGone);
+  EXPECT_EQ(w.check({{b, 0}})[0], Liveness::kGone);
   EXPECT_EQ(w.descriptors(), 0u);  // processes no longer asked about are let go
 }
 
 TEST(PidWatch, DescriptorsStayAbove1023AndLowOnesStayFree) {
   const bool kept = room_for_pidfds(40);
   pid_t kids[40];
-  std::vector<std::pair<int, uint64_t>> asks;
+  std::vector<ProcessId> asks;
   for (pid_t& k : kids) {
     k = sleeper();
-    asks.emplace_back(k, start_of(k));
+    asks.push_back({k, start_of(k)});
   }
   int before = fds_at_or_above(PidWatch::kFirstPidfd);
   {
     PidWatch w;
-    for (Life l : w.check(asks)) EXPECT_EQ(l, Life::kAlive);
+    for (Liveness l : w.check(asks)) EXPECT_EQ(l, Liveness::kAlive);
     EXPECT_EQ(w.descriptors(), kept ? 40u : 0u);
     EXPECT_EQ(fds_at_or_above(PidWatch::kFirstPidfd) - before, kept ? 40 : 0);
     int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -114,9 +114,9 @@ TEST(PidWatch, AFakeProcTreeIsReadThroughStatFiles) {
   PidWatch w(root);
   EXPECT_FALSE(w.using_pidfds());
   auto lives = w.check({{100, 5000}, {100, 4999}, {424242, 0}});
-  EXPECT_EQ(lives[0], Life::kAlive);
-  EXPECT_EQ(lives[1], Life::kReused);
-  EXPECT_EQ(lives[2], Life::kGone);
+  EXPECT_EQ(lives[0], Liveness::kAlive);
+  EXPECT_EQ(lives[1], Liveness::kReused);
+  EXPECT_EQ(lives[2], Liveness::kGone);
   EXPECT_EQ(w.descriptors(), 0u);
 }
 

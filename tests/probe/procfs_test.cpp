@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "src/probe/liveness.h"
+
 namespace stepwatch::probe {
 namespace {
 
@@ -116,10 +118,10 @@ TEST(ProcessProbe, DeltasBetweenPollsAndPidReuse) {
   ASSERT_TRUE(d103.has_value());
   EXPECT_FALSE(d103->io_bytes.has_value());  // unknown io stays unknown
 
-  EXPECT_EQ(probe.identify(101, 5010), ProcessProbe::Identity::kSame);
-  EXPECT_EQ(probe.identify(102, 5011), ProcessProbe::Identity::kReused);
-  EXPECT_EQ(probe.identify(4242, 1), ProcessProbe::Identity::kGone);
-  EXPECT_EQ(probe.identify(101, 0), ProcessProbe::Identity::kUnknown);
+  EXPECT_EQ(inspect(probe.root(), {101, 5010}).liveness, Liveness::kAlive);
+  EXPECT_EQ(inspect(probe.root(), {102, 5011}).liveness, Liveness::kReused);
+  EXPECT_EQ(inspect(probe.root(), {4242, 1}).liveness, Liveness::kGone);
+  EXPECT_EQ(inspect(probe.root(), {101, 0}).liveness, Liveness::kUnknown);
   fs::remove_all(root);
 }
 
@@ -146,10 +148,10 @@ TEST(ProcessProbe, RealProcessesComeAndGo) {
   ASSERT_TRUE(tree.ok()) << tree.error().message;
   ASSERT_TRUE(tree->procs.count(child));
   uint64_t start = tree->procs.at(child).start_ticks;
-  EXPECT_EQ(probe.identify(child, start), ProcessProbe::Identity::kSame);
+  EXPECT_EQ(inspect(probe.root(), {child, start}).liveness, Liveness::kAlive);
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
-  EXPECT_EQ(probe.identify(child, start), ProcessProbe::Identity::kGone);
+  EXPECT_EQ(inspect(probe.root(), {child, start}).liveness, Liveness::kGone);
   auto after = probe.scan(sel);
   ASSERT_TRUE(after.ok());
   EXPECT_FALSE(after->procs.count(child));

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "src/probe/proc_fs.h"
 #include "src/runbook/artifact_sink.h"
 #include "tests/contract/test_support.h"
 #include "tests/runbook/children.h"
@@ -251,9 +252,11 @@ TEST(Artifact, CatchesSignalReadsSigCgt) {
   ASSERT_EQ(silent.read_line(), "ready");
   Child plain({"/bin/sleep", "30"}, {.capture_stdout = false});
   ASSERT_TRUE(plain.wait_exec("sleep"));
-  EXPECT_EQ(catches_signal("/proc", silent.pid(), SIGUSR1), std::optional<bool>(true));
-  EXPECT_EQ(catches_signal("/proc", plain.pid(), SIGUSR1), std::optional<bool>(false));
-  EXPECT_EQ(catches_signal("/proc", 0, SIGUSR1), std::nullopt);
+  EXPECT_EQ(probe::catches_signal(probe::ProcFs("/proc"), silent.pid(), SIGUSR1),
+            std::optional<bool>(true));
+  EXPECT_EQ(probe::catches_signal(probe::ProcFs("/proc"), plain.pid(), SIGUSR1),
+            std::optional<bool>(false));
+  EXPECT_EQ(probe::catches_signal(probe::ProcFs("/proc"), 0, SIGUSR1), std::nullopt);
 }
 
 }  // namespace

@@ -124,4 +124,16 @@ class Child {
 
 inline const char* kPython = "/usr/bin/python3";
 
+// A python3 child listening on a free 127.0.0.1 port for a minute.
+struct ListeningChild {
+  Child child{{kPython, "-c",
+               "import socket, time\n"
+               "s = socket.socket()\n"
+               "s.bind(('127.0.0.1', 0))\n"
+               "s.listen()\n"
+               "print(s.getsockname()[1], flush=True)\n"
+               "time.sleep(60)\n"}};
+  int port = std::stoi(child.read_line());
+};
+
 }  // namespace stepwatch::test

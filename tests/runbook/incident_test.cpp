@@ -129,7 +129,7 @@ class FakeHost final : public IncidentHost {
       ProcessOutcome o;
       o.process = p;
       bool survives = std::count(survivors.begin(), survivors.end(), p.pid) > 0;
-      o.after = survives ? Liveness::kAlive : Liveness::kGone;
+      o.after = survives ? probe::Liveness::kAlive : probe::Liveness::kGone;
       if (survives) {
         o.note = "signal 9 not permitted (EPERM)";
         r.preempt.survivors.push_back(p);

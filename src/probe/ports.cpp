@@ -1,20 +1,14 @@
-#include "src/runbook/ports.h"
+#include "src/probe/ports.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
-#include "src/common/proc_stat.h"
-
-namespace stepwatch::runbook {
+namespace stepwatch::probe {
 
 namespace {
 
@@ -59,22 +53,6 @@ template <class T>
 bool number(std::string_view s, T* out, int base = 10) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out, base);
   return ec == std::errc() && p == s.data() + s.size();
-}
-
-std::optional<std::string> read_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-bool numeric_name(const char* s) {
-  if (*s == '\0') return false;
-  for (; *s; ++s) {
-    if (*s < '0' || *s > '9') return false;
-  }
-  return true;
 }
 
 std::optional<int> parse_port(std::string_view s) {
@@ -164,7 +142,7 @@ std::optional<uint32_t> connected_socket_uid(const std::string& proc_root,
   const std::string_view want = without_v4_mapping(address);
   std::optional<uint32_t> uid;
   for (bool v6 : {false, true}) {
-    auto text = read_text(proc_root + (v6 ? "/net/tcp6" : "/net/tcp"));
+    auto text = ProcFs(proc_root).net_tcp(v6);
     if (!text) continue;
     each_socket_line(*text, v6, [&](SocketLine s) {
       if (uid || s.state == kListenState || s.local.port != port) return;
@@ -178,7 +156,7 @@ Result<std::vector<Listener>> listeners_on_port(const std::string& proc_root, in
   std::vector<Listener> out;
   bool any = false;
   for (bool v6 : {false, true}) {
-    auto text = read_text(proc_root + (v6 ? "/net/tcp6" : "/net/tcp"));
+    auto text = ProcFs(proc_root).net_tcp(v6);
     if (!text) continue;
     any = true;
     for (auto& l : parse_proc_net_tcp(*text, v6)) {
@@ -206,30 +184,21 @@ Result<std::vector<Listener>> wait_port_free(const std::string& proc_root, int p
 OwnerScan socket_owners(const std::string& proc_root, const std::vector<uint64_t>& inodes) {
   OwnerScan scan;
   if (inodes.empty()) return scan;
-  DIR* d = ::opendir(proc_root.c_str());
-  if (d == nullptr) return scan;
-  while (dirent* e = ::readdir(d)) {
-    if (!numeric_name(e->d_name)) continue;
-    std::string fd_dir = fmt::format("{}/{}/fd", proc_root, e->d_name);
-    DIR* fds = ::opendir(fd_dir.c_str());
-    if (fds == nullptr) {
-      if (errno == EACCES || errno == EPERM) ++scan.unreadable;
-      continue;  // ENOENT: the process went away since readdir
+  const ProcFs proc(proc_root);
+  auto pids = proc.pids();
+  if (!pids) return scan;
+  for (int pid : *pids) {
+    auto held = proc.socket_inodes(pid);
+    if (!held) {
+      if (held.error().code == Errc::kPermission) ++scan.unreadable;
+      continue;  // kNotFound: the process went away since the listing
     }
-    while (dirent* fe = ::readdir(fds)) {
-      if (!numeric_name(fe->d_name)) continue;
-      char target[64];
-      ssize_t n = ::readlink((fd_dir + "/" + fe->d_name).c_str(), target, sizeof target - 1);
-      if (n <= 0) continue;
-      std::string_view link(target, static_cast<size_t>(n));
-      if (link.substr(0, 8) != "socket:[" || link.back() != ']') continue;
-      uint64_t inode = 0;
-      if (!number(link.substr(8, link.size() - 9), &inode)) continue;
+    for (uint64_t inode : *held) {
       if (std::find(inodes.begin(), inodes.end(), inode) == inodes.end()) continue;
       SocketOwner o;
-      number(std::string_view(e->d_name), &o.pid);
+      o.pid = pid;
       o.inode = inode;
-      if (auto st = read_proc_stat(proc_root, o.pid)) {
+      if (auto st = proc.stat(o.pid)) {
         o.start_ticks = st->start_ticks;
         o.comm = st->comm;
       }
@@ -238,9 +207,7 @@ OwnerScan socket_owners(const std::string& proc_root, const std::vector<uint64_t
       });
       if (!dup) scan.owners.push_back(std::move(o));
     }
-    ::closedir(fds);
   }
-  ::closedir(d);
   return scan;
 }
 
@@ -276,4 +243,4 @@ std::optional<int> port_from_command(const std::vector<std::string>& argv) {
   return std::nullopt;
 }
 
-}  // namespace stepwatch::runbook
+}  // namespace stepwatch::probe

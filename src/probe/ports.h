@@ -13,8 +13,9 @@
 
 #include "src/common/clock.h"
 #include "src/common/result.h"
+#include "src/probe/proc_fs.h"
 
-namespace stepwatch::runbook {
+namespace stepwatch::probe {
 
 struct Listener {
   std::string address;  // "127.0.0.1", "::", "::ffff:10.0.0.1"
@@ -67,4 +68,4 @@ Result<std::vector<Listener>> wait_port_free(const std::string& proc_root, int p
 // --rdzv_endpoint host:N, --rdzv-endpoint=host:N. nullopt when none is named.
 std::optional<int> port_from_command(const std::vector<std::string>& argv);
 
-}  // namespace stepwatch::runbook
+}  // namespace stepwatch::probe
