@@ -21,7 +21,7 @@
 #include "src/probe/gpu_probe.h"
 #include "src/probe/nvml.h"
 #include "src/probe/procfs.h"
-#include "src/supervise/observer.h"
+#include "src/watch/observer.h"
 
 using namespace stepwatch;
 
@@ -132,12 +132,12 @@ int main(int argc, char** argv) {
     auto w = contract::BeaconWriter::create(id);
     if (w) (*w)->step(1);
   }
-  supervise::ObserverConfig oc;
+  watch::ObserverConfig oc;
   oc.beacon_root = (tmp / "beacons").string();
   oc.job = "bench";
   oc.selector = sel;
   oc.gpu = gpu;
-  supervise::Observer ob(oc);
+  watch::Observer ob(oc);
   auto [m4, p4] = time_it(polls, [&] { (void)ob.poll(SystemClock::instance().now()); });
   rows.push_back(
       {fmt::format("observer: one poll of an 8-rank job (beacons, tree{})", gpu ? ", GPUs" : ""),

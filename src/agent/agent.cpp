@@ -20,6 +20,7 @@
 #include "src/detect/spec_adapter.h"
 #include "src/detect/trace.h"
 #include "src/spec/size.h"
+#include "src/watch/job_gpus.h"
 
 namespace stepwatch::agent {
 
@@ -69,21 +70,11 @@ std::vector<int64_t> recent_intervals(const detect::Observation& obs) {
 }
 
 // The devices holding memory of one of the job's ranks.
-std::optional<probe::GpuSnapshot> job_gpus(const supervise::PollReport& rep) {
+std::optional<probe::GpuSnapshot> job_gpus(const watch::PollReport& rep) {
   if (!rep.gpus) return std::nullopt;
-  probe::GpuSnapshot out = *rep.gpus;
-  out.devices.clear();
-  for (const auto& d : rep.gpus->devices) {
-    bool holds = false;
-    if (d.processes) {
-      for (const auto& p : *d.processes) {
-        for (const auto& [rank, pid] : rep.rank_pids)
-          holds = holds || static_cast<int>(p.pid) == pid;
-      }
-    }
-    if (holds) out.devices.push_back(d);
-  }
-  return out;
+  std::set<int> pids;
+  for (const auto& [rank, pid] : rep.rank_pids) pids.insert(pid);
+  return watch::job_gpus(*rep.gpus, pids);
 }
 
 }  // namespace
@@ -136,7 +127,7 @@ void Agent::note_poll_outcome(bool ok) {
   std::lock_guard lock(mu_);
   if (ok) {
     health_.consecutive_poll_failures = 0;
-  } else if (++health_.consecutive_poll_failures == serve::kPollFailuresUnhealthy) {
+  } else if (++health_.consecutive_poll_failures == watch::kPollFailuresUnhealthy) {
     log_error("agent: {} polls in a row failed: /healthz now fails and jobs are not being watched",
               health_.consecutive_poll_failures);
   }
@@ -232,7 +223,7 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
   t->root = root;
   t->dir_uid = dir_uid;
   t->spec = spec_for(job, dir_uid);
-  supervise::ObserverConfig oc;
+  watch::ObserverConfig oc;
   oc.beacon_root = root;
   oc.job = job;
   oc.proc_root = config_.proc_root;
@@ -242,8 +233,7 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
   // only the pids the beacons name.
   oc.detail_after_ns = config_.poll_interval_ns;
   oc.detail_budget_ns = kDetailBudgetPerPollNs;
-  t->observer = std::make_unique<supervise::Observer>(std::move(oc));
-  t->detector = std::make_unique<detect::Detector>(detect::config_from_spec(t->spec));
+  t->watch = std::make_unique<watch::JobWatch>(std::move(oc), detect::config_from_spec(t->spec));
   t->host = std::make_unique<JobHost>(*this, *t);
   runbook::IncidentPolicy policy = runbook::IncidentPolicy::from_spec(t->spec);
   t->runbook = std::make_unique<runbook::Incident>(runbook::IncidentScope{job, 0, 0}, policy,
@@ -352,16 +342,16 @@ Status Agent::poll_once(Stamp now) {
     ranks_last_poll_ += t->ranks;
     due_last_poll_ += t->due;
   }
-  std::map<std::string, std::shared_ptr<const serve::JobState>> fresh;
+  std::map<std::string, std::shared_ptr<const watch::JobState>> fresh;
   for (auto& [job, t] : tracked_) {
     if (t->hidden) continue;
     bool retired = t->retired_at_wall_ns.has_value();
     const auto& last = t->published;
     if (t->observed) {
       // The observation and verdict move into the published state; the next poll makes new ones.
-      auto s = std::make_shared<serve::JobState>(std::move(t->state));
+      auto s = std::make_shared<watch::JobState>(std::move(t->state));
       s->retired = retired;
-      t->state = serve::JobState{};
+      t->state = watch::JobState{};
       t->state.job = s->job;
       t->state.owner = s->owner;
       t->state.owner_uid = s->owner_uid;
@@ -374,7 +364,7 @@ Status Agent::poll_once(Stamp now) {
     } else if (last &&
                (last->retired != retired || last->incidents_total != t->state.incidents_total ||
                 last->actions_total != t->state.actions_total)) {
-      auto s = std::make_shared<serve::JobState>(*last);  // not observed (vanished): counters only
+      auto s = std::make_shared<watch::JobState>(*last);  // not observed (vanished): counters only
       s->retired = retired;
       s->incidents_total = t->state.incidents_total;
       s->actions_total = t->state.actions_total;
@@ -388,7 +378,7 @@ Status Agent::poll_once(Stamp now) {
     auto a = acks_total_.find(job);
     auto have = s->actions_total.find("ack");
     if (a != acks_total_.end() && (have == s->actions_total.end() || have->second != a->second)) {
-      auto copy = std::make_shared<serve::JobState>(*s);
+      auto copy = std::make_shared<watch::JobState>(*s);
       copy->actions_total["ack"] = a->second;
       s = std::move(copy);
     }
@@ -411,7 +401,6 @@ Status Agent::poll_once(Stamp now) {
 
 void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus,
                     uint64_t* beacons, uint64_t* errors) {
-  supervise::PollReport rep;
   // This job's share of the poll's detail budget: by the ranks that wanted details at the
   // previous poll (a stalled job among healthy ones gets all of it), by rank count when none did.
   auto share_of = [](size_t mine, size_t all) {
@@ -419,10 +408,15 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
                                 static_cast<double>(mine) /
                                 static_cast<double>(std::max<size_t>(1, all)));
   };
-  t.observer->set_detail_budget(due_last_poll_ > 0
-                                    ? share_of(t.due, due_last_poll_)
-                                    : share_of(std::max<size_t>(1, t.ranks), ranks_last_poll_));
-  detect::Observation obs = t.observer->poll(now, {}, {}, &rep, gpus);
+  t.watch->observer().set_detail_budget(
+      due_last_poll_ > 0 ? share_of(t.due, due_last_poll_)
+                         : share_of(std::max<size_t>(1, t.ranks), ranks_last_poll_));
+  watch::LookInputs in;
+  in.gpus = gpus;
+  watch::Look look = t.watch->look(now, in);
+  const watch::PollReport& rep = look.report;
+  detect::Observation& obs = look.observation;
+  const detect::Verdict v = look.verdict;
   t.ranks = obs.ranks.size();
   t.due = rep.details_due;
   *errors += rep.problems_total;
@@ -434,7 +428,6 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
         (t.run_started_wall_ns == 0 || r.created.wall_ns < t.run_started_wall_ns))
       t.run_started_wall_ns = r.created.wall_ns;
   }
-  detect::Verdict v = t.detector->observe(obs);
   t.state.last_poll_wall_ns = now.wall_ns;
   t.state.recent_intervals_ns = recent_intervals(obs);
   t.state.gpus = job_gpus(rep);
@@ -443,9 +436,9 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   t.observed = true;
   // Process details only for ranks quiet for an expected interval (the poll interval while it
   // is still being learned): a rank that keeps committing steps costs one liveness check.
-  t.observer->set_detail_after(v.expected_interval_ns > 0 ? v.expected_interval_ns
-                                                          : config_.poll_interval_ns);
-  transition(t, v, now);
+  t.watch->observer().set_detail_after(v.expected_interval_ns > 0 ? v.expected_interval_ns
+                                                                  : config_.poll_interval_ns);
+  if (look.changed_from) transition(t, look.changed_from->first, v, now);
   if (v.state == detect::State::kFinished) {
     // Ranks that end under our own preempt have not finished: the preempt closes the incident.
     if (!t.retired_at_wall_ns && !t.runbook->acting()) retire(t, now, "job finished");
@@ -481,22 +474,22 @@ void Agent::run(const std::atomic<bool>& stop) {
   }
 }
 
-std::vector<serve::JobState> Agent::jobs() const {
+std::vector<watch::JobState> Agent::jobs() const {
   std::lock_guard lock(mu_);
-  std::vector<serve::JobState> out;
+  std::vector<watch::JobState> out;
   out.reserve(published_.size());
   for (const auto& [job, s] : published_) out.push_back(*s);
   return out;
 }
 
-std::optional<serve::JobState> Agent::job(const std::string& id) const {
+std::optional<watch::JobState> Agent::job(const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = published_.find(id);
   if (it == published_.end()) return std::nullopt;
   return *it->second;
 }
 
-serve::AgentHealth Agent::health() const {
+watch::AgentHealth Agent::health() const {
   std::lock_guard lock(mu_);
   return health_;
 }
@@ -518,7 +511,7 @@ Result<std::optional<store::Incident>> Agent::ack(const std::string& job, const 
     uint64_t n = ++acks_total_[job];
     if (auto it = published_.find(job); it != published_.end()) {
       auto copy =
-          std::make_shared<serve::JobState>(*it->second);  // published states stay immutable
+          std::make_shared<watch::JobState>(*it->second);  // published states stay immutable
       copy->actions_total["ack"] = n;
       it->second = std::move(copy);
     }

@@ -28,10 +28,10 @@
 #include "src/runbook/ledger.h"
 #include "src/runbook/pager.h"
 #include "src/serve/job_source.h"
-#include "src/serve/job_state.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
-#include "src/supervise/observer.h"
+#include "src/watch/job_state.h"
+#include "src/watch/job_watch.h"
 
 namespace stepwatch::agent {
 
@@ -57,9 +57,9 @@ class Agent : public serve::JobSource {
   void run(const std::atomic<bool>& stop);
 
   // Snapshots for the API, sorted by job id. Jobs retired longer than retire_after are gone.
-  std::vector<serve::JobState> jobs() const override;
-  std::optional<serve::JobState> job(const std::string& id) const override;
-  serve::AgentHealth health() const override;
+  std::vector<watch::JobState> jobs() const override;
+  std::optional<watch::JobState> job(const std::string& id) const override;
+  watch::AgentHealth health() const override;
   int64_t last_poll_wall_ns() const override;
 
   // Acks the job's open incident. nullopt: no open incident.
@@ -87,7 +87,8 @@ class Agent : public serve::JobSource {
   void maybe_prune(Stamp now);
   void observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus, uint64_t* beacons,
                uint64_t* errors);
-  void transition(Tracked& t, const detect::Verdict& v, Stamp now);
+  // Records and logs a change of the job's verdict state or cause.
+  void transition(Tracked& t, detect::State from, const detect::Verdict& v, Stamp now);
   bool preempted_by_us(const Tracked& t) const;
   // At the first poll: the open incidents of jobs no longer there (their beacons vanished while
   // the agent was down) are closed as no longer observed.
@@ -119,9 +120,9 @@ class Agent : public serve::JobSource {
   mutable std::mutex mu_;  // guards what follows
   // Shared, never modified once published: a poll swaps in new states without copying the
   // ranks of every job, and readers copy only what they ask for.
-  std::map<std::string, std::shared_ptr<const serve::JobState>> published_;
+  std::map<std::string, std::shared_ptr<const watch::JobState>> published_;
   std::map<std::string, uint64_t> acks_total_;  // by job, since the agent started
-  serve::AgentHealth health_;
+  watch::AgentHealth health_;
   int64_t last_poll_wall_ns_ = 0;
 
   std::mutex api_store_mu_;

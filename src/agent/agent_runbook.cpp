@@ -19,20 +19,17 @@
 
 namespace stepwatch::agent {
 
-void Agent::transition(Tracked& t, const detect::Verdict& v, Stamp now) {
-  if (v.state == t.last_state && v.cause == t.last_cause) return;
+void Agent::transition(Tracked& t, detect::State from, const detect::Verdict& v, Stamp now) {
   store::Transition tr;
   tr.job = t.job;
   tr.incarnation = t.incarnation;
   tr.at_ns = now.wall_ns;
-  tr.from_state = detect::state_name(t.last_state);
+  tr.from_state = detect::state_name(from);
   tr.to_state = detect::state_name(v.state);
   tr.cause = detect::cause_name(v.cause);
   tr.summary = v.summary;
   if (auto r = store_.record_transition(tr); !r) note_store_error(r.error());
   if (may_log(t, now)) log_info("agent: job {}: {} -> {}", t.job, tr.from_state, v.summary);
-  t.last_state = v.state;
-  t.last_cause = v.cause;
 }
 
 bool Agent::preempted_by_us(const Tracked& t) const {

@@ -1,4 +1,4 @@
-// The agent's per-job record (private to src/agent/agent*.cpp): its observer, detector and
+// The agent's per-job record (private to src/agent/agent*.cpp): its watch (observer, detector),
 // published state, and where its incident and runbook stand.
 #pragma once
 
@@ -12,9 +12,9 @@
 #include "src/agent/agent.h"
 #include "src/detect/detector.h"
 #include "src/runbook/incident.h"
-#include "src/serve/job_state.h"
 #include "src/spec/spec.h"
-#include "src/supervise/observer.h"
+#include "src/watch/job_state.h"
+#include "src/watch/job_watch.h"
 
 namespace stepwatch::agent {
 
@@ -46,11 +46,8 @@ struct Agent::Tracked {
   std::string root;
   std::optional<uint32_t> dir_uid;  // the job directory's owner when first seen
   spec::JobSpec spec = spec::default_spec();
-  std::unique_ptr<supervise::Observer> observer;
-  std::unique_ptr<detect::Detector> detector;
-  serve::JobState state;
-  detect::State last_state = detect::State::kStarting;
-  detect::Cause last_cause = detect::Cause::kNone;
+  std::unique_ptr<watch::JobWatch> watch;  // its observer and detector
+  watch::JobState state;
   int64_t incarnation = 0;
   int64_t run_started_wall_ns = 0;  // the earliest beacon's creation: when this run began
   Stamp now;                        // of the poll under way
@@ -62,7 +59,7 @@ struct Agent::Tracked {
   size_t ranks = 0;       // at the last observation
   size_t due = 0;         // ranks that wanted process details at the last observation
   bool observed = false;  // observed in this poll: `state` holds a new observation to publish
-  std::shared_ptr<const serve::JobState> published;  // what the API sees of this job
+  std::shared_ptr<const watch::JobState> published;  // what the API sees of this job
 };
 
 }  // namespace stepwatch::agent

@@ -14,7 +14,7 @@
 #include "src/detect/detector.h"
 #include "src/detect/spec_adapter.h"
 #include "src/probe/nvml.h"
-#include "src/supervise/observer.h"
+#include "src/watch/job_watch.h"
 
 namespace stepwatch::cli {
 
@@ -71,25 +71,23 @@ int run_status(const StatusArgs& a) {
                                               [](const std::string&) {});
     }
     // Two polls a sample apart: rates need two readings. Every job is sampled in the same window.
-    std::vector<std::unique_ptr<supervise::Observer>> observers;
-    std::vector<std::unique_ptr<detect::Detector>> detectors;
+    std::vector<std::unique_ptr<watch::JobWatch>> watches;
     for (const auto& v : views) {
-      supervise::ObserverConfig oc;
+      watch::ObserverConfig oc;
       oc.beacon_root = a.dir;
       oc.job = v.job;
       oc.local_host = host;
       oc.gpu = gpu;
-      observers.push_back(std::make_unique<supervise::Observer>(oc));
-      detectors.push_back(std::make_unique<detect::Detector>(detect::config_from_spec(spec)));
-      detectors.back()->observe(observers.back()->poll(SystemClock::instance().now()));
+      watches.push_back(std::make_unique<watch::JobWatch>(oc, detect::config_from_spec(spec)));
+      (void)watches.back()->look(SystemClock::instance().now());
     }
     std::this_thread::sleep_for(std::chrono::nanoseconds(*sample));
     for (size_t i = 0; i < views.size(); ++i) {
-      detect::Observation o = observers[i]->poll(SystemClock::instance().now());
+      watch::Look look = watches[i]->look(SystemClock::instance().now());
       JobEvidence ev;
-      ev.verdict = detectors[i]->observe(o);
-      ev.procs = o.procs;
-      ev.gpus = o.gpus;
+      ev.verdict = std::move(look.verdict);
+      ev.procs = std::move(look.observation.procs);
+      ev.gpus = std::move(look.observation.gpus);
       ev.sample_ns = *sample;
       evidence[views[i].job] = std::move(ev);
       views[i] = contract::scan_job(a.dir, views[i].job);  // the records as of the second poll

@@ -108,9 +108,10 @@ struct ApiServer::Impl {
   }
 
   void healthz(const httplib::Request&, httplib::Response& res) {
-    AgentHealth h = source->health();
+    watch::AgentHealth h = source->health();
     int64_t last = source->last_poll_wall_ns();
-    bool failing = h.consecutive_poll_failures >= kPollFailuresUnhealthy || !h.store_error.empty();
+    bool failing =
+        h.consecutive_poll_failures >= watch::kPollFailuresUnhealthy || !h.store_error.empty();
     json_reply(res, failing ? 503 : 200,
                {{"status", failing ? "failing" : "ok"},
                 {"store_error", h.store_error.empty() ? json(nullptr) : json(h.store_error)},

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "src/common/result.h"
-#include "src/serve/job_state.h"
 #include "src/store/records.h"
+#include "src/watch/job_state.h"
 
 namespace stepwatch::serve {
 
@@ -19,9 +19,9 @@ class JobSource {
   virtual ~JobSource() = default;
 
   // Every watched job (retired ones until they expire), sorted by job id.
-  virtual std::vector<JobState> jobs() const = 0;
-  virtual std::optional<JobState> job(const std::string& id) const = 0;
-  virtual AgentHealth health() const = 0;
+  virtual std::vector<watch::JobState> jobs() const = 0;
+  virtual std::optional<watch::JobState> job(const std::string& id) const = 0;
+  virtual watch::AgentHealth health() const = 0;
   virtual int64_t last_poll_wall_ns() const = 0;  // 0: no poll yet
 
   // Acks the job's open incident; nullopt: none is open.

@@ -79,7 +79,7 @@ json incident_json(const store::Incident& i, const std::vector<store::Action>* a
   return out;
 }
 
-json job_summary_json(const JobState& s) {
+json job_summary_json(const watch::JobState& s) {
   const detect::Verdict& v = s.verdict;
   return {{"job_id", s.job},
           {"state", detect::state_name(v.state)},
@@ -97,7 +97,7 @@ json job_summary_json(const JobState& s) {
           {"summary", v.summary}};
 }
 
-json job_detail_json(const JobState& s) {
+json job_detail_json(const watch::JobState& s) {
   json j = json::parse(detect::verdict_to_json(s.verdict, s.job));
   j["job_id"] = s.job;
   j["owner"] = s.owner;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "src/common/result.h"
-#include "src/serve/job_state.h"
 #include "src/store/records.h"
+#include "src/watch/job_state.h"
 
 namespace stepwatch::serve {
 
@@ -24,9 +24,9 @@ nlohmann::json incident_json(const store::Incident& incident,
                              const std::vector<store::Action>* actions = nullptr);
 
 // A job in GET /api/v1/jobs: its state, owner, last step and its age, expected interval, phase.
-nlohmann::json job_summary_json(const JobState& job);
+nlohmann::json job_summary_json(const watch::JobState& job);
 // GET /api/v1/jobs/{id}: the verdict with every rank's beacon, process and GPU facts.
-nlohmann::json job_detail_json(const JobState& job);
+nlohmann::json job_detail_json(const watch::JobState& job);
 
 // The body of an ack, on the agent's route and the supervisor's alike: empty, or a JSON object
 // {"by": "name", "note": "text"}, each a string of at most kMaxAckField bytes (or null).

@@ -91,7 +91,7 @@ struct RankRef {
   bool same_host;
 };
 
-std::vector<RankRef> sorted_ranks(const JobState& j) {
+std::vector<RankRef> sorted_ranks(const watch::JobState& j) {
   std::vector<RankRef> out;
   for (const auto& r : j.observation.ranks) {
     const std::string& host = r.host.empty() ? j.host : r.host;
@@ -127,7 +127,8 @@ std::string escape_label_value(std::string_view v) {
   return out;
 }
 
-std::string render_metrics(const std::vector<JobState>& jobs, const AgentHealth& health) {
+std::string render_metrics(const std::vector<watch::JobState>& jobs,
+                           const watch::AgentHealth& health) {
   Family job_info("stepwatch_job_info", "gauge",
                   "The job's owner and class from its spec; always 1.");
   Family job_state("stepwatch_job_state", "gauge",
@@ -161,17 +162,18 @@ std::string render_metrics(const std::vector<JobState>& jobs, const AgentHealth&
   Family actions("stepwatch_job_actions_total", "counter",
                  "Runbook actions taken for the job since the agent started, by action.");
 
-  std::vector<const JobState*> sorted;
+  std::vector<const watch::JobState*> sorted;
   for (const auto& j : jobs) {
     // A retired job (finished or vanished) stops exporting: its last state must not keep an
     // alert firing; Prometheus marks the series stale.
     if (!j.retired) sorted.push_back(&j);
   }
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const JobState* a, const JobState* b) { return a->job < b->job; });
+  std::stable_sort(
+      sorted.begin(), sorted.end(),
+      [](const watch::JobState* a, const watch::JobState* b) { return a->job < b->job; });
 
-  for (const JobState* jp : sorted) {
-    const JobState& j = *jp;
+  for (const watch::JobState* jp : sorted) {
+    const watch::JobState& j = *jp;
     const detect::Verdict& v = j.verdict;
     const Stamp& now = j.observation.now;
     const Labels job{{"job_id", j.job}};

@@ -1,4 +1,4 @@
-// The agent's /metrics page: JobState and AgentHealth rendered in the Prometheus text
+// The agent's /metrics page: watch::JobState and watch::AgentHealth rendered in the Prometheus text
 // exposition format, version 0.0.4. Pure: the same input gives the same text, byte for byte
 // (families in a fixed order, jobs sorted by id, ranks by rank, GPUs by index), so tests
 // compare exact text. Names, labels and units are listed in docs/metrics.md.
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/serve/job_state.h"
+#include "src/watch/job_state.h"
 
 namespace stepwatch::serve {
 
@@ -18,7 +18,8 @@ inline constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; c
 // Renders every job that is not retired, then the agent's health. Absent values (no step yet,
 // no beat, no checkpoint, an unknown interval, a GPU field NVML did not give) are omitted,
 // never written as 0 (STYLE rule 3). Ages are taken at the job's last poll (observation.now).
-std::string render_metrics(const std::vector<JobState>& jobs, const AgentHealth& health);
+std::string render_metrics(const std::vector<watch::JobState>& jobs,
+                           const watch::AgentHealth& health);
 
 // Label value escaping of the text format: backslash, double quote and line feed.
 std::string escape_label_value(std::string_view v);

@@ -15,6 +15,7 @@
 #include "src/runbook/preempt.h"
 #include "src/spec/command_template.h"
 #include "src/supervise/supervisor.h"
+#include "src/watch/job_gpus.h"
 
 namespace stepwatch::supervise {
 
@@ -106,16 +107,8 @@ runbook::PreemptReport Supervisor::preempt(const runbook::PreemptTargets& target
     std::set<int> mine;
     for (const auto& p : procs) mine.insert(p.pid);
     po.gpu_holders = [this, mine] {
-      std::vector<int> holding;
-      if (auto s = gpu_->poll()) {
-        for (const auto& d : s->devices) {
-          if (!d.processes) continue;
-          for (const auto& gp : *d.processes) {
-            if (mine.count(gp.pid)) holding.push_back(gp.pid);
-          }
-        }
-      }
-      return holding;
+      auto s = gpu_->poll();
+      return s ? watch::gpu_holders(*s, mine) : std::vector<int>{};
     };
   }
   runbook::PreemptReport rep;

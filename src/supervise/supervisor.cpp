@@ -269,7 +269,7 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
   if (!child) return child.error();
   child_ = std::move(*child);
   exit_status_.reset();
-  ObserverConfig oc;
+  watch::ObserverConfig oc;
   oc.beacon_root = opt_.beacon_root;
   oc.job = opt_.job;
   oc.proc_root = opt_.proc_root;
@@ -278,11 +278,7 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
   oc.selector.sid = child_->pid();
   oc.selector.root_pid = child_->pid();
   oc.gpu = gpu_;
-  observer_ = std::make_unique<Observer>(oc);
-  detector_ = std::make_unique<detect::Detector>(detect::config_from_spec(spec_));
-  if (saved_learned_) detector_->restore_learned(*saved_learned_);
-  last_state_ = detect::State::kStarting;
-  last_cause_ = detect::Cause::kNone;
+  watch_ = std::make_unique<watch::JobWatch>(oc, detect::config_from_spec(spec_), saved_learned_);
   state_.updated_at_ns = started;
   if (auto st = store_->save_state(state_); !st) say(st.error().message);
   store::ProcessRecord rec;
@@ -298,7 +294,7 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
   return {};
 }
 
-void Supervisor::record_processes(const PollReport& report) {
+void Supervisor::record_processes(const watch::PollReport& report) {
   if (!report.tree) return;
   std::map<int, int> rank_of;
   for (const auto& [rank, pid] : report.rank_pids) rank_of[pid] = rank;
@@ -316,24 +312,24 @@ void Supervisor::record_processes(const PollReport& report) {
   }
 }
 
-void Supervisor::on_verdict(const detect::Verdict& v, const detect::Observation& obs) {
+void Supervisor::on_verdict(const watch::Look& look) {
+  const detect::Verdict& v = look.verdict;
   last_verdict_json_ = detect::verdict_to_json(v, opt_.job);
-  (void)trace_->write_observation(obs);
-  if (v.state == last_state_ && v.cause == last_cause_) return;
+  (void)trace_->write_observation(look.observation);
+  if (!look.changed_from) return;
   (void)trace_->write_verdict(v);
   store::Transition t;
   t.job = opt_.job;
   t.incarnation = state_.incarnation;
-  t.at_ns = obs.now.wall_ns;
-  t.from_state = detect::state_name(last_state_);
+  t.at_ns = look.observation.now.wall_ns;
+  t.from_state = detect::state_name(look.changed_from->first);
   t.to_state = detect::state_name(v.state);
   t.cause = detect::cause_name(v.cause);
   t.summary = v.summary;
   (void)store_->record_transition(t);
-  say(fmt::format("{} -> {}", detect::state_name(last_state_), v.summary));
-  last_state_ = v.state;
-  last_cause_ = v.cause;
-  if (auto l = detector_->learned();
+  say(fmt::format("{} -> {}", t.from_state, v.summary));
+  // The learned interval is saved at transitions: what a restart needs, without a write a poll.
+  if (auto l = watch_->detector().learned();
       l && (!saved_learned_ || saved_learned_->median_ns != l->median_ns)) {
     saved_learned_ = l;
     state_.interval_median_ns = l->median_ns;
@@ -406,11 +402,11 @@ int Supervisor::run() {
       return shutdown(sig);
     Stamp now = SystemClock::instance().now();
     if (!exit_status_) exit_status_ = child_->poll_exit();
-    PollReport report;
-    detect::Observation obs =
-        observer_->poll(now, log_->progress(opt_.job, static_cast<uint32_t>(state_.incarnation)),
-                        log_->facts(), &report);
-    if (exit_status_) {
+    watch::LookInputs in;
+    in.log_rank = log_->progress(opt_.job, static_cast<uint32_t>(state_.incarnation));
+    in.log = log_->facts();
+    in.amend = [this](detect::Observation& obs, const watch::PollReport& report) {
+      if (!exit_status_) return;
       obs.job_exit_code = *exit_status_;
       // A job launched without a launcher is its own rank: its exit status is that rank's.
       for (auto& f : obs.procs) {
@@ -418,14 +414,17 @@ int Supervisor::run() {
         if (it != report.rank_pids.end() && it->second == child_->pid())
           f.exit_code = *exit_status_;
       }
-    }
+    };
+    watch::Look look = watch_->look(now, in);
+    const watch::PollReport& report = look.report;
+    const detect::Observation& obs = look.observation;
+    const detect::Verdict& v = look.verdict;
     for (const auto& p : report.fresh_problems) say(p.message);
     if (auto pick = log_->take_pick()) {
       say("log preset auto: reading the output as " + *pick);
     }
     record_processes(report);
-    detect::Verdict v = detector_->observe(obs);
-    on_verdict(v, obs);
+    on_verdict(look);
     if (exit_status_ && !detect::fires_runbook(v.state)) return ended(*exit_status_, v);
     if (exit_status_ && launches_ == 1 && !v.last_step && !runbook_->is_open()) {
       // A crash before the first step of the first launch (an ImportError, a bad flag) is a
@@ -442,7 +441,7 @@ int Supervisor::run() {
 }
 
 Supervisor::Next Supervisor::runbook_turn(const detect::Verdict& v, const detect::Observation& obs,
-                                          const PollReport& report, Stamp now) {
+                                          const watch::PollReport& report, Stamp now) {
   next_ = Next::kContinue;
   own_exit_ = exit_status_;
   turn_obs_ = &obs;

@@ -18,7 +18,7 @@
 #include "src/store/store.h"
 #include "src/supervise/child.h"
 #include "src/supervise/log_feed.h"
-#include "src/supervise/observer.h"
+#include "src/watch/job_watch.h"
 
 namespace stepwatch::serve {
 class AckServer;
@@ -70,7 +70,7 @@ class Supervisor final : private runbook::IncidentHost {
   Status setup();
   // One turn of the runbook over this verdict.
   Next runbook_turn(const detect::Verdict& v, const detect::Observation& obs,
-                    const PollReport& report, Stamp now);
+                    const watch::PollReport& report, Stamp now);
   void wait_for_port();
   int ended(int status,
             const detect::Verdict& v);  // the job ended by itself, nothing firing: its status
@@ -80,8 +80,8 @@ class Supervisor final : private runbook::IncidentHost {
   void hygiene();
   int64_t poll_interval() const;
   int shutdown(int sig);
-  void record_processes(const PollReport& report);
-  void on_verdict(const detect::Verdict& v, const detect::Observation& obs);
+  void record_processes(const watch::PollReport& report);
+  void on_verdict(const watch::Look& look);
 
   // The runbook's host (runbook_host.cpp).
   runbook::PageMessage page(const detect::Verdict& v) override;
@@ -107,8 +107,7 @@ class Supervisor final : private runbook::IncidentHost {
   std::shared_ptr<probe::GpuProbe> gpu_;
   std::unique_ptr<LogFeed> log_;
   std::unique_ptr<Child> child_;
-  std::unique_ptr<Observer> observer_;
-  std::unique_ptr<detect::Detector> detector_;
+  std::unique_ptr<watch::JobWatch> watch_;
   std::optional<detect::TraceWriter> trace_;
   std::unique_ptr<serve::AckServer> ack_;
   std::optional<runbook::StoreLedger> ledger_;
@@ -116,12 +115,10 @@ class Supervisor final : private runbook::IncidentHost {
   std::optional<runbook::Incident> runbook_;
   // This turn's observation and report, for the runbook's host calls; null between turns.
   const detect::Observation* turn_obs_ = nullptr;
-  const PollReport* turn_report_ = nullptr;
+  const watch::PollReport* turn_report_ = nullptr;
   Next next_ = Next::kContinue;
   int exit_code_ = 0;                            // with Next::kExit
   std::set<std::pair<int, uint64_t>> recorded_;  // (pid, start) already in the store
-  detect::State last_state_ = detect::State::kStarting;
-  detect::Cause last_cause_ = detect::Cause::kNone;
   std::string last_verdict_json_;
   int launches_ = 0;  // by this stepwatch run
   std::optional<detect::Learned> saved_learned_;

@@ -135,7 +135,7 @@ class AgentTest : public ::testing::Test {
     auto ns = static_cast<int64_t>(s * 1e9);
     return {t0_.wall_ns + ns, t0_.mono_ns + ns};
   }
-  static std::optional<serve::JobState> find(const std::vector<serve::JobState>& jobs,
+  static std::optional<watch::JobState> find(const std::vector<watch::JobState>& jobs,
                                              const std::string& id) {
     for (const auto& j : jobs) {
       if (j.job == id) return j;
@@ -928,12 +928,12 @@ TEST_F(AgentTest, PollsThatKeepFailingMakeHealthFail) {
   std::atomic<bool> stop{false};
   std::thread t([&] { (*a)->run(stop); });
   for (int i = 0;
-       i < 500 && (*a)->health().consecutive_poll_failures < serve::kPollFailuresUnhealthy; ++i) {
+       i < 500 && (*a)->health().consecutive_poll_failures < watch::kPollFailuresUnhealthy; ++i) {
     std::this_thread::sleep_for(5ms);
   }
   stop = true;
   t.join();
-  EXPECT_GE((*a)->health().consecutive_poll_failures, serve::kPollFailuresUnhealthy);
+  EXPECT_GE((*a)->health().consecutive_poll_failures, watch::kPollFailuresUnhealthy);
   res = http.Get("/healthz");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 503);

@@ -311,7 +311,7 @@ TEST(RenderJobs, TheSameColumnsWhicheverSource) {
   contract::JobView view{"job-1", "/d/job-1", {s}, {}};
   std::string local = render_jobs({status_job(view, kNow, "here", &ev)});
 
-  serve::JobState st;
+  watch::JobState st;
   st.job = "job-1";
   st.owner = "team";
   st.verdict = v;

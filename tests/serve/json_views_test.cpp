@@ -155,7 +155,7 @@ TEST(AckReply, TheSameShapeOnEveryRoute) {
 }
 
 TEST(JobJson, SummaryAndDetailSayAbsentAsNull) {
-  JobState s;
+  watch::JobState s;
   s.job = "train-a";
   s.owner = "team";
   s.first_seen_wall_ns = kT0 + 5 * kNsPerMs;

@@ -25,8 +25,8 @@ Stamp mono_ago(int64_t sec) {
 
 // Two ranks on node-a: rank 0 has a step, a beat and a checkpoint; rank 1 is still in init.
 // One GPU whose power NVML did not give.
-JobState sample_job() {
-  JobState j;
+watch::JobState sample_job() {
+  watch::JobState j;
   j.job = "train-1";
   j.owner = "ml-team";
   j.job_class = "llm";
@@ -70,8 +70,8 @@ JobState sample_job() {
   return j;
 }
 
-AgentHealth sample_health() {
-  AgentHealth h;
+watch::AgentHealth sample_health() {
+  watch::AgentHealth h;
   h.last_poll_duration_ns = 1'500 * kNsPerUs;
   h.polls_total = 10;
   h.beacons_read_total = 20;
@@ -184,7 +184,7 @@ TEST(Metrics, EscapesLabelValues) {
   EXPECT_EQ(escape_label_value(R"(a\b"c)"
                                "\nd"),
             R"(a\\b\"c\nd)");
-  JobState j = sample_job();
+  watch::JobState j = sample_job();
   // ranks[1] is rank 0 (sample_job pushes rank 1 first).
   j.observation.ranks[1].phase = "eval \"val\"\nshard\\2";
   j.observation.ranks[1].host = "node\"b";
@@ -197,7 +197,7 @@ TEST(Metrics, EscapesLabelValues) {
 }
 
 TEST(Metrics, StateAndCauseAreOneHot) {
-  JobState j = sample_job();
+  watch::JobState j = sample_job();
   j.verdict.state = detect::State::kStalled;
   j.verdict.cause = detect::Cause::kPhaseOverrun;
   std::string text = render_metrics({j}, {});
@@ -224,7 +224,7 @@ TEST(Metrics, StateAndCauseAreOneHot) {
 }
 
 TEST(Metrics, AbsentValuesAreOmitted) {
-  JobState j = sample_job();
+  watch::JobState j = sample_job();
   j.verdict.last_step.reset();
   j.verdict.expected_interval_ns = 0;
   j.gpus.reset();
@@ -233,7 +233,7 @@ TEST(Metrics, AbsentValuesAreOmitted) {
     r.beat_at.reset();
     r.checkpoint.reset();
   }
-  std::string text = render_metrics({j}, AgentHealth{});
+  std::string text = render_metrics({j}, watch::AgentHealth{});
   for (const char* family :
        {"stepwatch_job_step", "stepwatch_job_expected_interval_seconds", "stepwatch_rank_step",
         "stepwatch_rank_beat_age_seconds", "stepwatch_rank_checkpoint", "stepwatch_gpu_",
@@ -246,7 +246,7 @@ TEST(Metrics, AbsentValuesAreOmitted) {
 }
 
 TEST(Metrics, AgesFromAnotherHostUseTheWallClock) {
-  JobState j = sample_job();
+  watch::JobState j = sample_job();
   auto& r0 = j.observation.ranks[1];
   ASSERT_EQ(r0.rank, 0);
   r0.host = "node-b";
@@ -259,12 +259,12 @@ TEST(Metrics, AgesFromAnotherHostUseTheWallClock) {
 }
 
 TEST(Metrics, CountersAndOrdering) {
-  JobState a = sample_job();
-  JobState b = sample_job();
+  watch::JobState a = sample_job();
+  watch::JobState b = sample_job();
   b.job = "a-first";
   b.incidents_total = 3;
   b.actions_total = {{"preempt", 4}};
-  JobState gone = sample_job();
+  watch::JobState gone = sample_job();
   gone.job = "gone";
   gone.retired = true;
   std::string text = render_metrics({a, b, gone}, sample_health());
@@ -280,7 +280,7 @@ TEST(Metrics, CountersAndOrdering) {
 // Every sample line is `name{labels} value` with valid names, and every family has exactly one
 // HELP and one TYPE line, both before its first sample, with its samples contiguous.
 TEST(Metrics, ParsesBack) {
-  JobState odd = sample_job();
+  watch::JobState odd = sample_job();
   odd.job = "odd";
   odd.observation.ranks[0].phase = "a\"b\\c\nd";
   std::string text = render_metrics({sample_job(), odd}, sample_health());
@@ -325,7 +325,7 @@ TEST(Metrics, ParsesBack) {
 #ifdef STEPWATCH_PROMTOOL
 // The real parser and linter: promtool check metrics reads the exposition from stdin.
 TEST(Metrics, PromtoolAcceptsTheExposition) {
-  JobState odd = sample_job();
+  watch::JobState odd = sample_job();
   odd.job = "odd";
   odd.observation.ranks[0].phase = "a\"b\\c\nd";
   std::string text = render_metrics({sample_job(), odd}, sample_health());

@@ -16,7 +16,7 @@
 #include "src/probe/pid_watch.h"
 #include "src/probe/procfs.h"
 
-namespace stepwatch::supervise {
+namespace stepwatch::watch {
 
 struct ObserverConfig {
   std::string beacon_root;
@@ -101,4 +101,4 @@ class Observer {
 // The RANK (or SLURM_PROCID) a process was started with, from /proc/<pid>/environ.
 std::optional<int> rank_from_environ(const std::string& proc_root, int pid);
 
-}  // namespace stepwatch::supervise
+}  // namespace stepwatch::watch

@@ -1,4 +1,4 @@
-#include "src/supervise/observer.h"
+#include "src/watch/observer.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,9 @@
 #include <charconv>
 
 #include "src/probe/proc_fs.h"
+#include "src/watch/job_gpus.h"
 
-namespace stepwatch::supervise {
+namespace stepwatch::watch {
 
 std::optional<int> rank_from_environ(const std::string& proc_root, int pid) {
   auto env = probe::ProcFs(proc_root).environ(pid);
@@ -184,21 +185,15 @@ detect::Observation Observer::poll(const Stamp& now,
             if (p.ppid == pid) mine.insert(cpid);
           }
         }
-        for (const auto& d : snap->devices) {
-          bool holds = false;
-          if (d.processes) {
-            for (const auto& gp : *d.processes)
-              holds = holds || mine.count(static_cast<int>(gp.pid)) > 0;
-          }
-          if (!holds) continue;
-          detect::GpuFacts g;
-          g.rank = rank;
-          if (d.sm_util_pct) g.sm_util_pct = *d.sm_util_pct;
-          g.power_w = d.power_w;
-          if (d.mem_used_bytes) g.mem_used_bytes = static_cast<int64_t>(*d.mem_used_bytes);
-          obs.gpus.push_back(g);
-          break;
-        }
+        auto held = devices_held(*snap, mine);
+        if (held.empty()) continue;
+        const probe::GpuDevice& d = *held.front();
+        detect::GpuFacts g;
+        g.rank = rank;
+        if (d.sm_util_pct) g.sm_util_pct = *d.sm_util_pct;
+        g.power_w = d.power_w;
+        if (d.mem_used_bytes) g.mem_used_bytes = static_cast<int64_t>(*d.mem_used_bytes);
+        obs.gpus.push_back(g);
       }
       rep.gpus = *snap;
     } else {
@@ -318,4 +313,4 @@ void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport
   }
 }
 
-}  // namespace stepwatch::supervise
+}  // namespace stepwatch::watch

@@ -12,7 +12,7 @@
 #include "src/detect/verdict.h"
 #include "src/probe/gpu_probe.h"
 
-namespace stepwatch::serve {
+namespace stepwatch::watch {
 
 struct JobState {
   std::string job;
@@ -51,4 +51,4 @@ struct AgentHealth {
 
 inline constexpr uint64_t kPollFailuresUnhealthy = 3;
 
-}  // namespace stepwatch::serve
+}  // namespace stepwatch::watch

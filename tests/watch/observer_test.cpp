@@ -1,4 +1,4 @@
-#include "src/supervise/observer.h"
+#include "src/watch/observer.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -14,7 +14,7 @@
 #include "src/contract/beacon_writer.h"
 #include "src/contract/names.h"
 
-namespace stepwatch::supervise {
+namespace stepwatch::watch {
 namespace {
 
 namespace fs = std::filesystem;
@@ -384,4 +384,4 @@ TEST(RankFromEnviron, ReadsRankOrSlurm) {
 }
 
 }  // namespace
-}  // namespace stepwatch::supervise
+}  // namespace stepwatch::watch
