@@ -73,6 +73,11 @@ int run_supervisor(const RunArgs& a) {
     if (!p || *p <= 0) return fail(p ? "--poll must be above zero" : p.error().message);
     o.poll_ns = *p;
   }
+  if (a.new_store) {  // an empty stepwatch.db becomes a store now; the supervisor then opens it
+    store::OpenOptions fresh;
+    fresh.fresh_if_empty = true;
+    if (auto st = store::Store::open(o.state_dir, fresh); !st) return fail(st.error().message);
+  }
   supervise::Supervisor s(std::move(o), std::move(spec));
   return s.run();
 }
