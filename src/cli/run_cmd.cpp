@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "src/cli/agent_client.h"
 #include "src/common/duration.h"
@@ -41,15 +39,11 @@ int run_supervisor(const RunArgs& a) {
   o.argv = a.argv;
   spec::JobSpec spec = spec::default_spec();
   if (!a.spec_path.empty()) {
-    auto s = spec::load_spec_file(a.spec_path);
+    auto s = spec::load_spec_file(a.spec_path, &o.spec_text);
     if (!s)
       return fail(fmt::format("the spec has errors; nothing was launched:\n{}", s.error().message));
     spec = std::move(*s);
-    std::ifstream in(a.spec_path);
-    std::stringstream text;
-    text << in.rdbuf();
     o.spec_path = a.spec_path;
-    o.spec_text = text.str();
   }
   o.job = !a.job.empty()      ? a.job
           : !spec.job.empty() ? spec.job

@@ -31,11 +31,13 @@ Result<JobSpec> parse_spec(std::string_view text, const std::string& source_name
   return std::move(check.spec);
 }
 
-Result<JobSpec> load_spec_file(const std::string& path) {
-  auto check = check_spec_file(path);
-  if (!check) return check.error();
-  if (!check->ok()) return as_error(*check);
-  return std::move(check->spec);
+Result<JobSpec> load_spec_file(const std::string& path, std::string* text) {
+  auto read = read_toml_file(path, kMaxSpecBytes, "a job spec");
+  if (!read) return read.error();
+  SpecCheck check = check_spec(*read, path);
+  if (!check.ok()) return as_error(check);
+  if (text != nullptr) *text = std::move(*read);
+  return std::move(check.spec);
 }
 
 }  // namespace stepwatch::spec

@@ -168,6 +168,8 @@ Result<SpecCheck> check_spec_file(const std::string& path);
 
 // The same as a Result: the error message holds every error, one per line.
 Result<JobSpec> parse_spec(std::string_view text, const std::string& source_name);
-Result<JobSpec> load_spec_file(const std::string& path);
+// text, when given, receives the file's text exactly as it was read and checked (for a record
+// of the spec a run used: the file is read once).
+Result<JobSpec> load_spec_file(const std::string& path, std::string* text = nullptr);
 
 }  // namespace stepwatch::spec
