@@ -1,18 +1,17 @@
-// agent.toml, and the only agent file that includes toml++ (STYLE rule 11). Errors are collected,
-// not thrown: a file with three mistakes reports three, each as "FILE:LINE: key: message".
+// agent.toml, read through the spec's TOML reader (src/spec/toml_reader.h). Errors are collected,
+// not thrown: a file with three mistakes reports three, each as "FILE:LINE: key: message", an
+// unknown key with "did you mean" or the keys there are.
 #include "src/agent/config.h"
 
 #include <fmt/format.h>
 #include <fnmatch.h>
-#include <toml++/toml.h>
 
 #include <charconv>
-#include <map>
 
 #include "src/common/duration.h"
 #include "src/common/host.h"
 #include "src/common/text_file.h"
-#include "src/spec/size.h"
+#include "src/spec/toml_reader.h"
 
 namespace stepwatch::agent {
 
@@ -28,82 +27,33 @@ bool valid_job_pattern(const std::string& p) {
   return true;
 }
 
-constexpr const char* kKeys[] = {"beacon_roots",
-                                 "poll_interval",
-                                 "state_dir",
-                                 "listen",
-                                 "specs_dir",
-                                 "token_file",
-                                 "retire_after",
-                                 "proc_root",
-                                 "gpu",
-                                 "nvml_lib",
-                                 "preempt_jobs",
-                                 "max_jobs_per_user",
-                                 "incidents_per_user_per_hour",
-                                 "log_lines_per_user_per_minute",
-                                 "keep_history",
-                                 "max_store_size"};
+constexpr std::string_view kKeys[] = {"beacon_roots",
+                                      "poll_interval",
+                                      "state_dir",
+                                      "listen",
+                                      "specs_dir",
+                                      "token_file",
+                                      "retire_after",
+                                      "proc_root",
+                                      "gpu",
+                                      "nvml_lib",
+                                      "preempt_jobs",
+                                      "max_jobs_per_user",
+                                      "incidents_per_user_per_hour",
+                                      "log_lines_per_user_per_minute",
+                                      "keep_history",
+                                      "max_store_size"};
 
-struct Sink {
-  std::string source;
-  std::vector<std::string> errors;
-  void error(int line, std::string_view key, const std::string& message) {
-    std::string where = source.empty() ? "<agent.toml>" : source;
-    if (line > 0) where += fmt::format(":{}", line);
-    errors.push_back(key.empty() ? fmt::format("{}: {}", where, message)
-                                 : fmt::format("{}: {}: {}", where, key, message));
-  }
-};
+using spec::TomlReader;
+using spec::TomlType;
+using spec::TomlValue;
 
-int line_of(const toml::node& v) {
-  return static_cast<int>(v.source().begin.line);
-}
-
-bool read_string(const toml::node& v, std::string_view key, Sink& sink, std::string* out) {
-  const auto* s = v.as_string();
-  if (s == nullptr) {
-    sink.error(line_of(v), key, "must be a string");
-    return false;
-  }
-  *out = s->get();
-  return true;
-}
-
-bool read_duration(const toml::node& v, std::string_view key, Sink& sink, int64_t* out) {
-  if (const auto* s = v.as_string()) {
-    auto d = parse_duration(s->get());
-    if (!d) {
-      sink.error(line_of(v), key, d.error().message);
-      return false;
-    }
-    *out = *d;
-    return true;
-  }
-  if (v.is_integer() || v.is_floating_point()) {
-    double seconds =
-        v.is_integer() ? static_cast<double>(v.as_integer()->get()) : v.as_floating_point()->get();
-    if (!(seconds >= 0) || seconds > 1e9) {
-      sink.error(line_of(v), key,
-                 fmt::format("must be a non-negative number of seconds, got {}", seconds));
-      return false;
-    }
-    *out = static_cast<int64_t>(seconds * static_cast<double>(kNsPerSec));
-    return true;
-  }
-  sink.error(line_of(v), key, "must be a duration such as \"1s\", \"500ms\" or \"10m\"");
-  return false;
-}
-
-bool read_int(const toml::node& v, std::string_view key, Sink& sink, int64_t lo, int64_t hi,
-              int* out) {
-  const auto* i = v.as_integer();
-  if (i == nullptr || i->get() < lo || i->get() > hi) {
-    sink.error(line_of(v), key, fmt::format("must be a whole number from {} to {}", lo, hi));
-    return false;
-  }
-  *out = static_cast<int>(i->get());
-  return true;
+// A near miss gets "did you mean"; anything else the list of keys there are.
+std::string unknown_key(std::string_view key) {
+  if (!spec::closest(key, kKeys).empty()) return spec::unknown_key_message(key, kKeys);
+  std::string allowed;
+  for (auto k : kKeys) allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", k);
+  return "unknown key; allowed: " + allowed;
 }
 
 // "HOST:PORT" or "[V6]:PORT".
@@ -137,136 +87,108 @@ Status split_listen(const std::string& s, std::string* host, int* port) {
   return {};
 }
 
+// Reads one known key of agent.toml into `c`.
+void read_key(TomlReader& in, std::string_view key, const TomlValue& v, const std::string& k,
+              AgentConfig& c) {
+  using Zero = TomlReader::Zero;
+  if (key == "beacon_roots") {
+    if (!v.is(TomlType::kArray)) {
+      return in.type_error(v, k, "an array of directories, e.g. [\"/dev/shm/stepwatch\"]");
+    }
+    c.beacon_roots.clear();
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      const TomlValue& e = v.items[i];
+      if (!e.is(TomlType::kString) || e.string.empty() || e.string[0] != '/') {
+        in.error(e, fmt::format("{}[{}]", k, i), "must be an absolute path");
+        continue;
+      }
+      c.beacon_roots.push_back(e.string);
+    }
+    if (v.items.empty()) in.error(v, k, "must name at least one directory");
+  } else if (key == "preempt_jobs") {
+    if (!v.is(TomlType::kArray)) {
+      return in.type_error(v, k, "an array of job ids or patterns, e.g. [\"pretrain-*\"]");
+    }
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      const TomlValue& e = v.items[i];
+      if (!e.is(TomlType::kString) || !valid_job_pattern(e.string)) {
+        in.error(e, fmt::format("{}[{}]", k, i),
+                 "must be a job id or a pattern of 1-63 characters from [A-Za-z0-9._-] and * ? "
+                 "(e.g. \"pretrain-*\")");
+        continue;
+      }
+      c.preempt_jobs.push_back(e.string);
+    }
+  } else if (key == "poll_interval") {
+    if (in.get_duration(v, k, &c.poll_interval_ns, Zero::kAllow) &&
+        c.poll_interval_ns < 10 * kNsPerMs) {
+      in.error(v, k,
+               fmt::format("must be at least 10ms, got {}", format_duration(c.poll_interval_ns)));
+    }
+  } else if (key == "retire_after") {
+    in.get_duration(v, k, &c.retire_after_ns, Zero::kAllow);
+  } else if (key == "keep_history") {
+    if (in.get_duration(v, k, &c.keep_history_ns, Zero::kAllow) &&
+        c.keep_history_ns < 3600 * kNsPerSec) {
+      in.error(v, k,
+               fmt::format("must be at least 1h, got {}", format_duration(c.keep_history_ns)));
+    }
+  } else if (key == "max_jobs_per_user" || key == "incidents_per_user_per_hour" ||
+             key == "log_lines_per_user_per_minute") {
+    int* out = key == "max_jobs_per_user"             ? &c.max_jobs_per_user
+               : key == "incidents_per_user_per_hour" ? &c.incidents_per_user_per_hour
+                                                      : &c.log_lines_per_user_per_minute;
+    in.get_int(v, k, out, 1, 1'000'000, "a whole number from 1 to 1000000");
+  } else if (key == "max_store_size") {
+    int64_t size = 0;
+    if (!v.is(TomlType::kString)) {  // a bare number would be bytes: too easy to get wrong here
+      in.type_error(v, k, "a size such as \"256MiB\" or \"1GiB\"");
+    } else if (!in.get_size(v, k, &size)) {
+      // reported
+    } else if (size < (int64_t{1} << 20)) {
+      in.error(v, k, "must be at least 1MiB");
+    } else {
+      c.max_store_size = size;
+    }
+  } else if (key == "gpu") {
+    in.get(v, k, &c.gpu);
+  } else {
+    std::string s;
+    if (!in.get(v, k, &s)) return;
+    if (key == "listen") c.listen = s;
+    if (key == "nvml_lib") c.nvml_lib = s;
+    if (key == "token_file") c.token_file = s;
+    if (key == "state_dir" || key == "specs_dir" || key == "proc_root") {
+      if (s.empty()) return in.error(v, k, "must not be empty");
+      (key == "state_dir" ? c.state_dir : key == "specs_dir" ? c.specs_dir : c.proc_root) = s;
+    }
+  }
+}
+
 Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_name,
                                bool read_token) {
   AgentConfig c;
   c.source = source_name;
-  Sink sink{source_name, {}};
-  std::map<std::string, int, std::less<>> lines;
+  const std::string file = source_name.empty() ? "<agent.toml>" : source_name;
+  spec::KeyLines lines;
+  spec::IssueSink sink(file, &lines);
+  TomlReader in(&sink, &lines, TomlReader::Wording::kMustBe);
   try {
-    toml::table root;
-    try {
-      root = toml::parse(text, source_name);
-    } catch (const toml::parse_error& e) {
-      const auto& at = e.source().begin;
-      return Error{Errc::kParse, fmt::format("{}:{}:{}: malformed TOML: {}", source_name, at.line,
-                                             at.column, e.description())};
-    }
-    for (auto&& [k, v] : root) {
-      std::string key(k.str());
-      int line = static_cast<int>(k.source().begin.line);
-      if (line <= 0) line = line_of(v);
-      lines[key] = line;
-      bool known = false;
-      for (const char* kk : kKeys) known = known || key == kk;
-      if (!known) {
-        std::string allowed;
-        for (const char* kk : kKeys) allowed += (allowed.empty() ? "" : ", ") + std::string(kk);
-        sink.error(line, key, "unknown key; allowed: " + allowed);
-        continue;
-      }
-      if (key == "beacon_roots") {
-        const auto* arr = v.as_array();
-        if (arr == nullptr) {
-          sink.error(line, key, "must be an array of directories, e.g. [\"/dev/shm/stepwatch\"]");
-          continue;
-        }
-        c.beacon_roots.clear();
-        for (size_t i = 0; i < arr->size(); ++i) {
-          const auto* s = (*arr)[i].as_string();
-          std::string item = fmt::format("{}[{}]", key, i);
-          if (s == nullptr || s->get().empty() || s->get()[0] != '/') {
-            sink.error(line_of((*arr)[i]) > 0 ? line_of((*arr)[i]) : line, item,
-                       "must be an absolute path");
-            continue;
-          }
-          c.beacon_roots.push_back(s->get());
-        }
-        if (arr->empty()) sink.error(line, key, "must name at least one directory");
-      } else if (key == "preempt_jobs") {
-        const auto* arr = v.as_array();
-        if (arr == nullptr) {
-          sink.error(line, key, "must be an array of job ids or patterns, e.g. [\"pretrain-*\"]");
-          continue;
-        }
-        for (size_t i = 0; i < arr->size(); ++i) {
-          const auto* s = (*arr)[i].as_string();
-          std::string item = fmt::format("{}[{}]", key, i);
-          int at = line_of((*arr)[i]) > 0 ? line_of((*arr)[i]) : line;
-          if (s == nullptr || !valid_job_pattern(s->get())) {
-            sink.error(
-                at, item,
-                "must be a job id or a pattern of 1-63 characters from [A-Za-z0-9._-] and * ? "
-                "(e.g. \"pretrain-*\")");
-            continue;
-          }
-          c.preempt_jobs.push_back(s->get());
-        }
-      } else if (key == "poll_interval") {
-        if (read_duration(v, key, sink, &c.poll_interval_ns) &&
-            c.poll_interval_ns < 10 * kNsPerMs) {
-          sink.error(
-              line, key,
-              fmt::format("must be at least 10ms, got {}", format_duration(c.poll_interval_ns)));
-        }
-      } else if (key == "retire_after") {
-        read_duration(v, key, sink, &c.retire_after_ns);
-      } else if (key == "max_jobs_per_user") {
-        read_int(v, key, sink, 1, 1'000'000, &c.max_jobs_per_user);
-      } else if (key == "incidents_per_user_per_hour") {
-        read_int(v, key, sink, 1, 1'000'000, &c.incidents_per_user_per_hour);
-      } else if (key == "log_lines_per_user_per_minute") {
-        read_int(v, key, sink, 1, 1'000'000, &c.log_lines_per_user_per_minute);
-      } else if (key == "keep_history") {
-        if (read_duration(v, key, sink, &c.keep_history_ns) && c.keep_history_ns < 3600 * kNsPerSec)
-          sink.error(
-              line, key,
-              fmt::format("must be at least 1h, got {}", format_duration(c.keep_history_ns)));
-      } else if (key == "max_store_size") {
-        const auto* s = v.as_string();
-        auto size =
-            s ? spec::parse_size(s->get()) : Result<int64_t>(Error{Errc::kInvalidArgument, ""});
-        if (!size) {
-          sink.error(line, key,
-                     s ? size.error().message
-                       : std::string("must be a size such as \"256MiB\" or \"1GiB\""));
-        } else if (*size < (1LL << 20)) {
-          sink.error(line, key, "must be at least 1MiB");
-        } else {
-          c.max_store_size = *size;
-        }
-      } else if (key == "gpu") {
-        if (const auto* b = v.as_boolean()) {
-          c.gpu = b->get();
-        } else {
-          sink.error(line, key, "must be true or false");
-        }
-      } else {
-        std::string s;
-        if (!read_string(v, key, sink, &s)) continue;
-        if (key == "listen") c.listen = s;
-        if (key == "nvml_lib") c.nvml_lib = s;
-        if (key == "token_file") c.token_file = s;
-        if (key == "state_dir" || key == "specs_dir" || key == "proc_root") {
-          if (s.empty()) {
-            sink.error(line, key, "must not be empty");
-            continue;
-          }
-          (key == "state_dir" ? c.state_dir : key == "specs_dir" ? c.specs_dir : c.proc_root) = s;
-        }
-      }
-    }
-    auto line = [&](const char* key) {
-      auto it = lines.find(key);
-      return it == lines.end() ? 0 : it->second;
-    };
+    spec::TomlDocument doc = spec::parse_toml(text, file);
+    if (doc.syntax_error) return Error{Errc::kParse, doc.syntax_error->text()};
+    in.each_key(
+        doc.root, "", kKeys,
+        [&](std::string_view key, const TomlValue& v, const std::string& k) {
+          read_key(in, key, v, k, c);
+        },
+        unknown_key);
     bool listen_ok = true;
     if (auto st = split_listen(c.listen, &c.listen_host, &c.listen_port); !st) {
-      sink.error(line("listen"), "listen", st.error().message);
+      sink.error("listen", st.error().message);
       listen_ok = false;
     }
     if (listen_ok && !is_loopback_host(c.listen_host) && c.token_file.empty()) {
-      sink.error(line("listen"), "listen",
+      sink.error("listen",
                  fmt::format(
                      "listening on {} (beyond loopback) needs token_file: anyone who can reach the "
                      "port could ack incidents; set token_file or listen on 127.0.0.1",
@@ -275,7 +197,7 @@ Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_
     if (read_token && !c.token_file.empty()) {
       auto t = read_token_file(c.token_file);
       if (!t) {
-        sink.error(line("token_file"), "token_file", t.error().message);
+        sink.error("token_file", t.error().message);
       } else {
         c.token = std::move(*t);
       }
@@ -283,9 +205,9 @@ Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_
   } catch (const std::exception& e) {  // the boundary: nothing thrown leaves the loader
     sink.error(0, "", fmt::format("internal error while reading the configuration: {}", e.what()));
   }
-  if (!sink.errors.empty()) {
+  if (sink.has_errors()) {
     std::string msg;
-    for (const auto& e : sink.errors) msg += (msg.empty() ? "" : "\n") + e;
+    for (const auto& e : sink.take_errors()) msg += (msg.empty() ? "" : "\n") + e.text();
     return Error{Errc::kInvalidArgument, msg};
   }
   return c;
@@ -315,9 +237,9 @@ Result<std::string> read_token_file(const std::string& path) {
 }
 
 Result<AgentConfig> load_agent_config(const std::string& path) {
-  auto f = read_text_file(path, 1 << 20);
-  if (!f) return f.error();
-  return parse_impl(f->text, path, true);
+  auto text = spec::read_toml_file(path, 1 << 20, "an agent configuration");
+  if (!text) return text.error();
+  return parse_impl(*text, path, true);
 }
 
 bool may_preempt(const AgentConfig& config, const std::string& job) {

@@ -19,6 +19,7 @@
 #include "src/probe/ports.h"
 #include "src/serve/agent_api.h"
 #include "src/serve/metrics.h"
+#include "src/store/store.h"
 
 namespace stepwatch::cli {
 
@@ -43,7 +44,7 @@ extern "C" void on_stop_signal(int) {
 
 }  // namespace
 
-int run_agent(const std::string& config_path) {
+int run_agent(const std::string& config_path, bool new_store) {
   auto config = agent::load_agent_config(config_path);
   if (!config) {
     fmt::print(stderr, "stepwatch agent: {}\n", config.error().message);
@@ -68,6 +69,14 @@ int run_agent(const std::string& config_path) {
   api_config.host = config->listen_host;
   api_config.port = config->listen_port;
   api_config.bearer_token = config->token;
+  if (new_store) {  // an empty stepwatch.db becomes a store now; the agent then opens it
+    store::OpenOptions fresh;
+    fresh.fresh_if_empty = true;
+    if (auto st = store::Store::open(config->state_dir, fresh); !st) {
+      fmt::print(stderr, "stepwatch agent: {}\n", st.error().message);
+      return kAgentStartError;
+    }
+  }
   auto a = agent::Agent::open(*config, std::move(deps));
   if (!a) {
     fmt::print(stderr, "stepwatch agent: {}\n", a.error().message);

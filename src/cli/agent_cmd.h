@@ -12,6 +12,8 @@ inline constexpr int kAgentOk = 0;
 inline constexpr int kAgentConfigError = 2;
 inline constexpr int kAgentStartError = 1;
 
-int run_agent(const std::string& config_path);
+// new_store (--new-store): an empty (0-byte) stepwatch.db becomes a new store instead of being
+// refused (store::OpenOptions::fresh_if_empty).
+int run_agent(const std::string& config_path, bool new_store = false);
 
 }  // namespace stepwatch::cli

@@ -22,6 +22,10 @@ std::string default_dir() {
   return d != nullptr && *d != '\0' ? d : stepwatch::contract::kDefaultDir;
 }
 
+constexpr const char* kNewStoreHelp =
+    "Start a new incident store if stepwatch.db is empty (0 bytes, e.g. truncated), instead of "
+    "refusing it: its history is gone and open incidents will page again";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
                   "Rendezvous port to check before each launch (default $MASTER_PORT)");
   run->add_option("--poll", run_args.poll,
                   "Poll period (default: from the spec or the expected interval)");
+  run->add_flag("--new-store", run_args.new_store, kNewStoreHelp);
   run->add_option("command", run_args.argv, "The job: -- COMMAND [ARGS...]")->required();
 
   stepwatch::cli::AckArgs ack_args;
@@ -128,6 +133,8 @@ int main(int argc, char** argv) {
       "agent", "Watch every job on this node: detect, page, serve the JSON API and /metrics");
   agent->add_option("--config", agent_config,
                     "Agent configuration (TOML; default /etc/stepwatch/agent.toml)");
+  bool agent_new_store = false;
+  agent->add_flag("--new-store", agent_new_store, kNewStoreHelp);
 
   try {
     app.parse(argc, argv);
@@ -142,7 +149,7 @@ int main(int argc, char** argv) {
     if (check->parsed()) return stepwatch::cli::run_check_spec(spec_files, spec_json);
     if (replay->parsed()) return stepwatch::cli::run_replay(replay_opts);
     if (run->parsed()) return stepwatch::cli::run_supervisor(run_args);
-    if (agent->parsed()) return stepwatch::cli::run_agent(agent_config);
+    if (agent->parsed()) return stepwatch::cli::run_agent(agent_config, agent_new_store);
     if (doctor->parsed()) {
       doc.fix = doc_fix;
       doc.incarnation = doc_incarnation;

@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "src/cli/agent_client.h"
 #include "src/common/duration.h"
@@ -41,15 +39,11 @@ int run_supervisor(const RunArgs& a) {
   o.argv = a.argv;
   spec::JobSpec spec = spec::default_spec();
   if (!a.spec_path.empty()) {
-    auto s = spec::load_spec_file(a.spec_path);
+    auto s = spec::load_spec_file(a.spec_path, &o.spec_text);
     if (!s)
       return fail(fmt::format("the spec has errors; nothing was launched:\n{}", s.error().message));
     spec = std::move(*s);
-    std::ifstream in(a.spec_path);
-    std::stringstream text;
-    text << in.rdbuf();
     o.spec_path = a.spec_path;
-    o.spec_text = text.str();
   }
   o.job = !a.job.empty()      ? a.job
           : !spec.job.empty() ? spec.job
@@ -72,6 +66,11 @@ int run_supervisor(const RunArgs& a) {
     auto p = parse_duration(a.poll);
     if (!p || *p <= 0) return fail(p ? "--poll must be above zero" : p.error().message);
     o.poll_ns = *p;
+  }
+  if (a.new_store) {  // an empty stepwatch.db becomes a store now; the supervisor then opens it
+    store::OpenOptions fresh;
+    fresh.fresh_if_empty = true;
+    if (auto st = store::Store::open(o.state_dir, fresh); !st) return fail(st.error().message);
   }
   supervise::Supervisor s(std::move(o), std::move(spec));
   return s.run();

@@ -21,7 +21,8 @@ struct RunArgs {
   int ack_port = 0;
   std::string nvml_lib;
   std::optional<int> master_port;
-  std::string poll;  // a duration; empty: from the spec
+  std::string poll;        // a duration; empty: from the spec
+  bool new_store = false;  // --new-store: an empty (0-byte) stepwatch.db becomes a new store
 };
 
 // The state directory when none is given: $STEPWATCH_STATE_DIR, $XDG_STATE_HOME/stepwatch,

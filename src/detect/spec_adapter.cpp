@@ -10,8 +10,6 @@ Config config_from_spec(const spec::JobSpec& s) {
   c.exit_grace_ns = s.exit_grace_ns;
   c.warmup_steps = s.learn.warmup_steps;
   c.learn_window = s.learn.window;
-  c.phases.clear();
-  c.compile_warm.reset();
   for (const auto& [name, b] : s.phases) {
     PhaseRule rule{b.budget_ns, b.beats_renew};
     if (name == "init") {
@@ -23,6 +21,10 @@ Config config_from_spec(const spec::JobSpec& s) {
     }
   }
   return c;
+}
+
+Config default_config() {
+  return config_from_spec(spec::default_spec());
 }
 
 }  // namespace stepwatch::detect

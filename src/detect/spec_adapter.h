@@ -7,6 +7,10 @@
 
 namespace stepwatch::detect {
 
+// Every field of Config comes from here (Config has no defaults of its own).
 Config config_from_spec(const spec::JobSpec& spec);
+
+// config_from_spec(spec::default_spec()): the detector as an empty spec file configures it.
+Config default_config();
 
 }  // namespace stepwatch::detect

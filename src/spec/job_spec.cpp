@@ -1,6 +1,4 @@
 // JobSpec's defaults and lookups; the loader is spec.cpp, the rules are rules.cpp.
-#include <fmt/format.h>
-
 #include "src/spec/spec.h"
 
 namespace stepwatch::spec {
@@ -71,19 +69,6 @@ std::optional<int64_t> JobSpec::stall_after_ns() const {
 
 JobSpec default_spec() {
   return JobSpec{};
-}
-
-std::string SpecIssue::where() const {
-  std::string out = file.empty() ? "<spec>" : file;
-  if (line > 0) out += fmt::format(":{}", line);
-  if (line > 0 && column > 0) out += fmt::format(":{}", column);
-  return out;
-}
-
-std::string SpecIssue::text() const {
-  std::string out = where() + ": ";
-  if (!key.empty()) out += key + ": ";
-  return out + message;
 }
 
 }  // namespace stepwatch::spec

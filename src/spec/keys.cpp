@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "src/spec/rules.h"
+#include "src/spec/toml_reader.h"
 
 namespace stepwatch::spec {
 
@@ -71,9 +71,7 @@ bool is_known_key(Table table, std::string_view key) {
 }
 
 std::string unknown_key_message(Table table, std::string_view key) {
-  if (auto near = closest(key, known_keys(table)); !near.empty()) {
-    return fmt::format("unknown key; did you mean \"{}\"?", near);
-  }
+  if (!closest(key, known_keys(table)).empty()) return unknown_key_message(key, known_keys(table));
   for (const auto& t : kTables) {
     if (t.table == table || !is_known_key(t.table, key)) continue;
     return t.header.empty() ? fmt::format("unknown key; \"{}\" is a top-level key", key)

@@ -12,20 +12,6 @@
 
 namespace stepwatch::spec {
 
-int KeyLines::line(std::string_view path) const {
-  auto it = lines_.find(path);
-  return it == lines_.end() ? 0 : it->second;
-}
-
-void IssueSink::error(int line, std::string key, std::string message) {
-  errors_.push_back(SpecIssue{file_, line, 0, std::move(key), std::move(message)});
-}
-
-void IssueSink::warning(std::string key, std::string message) {
-  int line = lines_->line(key);
-  warnings_.push_back(SpecIssue{file_, line, 0, std::move(key), std::move(message)});
-}
-
 namespace {
 
 template <class Enum, size_t N>
@@ -34,22 +20,6 @@ std::optional<Enum> find_name(std::string_view name, const std::string_view (&na
     if (names[i] == name) return static_cast<Enum>(i);
   }
   return std::nullopt;
-}
-
-// Edits (insert, delete, substitute, swap two neighbours) from a to b: "jbo" is one from "job".
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min(
-          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
 }
 
 bool is_alnum(char c) {
@@ -79,23 +49,6 @@ std::string one_of(std::span<const std::string_view> names) {
     out += names[i];
   }
   return out;
-}
-
-std::string closest(std::string_view word, std::span<const std::string_view> candidates) {
-  std::string best;
-  size_t best_distance = std::max<size_t>(1, std::min<size_t>(3, word.size() / 3)) + 1;
-  for (auto c : candidates) {
-    size_t d = edit_distance(word, c);
-    // "grace" for "grace_intervals": a shared prefix of 3+ characters is as good as a typo.
-    bool prefix =
-        std::min(word.size(), c.size()) >= 3 && (c.starts_with(word) || word.starts_with(c));
-    if (prefix) d = std::min<size_t>(d, 1);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
-  return best;
 }
 
 std::string job_id_problem(std::string_view name) {

@@ -14,6 +14,7 @@
 
 #include "src/common/clock.h"
 #include "src/common/result.h"
+#include "src/spec/toml_reader.h"
 
 namespace stepwatch::spec {
 
@@ -147,18 +148,8 @@ struct JobSpec {
 
 JobSpec default_spec();
 
-// One problem found in a spec. line 0: not tied to one line (a cross-field rule on defaults).
-struct SpecIssue {
-  std::string file;
-  int line = 0;
-  int column = 0;   // only for TOML syntax errors
-  std::string key;  // "runbook.pager[1].url"; empty for syntax errors
-  std::string message;
-
-  std::string where()
-      const;  // "FILE:LINE" ("FILE:LINE:COLUMN" for syntax errors, "FILE" without a line)
-  std::string text() const;  // "FILE:LINE: key: message"
-};
+// One problem found in a spec: "FILE:LINE: key: message" (toml_reader.h).
+using SpecIssue = FileIssue;
 
 // Everything known about one spec text: the spec (valid only if errors is empty), every error
 // (not just the first) and warnings (legal, but probably not what was meant).
@@ -177,6 +168,8 @@ Result<SpecCheck> check_spec_file(const std::string& path);
 
 // The same as a Result: the error message holds every error, one per line.
 Result<JobSpec> parse_spec(std::string_view text, const std::string& source_name);
-Result<JobSpec> load_spec_file(const std::string& path);
+// text, when given, receives the file's text exactly as it was read and checked (for a record
+// of the spec a run used: the file is read once).
+Result<JobSpec> load_spec_file(const std::string& path, std::string* text = nullptr);
 
 }  // namespace stepwatch::spec

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -82,6 +83,27 @@ Result<std::string> switch_to_wal(Db& db, int timeout_ms) {
   }
 }
 
+// D21: an existing 0-byte database is a store that lost its contents (truncated after a crash
+// on a full disk, or by hand), not a new one: taken as new, it would forget every incident and
+// page the open ones again. A process creating the store right now writes the header within
+// milliseconds, so only a zero length that lasts is refused.
+Status refuse_empty_database(const std::string& path, int busy_timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(std::clamp(busy_timeout_ms, 50, 1000));
+  for (;;) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 0) return {};
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return Error{Errc::kTruncated,
+               fmt::format("{}: the database file is empty (0 bytes, truncated?): its incident "
+                           "history is gone, and a new store would page every open incident "
+                           "again. Move it away to keep it, or start a new store on purpose "
+                           "with `stepwatch run --new-store` or `stepwatch agent --new-store`",
+                           path)};
+}
+
 Error prefixed(const Error& e, std::string_view what) {
   return Error{e.code, fmt::format("{} ({})", e.message, what)};
 }
@@ -124,6 +146,9 @@ Result<Store> Store::open(const std::string& state_dir, const OpenOptions& optio
         return Error{Errc::kNotFound, fmt::format("{}: no stepwatch database here yet", path)};
       return Error{errc_for_errno(err), fmt::format("{}: {}", path, std::strerror(err))};
     }
+  }
+  if (!options.fresh_if_empty) {
+    if (auto st = refuse_empty_database(path, options.busy_timeout_ms); !st) return st.error();
   }
   // A build with SQLITE_USE_URI reads "file:..." as a URI; "./file:..." stays a file name.
   auto db = Db::open(path.rfind("file:", 0) == 0 ? "./" + path : path, options.create);

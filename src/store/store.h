@@ -35,13 +35,17 @@ struct OpenOptions {
   bool create = true;          // false: a missing directory or database is Errc::kNotFound
   int busy_timeout_ms = 5000;  // how long a writer waits for another process's writer
   int64_t now_ns = 0;          // recorded with schema migrations; 0: the wall clock
+  // An existing stepwatch.db of 0 bytes (truncated: its incidents are gone) is refused as
+  // Errc::kTruncated unless this is set; then it becomes a new, empty store. `--new-store`.
+  bool fresh_if_empty = false;
 };
 
 class Store {
  public:
   // Opens <state_dir>/stepwatch.db, creating the directory (mode 0700) and the database when
   // allowed, switching it to WAL and migrating its schema. Errors name the file or directory
-  // and carry SQLite's message; a database from a newer stepwatch is Errc::kUnknownVersion.
+  // and carry SQLite's message; a database from a newer stepwatch is Errc::kUnknownVersion,
+  // an empty database file Errc::kTruncated (see OpenOptions::fresh_if_empty).
   static Result<Store> open(const std::string& state_dir, const OpenOptions& options = {});
 
   Store(Store&&) noexcept;

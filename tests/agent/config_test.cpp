@@ -103,6 +103,54 @@ TEST(AgentConfig, ErrorsNameFileLineAndKey) {
   }
 }
 
+// The same reader as the job spec (src/spec/toml_reader.h): a near miss gets "did you mean",
+// a wrong type says what was found, and a syntax error names line and column.
+TEST(AgentConfig, UnknownKeysAndTypesAreExplained) {
+  const BadCase cases[] = {
+      {"\npol_interval = \"1s\"\n",
+       "agent.toml:2: pol_interval: unknown key; did you mean \"poll_interval\"?"},
+      {"state_dirs = \"/x\"\n",
+       "agent.toml:1: state_dirs: unknown key; did you mean \"state_dir\"?"},
+      {"# c\n\nkeep_histroy = \"2h\"\n",
+       "agent.toml:3: keep_histroy: unknown key; did you mean \"keep_history\"?"},
+      {"colour = 1\n", "agent.toml:1: colour: unknown key; allowed: beacon_roots, poll_interval"},
+      {"state_dir = 7\n", "agent.toml:1: state_dir: must be a string, got an integer"},
+      {"gpu = \"yes\"\n", "agent.toml:1: gpu: must be true or false, got a string"},
+      {"\nbeacon_roots = \"/dev/shm\"\n",
+       "agent.toml:2: beacon_roots: must be an array of directories, e.g. "
+       "[\"/dev/shm/stepwatch\"], "
+       "got a string"},
+      {"max_jobs_per_user = 1.5\n",
+       "agent.toml:1: max_jobs_per_user: must be a whole number from 1 to 1000000, got a float"},
+      {"max_jobs_per_user = 0\n",
+       "agent.toml:1: max_jobs_per_user: must be a whole number from 1 to 1000000, got 0"},
+      {"max_store_size = 1000\n",
+       "agent.toml:1: max_store_size: must be a size such as \"256MiB\" or \"1GiB\", got an "
+       "integer"},
+      {"retire_after = true\n",
+       "agent.toml:1: retire_after: must be a duration (a string like \"15m\" or a number of "
+       "seconds), got a boolean"},
+      {"retire_after = -1\n",
+       "agent.toml:1: retire_after: must be a non-negative duration, got -1"},
+      {"\n\nlisten = [\n", "agent.toml:3:"},
+      {"listen = \"a\" x\n", "agent.toml:1:14: malformed TOML: "},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_agent_config(c.text, "agent.toml");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.error().message.find(c.expected), std::string::npos) << r.error().message;
+  }
+  auto zero = parse_agent_config("retire_after = 0\n", "agent.toml");
+  ASSERT_TRUE(zero.ok()) << zero.error().message;
+  EXPECT_EQ(zero->retire_after_ns, 0) << "0: a finished job is retired at once";
+  // Every error, in file order.
+  auto many = parse_agent_config("gpu = 1\nstate_dirr = \"/x\"\n", "agent.toml");
+  ASSERT_FALSE(many.ok());
+  EXPECT_EQ(many.error().message,
+            "agent.toml:1: gpu: must be true or false, got an integer\n"
+            "agent.toml:2: state_dirr: unknown key; did you mean \"state_dir\"?");
+}
+
 TEST(AgentConfig, PreemptJobsDefaultsToNoneAndMatchesPatterns) {
   auto none = parse_agent_config("", "agent.toml");
   ASSERT_TRUE(none.ok());
@@ -207,6 +255,15 @@ TEST_F(TokenFile, MissingConfigFileIsNamed) {
   auto c = load_agent_config((dir_ / "agent.toml").string());
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().message.find("agent.toml"), std::string::npos);
+}
+
+TEST_F(TokenFile, AConfigLargerThanAMebibyteIsRefused) {
+  std::string cfg = write("agent.toml", std::string((1 << 20) + 1, '#'), 0644);
+  auto c = load_agent_config(cfg);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find(cfg + ": larger than 1048576 bytes; not an agent configuration"),
+            std::string::npos)
+      << c.error().message;
 }
 
 }  // namespace

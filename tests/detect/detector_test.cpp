@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "src/detect/spec_adapter.h"
 #include "tests/detect/sim.h"
 
 namespace stepwatch::detect {
@@ -13,7 +14,7 @@ using testing::kSec;
 using testing::SimJob;
 
 Config configured(int64_t interval) {
-  Config c;
+  Config c = default_config();
   c.expected_interval_ns = interval;
   c.init_budget_ns = 60 * kSec;
   c.warmup_steps = 0;
@@ -635,7 +636,7 @@ TEST(Detector, CauseFromEvidence) {
 
 TEST(Detector, LearnsTheIntervalAndIgnoresHeavyTails) {
   SimJob job(2);
-  Config c;
+  Config c = default_config();
   c.init_budget_ns = 120 * kSec;
   Detector d(c);
   std::mt19937 rng(7);
@@ -660,7 +661,7 @@ TEST(Detector, LearnsTheIntervalAndIgnoresHeavyTails) {
 
 TEST(Detector, RestoredLearningSkipsRelearning) {
   SimJob job(1);
-  Config c;
+  Config c = default_config();
   c.init_budget_ns = 30 * kSec;
   Detector d(c);
   d.restore_learned({2 * kSec, 3 * kSec, 32});
@@ -695,7 +696,7 @@ TEST(Detector, EighteenMinuteStepsAreNotStalledAtMinuteNineteen) {
 
 TEST(Detector, WarmupIntervalsUseTheInitBudgetAsFloor) {
   SimJob job(1);
-  Config c;
+  Config c = default_config();
   c.expected_interval_ns = 2 * kSec;
   c.init_budget_ns = 60 * kSec;
   c.warmup_steps = 3;
@@ -704,6 +705,48 @@ TEST(Detector, WarmupIntervalsUseTheInitBudgetAsFloor) {
   job.step_all(0);
   job.advance(30 * kSec);  // the second step takes long (allocator warmup, autotuning)
   EXPECT_NE(d.observe(job.observe()).state, State::kStalled);
+}
+
+// The detector has no defaults of its own: an empty spec configures it, with the values the
+// detector had when it kept its own copy (docs/spec.md).
+TEST(DetectorConfig, DefaultsComeFromTheSpec) {
+  const int64_t min = 60 * kSec;
+  Config c = default_config();
+  EXPECT_FALSE(c.expected_interval_ns.has_value());
+  EXPECT_EQ(c.grace_intervals, 2.0);
+  EXPECT_EQ(c.slow_factor, 1.5);
+  EXPECT_EQ(c.exit_grace_ns, 5 * kSec);
+  EXPECT_EQ(c.init_budget_ns, 10 * min);
+  std::map<std::string, int64_t> budgets;
+  for (const auto& [name, rule] : c.phases) {
+    budgets[name] = rule.budget_ns;
+    EXPECT_FALSE(rule.beats_renew) << name;
+  }
+  EXPECT_EQ(budgets, (std::map<std::string, int64_t>{{"checkpoint", 15 * min},
+                                                     {"compile", 30 * min},
+                                                     {"data", 10 * min},
+                                                     {"eval", 30 * min},
+                                                     {"finish", 10 * min}}));
+  ASSERT_TRUE(c.compile_warm.has_value());
+  EXPECT_EQ(c.compile_warm->budget_ns, 10 * min);
+  EXPECT_EQ(c.warmup_steps, 3);
+  EXPECT_EQ(c.learn_window, 32);
+  EXPECT_EQ(c.learn_min_samples, 5);
+
+  // And what a spec changes, the detector sees.
+  spec::JobSpec s = spec::default_spec();
+  s.grace_intervals = 3;
+  s.learn.window = 8;
+  s.phases["init"].budget_ns = 2 * min;
+  s.phases.erase("compile_warm");
+  s.phases["train"] = {min, true};
+  Config d = config_from_spec(s);
+  EXPECT_EQ(d.grace_intervals, 3.0);
+  EXPECT_EQ(d.learn_window, 8);
+  EXPECT_EQ(d.init_budget_ns, 2 * min);
+  EXPECT_FALSE(d.compile_warm.has_value());
+  EXPECT_EQ(d.phases.count("train"), 0u) << "train runs on the expected interval";
+  EXPECT_EQ(d.phases.count("init"), 0u);
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "src/store/schema.h"
 #include "src/store/store.h"
@@ -233,6 +235,76 @@ TEST(StoreOpen, EmptyStateDirArgument) {
   auto s = Store::open("");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, Errc::kInvalidArgument);
+}
+
+off_t size_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+// D21: a store truncated to 0 bytes lost its incidents; taking it for a new one would page every
+// open incident again. It is refused, untouched, with the way to start afresh.
+TEST(StoreOpen, AnEmptyDatabaseFileIsRefusedUntouched) {
+  TempDir tmp;
+  std::string dir = tmp / "state";
+  { ASSERT_TRUE(Store::open(dir).ok()); }
+  std::string db = dir + "/stepwatch.db";
+  ASSERT_EQ(::truncate(db.c_str(), 0), 0);
+  for (bool create : {true, false}) {
+    OpenOptions o;
+    o.create = create;
+    o.busy_timeout_ms = 50;
+    auto s = Store::open(dir, o);
+    ASSERT_FALSE(s.ok()) << "create=" << create;
+    EXPECT_EQ(s.error().code, Errc::kTruncated);
+    EXPECT_TRUE(contains(s.error().message, db + ": the database file is empty (0 bytes"))
+        << s.error().message;
+    EXPECT_TRUE(contains(s.error().message, "--new-store")) << s.error().message;
+    EXPECT_EQ(size_of(db), 0) << "nothing written to it";
+  }
+}
+
+TEST(StoreOpen, FreshIfEmptyStartsANewStoreOnAnEmptyFileOnly) {
+  TempDir tmp;
+  std::string dir = tmp / "state";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  std::string db = dir + "/stepwatch.db";
+  { std::ofstream(db.c_str()); }
+  ASSERT_EQ(size_of(db), 0);
+  OpenOptions fresh;
+  fresh.fresh_if_empty = true;
+  {
+    auto s = Store::open(dir, fresh);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_TRUE(s->open_incident({"llm", 1, 1, "stalled", "", "", ""}).ok());
+  }
+  EXPECT_GT(size_of(db), 0);
+  // Now it is a store like any other: opened without the option, and never emptied by it.
+  for (const OpenOptions& o : {OpenOptions{}, fresh}) {
+    auto s = Store::open(dir, o);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    auto inc = s->open_incident_for("llm");
+    ASSERT_TRUE(inc.ok()) << inc.error().message;
+    EXPECT_TRUE(inc->has_value()) << "the incident is kept";
+  }
+}
+
+// An empty file that another process is turning into a store right now (its header follows
+// within milliseconds) is waited for, not refused.
+TEST(StoreOpen, AnEmptyFileBeingCreatedIsWaitedFor) {
+  TempDir tmp;
+  std::string dir = tmp / "state";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  { std::ofstream((dir + "/stepwatch.db").c_str()); }
+  std::thread creator([&dir] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    OpenOptions fresh;
+    fresh.fresh_if_empty = true;
+    EXPECT_TRUE(Store::open(dir, fresh).ok());
+  });
+  auto s = Store::open(dir);
+  creator.join();
+  EXPECT_TRUE(s.ok()) << s.error().message;
 }
 
 }  // namespace
