@@ -3,8 +3,10 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
+# make install PREFIX=/usr DESTDIR=/tmp/stage (docs/install.md)
+PREFIX ?= /usr/local
 
-.PHONY: all deps build test unit-test asan-test fuzz-test demo bench fuzz format format-check clean
+.PHONY: all deps build install test unit-test asan-test fuzz-test demo bench fuzz format format-check clean
 
 all: build
 
@@ -14,6 +16,16 @@ deps:
 build: deps
 	cmake --preset $(PRESET)
 	cmake --build --preset $(PRESET) -j $(JOBS)
+
+# The binary, libstepwatch.so, headers, pkg-config and CMake files, the systemd unit, the example
+# agent configuration and the alert rules under PREFIX (DESTDIR, if set, is prepended to every
+# path). PREFIX is given to cmake at configure time too: the library and Python directories
+# depend on it (Debian's lib/<multiarch> and lib/python3/dist-packages under /usr). Run
+# `ldconfig` after installing under /usr/local.
+install: deps
+	cmake --preset $(PRESET) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+	cmake --build --preset $(PRESET) -j $(JOBS)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
 
 # Unit, concurrency, C-compiled, Python and end-to-end tests; then the fuzzers for a bounded
 # time; then the C++ tests again under AddressSanitizer + UBSan.

@@ -27,3 +27,34 @@ function(sw_add_test name)
     set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
   endif()
 endfunction()
+
+# sw_install_configured(SOURCE DESTINATION DIR [REPLACE OLD NEW]...): installs SOURCE (its name
+# without a trailing .in) into DIR, first replacing each OLD by NEW and then @prefix@, @bindir@,
+# @libdir@, @includedir@ and @version@ by what they are at install time. So the installed file
+# names the prefix it went to, `cmake --install --prefix P` included, and never DESTDIR.
+function(sw_install_configured source)
+  cmake_parse_arguments(ARG "" "DESTINATION" "REPLACE" ${ARGN})
+  get_filename_component(source ${source} ABSOLUTE)
+  get_filename_component(name ${source} NAME)
+  string(REGEX REPLACE "[.]in$" "" name ${name})
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/configured/${name})
+  set(code "file(READ \"${source}\" content)\n")
+  while(ARG_REPLACE)
+    list(POP_FRONT ARG_REPLACE old new)
+    string(APPEND code "string(REPLACE \"${old}\" \"${new}\" content \"\${content}\")\n")
+  endwhile()
+  # CMP0053 NEW: @bindir@ in a REPLACE argument stays text until string(CONFIGURE).
+  install(CODE "
+    cmake_policy(PUSH)
+    cmake_policy(SET CMP0053 NEW)
+    set(prefix \"\${CMAKE_INSTALL_PREFIX}\")
+    set(bindir \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
+    set(libdir \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}\")
+    set(includedir \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}\")
+    set(version \"${PROJECT_VERSION}\")
+    ${code}
+    string(CONFIGURE \"\${content}\" content @ONLY)
+    file(WRITE \"${out}\" \"\${content}\")
+    cmake_policy(POP)")
+  install(FILES ${out} DESTINATION ${ARG_DESTINATION})
+endfunction()

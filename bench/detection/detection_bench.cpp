@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <string>
 
-#include "bench/detection/scenarios.h"
-#include "bench/detection/score.h"
 #include "src/common/duration.h"
 #include "src/detect/trace.h"
+#include "tests/support/scenarios/scenarios.h"
+#include "tests/support/scenarios/score.h"
 
 using namespace stepwatch;
 

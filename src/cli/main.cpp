@@ -31,7 +31,7 @@ constexpr const char* kNewStoreHelp =
 int main(int argc, char** argv) {
   CLI::App app{"stepwatch: is this training job still making progress?"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "stepwatch 0.1.0");
+  app.set_version_flag("--version", "stepwatch " STEPWATCH_VERSION);
 
   stepwatch::cli::StatusArgs st;
   st.dir = default_dir();

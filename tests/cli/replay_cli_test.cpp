@@ -5,10 +5,10 @@
 
 #include <fstream>
 
-#include "bench/detection/scenarios.h"
 #include "src/detect/trace.h"
 #include "tests/cli/run_binary.h"
 #include "tests/contract/test_support.h"
+#include "tests/support/scenarios/scenarios.h"
 
 namespace {
 

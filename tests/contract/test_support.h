@@ -1,5 +1,6 @@
-// Helpers shared by the contract, client and cli tests: a temporary directory removed at scope
-// exit, a scoped environment, file helpers and a hand-built valid beacon record.
+// Helpers shared by the contract, client and cli tests: the temporary directory
+// (tests/support/temp_dir.h), a scoped environment, file helpers and a hand-built valid beacon
+// record.
 #pragma once
 
 #include <stdlib.h>
@@ -21,30 +22,9 @@
 #include <vector>
 
 #include "stepwatch/beacon_v1.h"
+#include "tests/support/temp_dir.h"
 
 namespace stepwatch::test {
-
-// mkdtemp under $TMPDIR (or /tmp); removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "stepwatch-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string operator/(std::string_view rel) const { return path_ + "/" + std::string(rel); }
-
- private:
-  std::string path_;
-};
 
 // Sets or unsets environment variables for a scope and restores the previous values after.
 class ScopedEnv {

@@ -3,8 +3,8 @@
 // them. The same corpus prints the comparison table in `make bench`.
 #include <gtest/gtest.h>
 
-#include "bench/detection/scenarios.h"
-#include "bench/detection/score.h"
+#include "tests/support/scenarios/scenarios.h"
+#include "tests/support/scenarios/score.h"
 
 namespace stepwatch::bench {
 namespace {

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "src/common/host.h"
+#include "tests/support/temp_dir.h"
 
 namespace stepwatch::runbook {
 namespace {
@@ -143,20 +144,7 @@ spec::Pager command_target(std::vector<std::string> argv, int retries = 0,
   return p;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> n{0};
-    path_ = fs::temp_directory_path() / fmt::format("sw-pager-{}-{}", ::getpid(), n++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -399,9 +387,9 @@ TEST(PagerHttp, HttpsIsVerifiedOrClearlyUnsupported) {
   std::string cmd = fmt::format(
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout {} -out {} "
       ">/dev/null 2>&1",
-      dir.file("key.pem"), dir.file("cert.pem"));
+      dir / "key.pem", dir / "cert.pem");
   if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "no openssl command to make a certificate";
-  httplib::SSLServer tls(dir.file("cert.pem").c_str(), dir.file("key.pem").c_str());
+  httplib::SSLServer tls((dir / "cert.pem").c_str(), (dir / "key.pem").c_str());
   ASSERT_TRUE(tls.is_valid());
   std::atomic<int> hits{0};
   tls.Post(".*", [&](const httplib::Request&, httplib::Response&) { ++hits; });
@@ -424,7 +412,7 @@ TEST(PagerHttp, HttpsIsVerifiedOrClearlyUnsupported) {
 
 TEST(PagerCommand, GetsThePageOnStdinAndInItsEnvironment) {
   TempDir dir;
-  std::string script = dir.file("notify.sh");
+  std::string script = dir / "notify.sh";
   std::ofstream(script) << "cat > \"$0.stdin\"\n"
                            "env | grep '^STEPWATCH_PAGE_' | sort > \"$0.env\"\n"
                            "printf '%s' \"$1\" > \"$0.args\"\n";
@@ -462,7 +450,7 @@ TEST(PagerCommand, NonZeroExitIsAFailureWithItsOutput) {
 
 TEST(PagerCommand, HangingCommandIsKilledWithItsChildren) {
   TempDir dir;
-  std::string pidfile = dir.file("pid");
+  std::string pidfile = dir / "pid";
   auto t0 = std::chrono::steady_clock::now();
   auto r = page_one(command_target({"/bin/sh", "-c", "sleep 30 & echo $! > " + pidfile + "; wait"},
                                    0, 300 * kNsPerMs),
@@ -511,7 +499,7 @@ TEST(PageAll, SendsToEveryTargetAndReportsEach) {
   std::vector<spec::Pager> targets = {
       http_target(spec::PagerKind::kWebhook, rx.url("/hook")),
       http_target(spec::PagerKind::kWebhook, fmt::format("http://127.0.0.1:{}/", closed_port())),
-      command_target({"/bin/sh", "-c", "cat > " + dir.file("page.json")}),
+      command_target({"/bin/sh", "-c", "cat > " + dir / "page.json"}),
   };
   FakeSleep sleep;
   auto results = page_all(targets, sample_message(), sleep.options());
@@ -523,7 +511,7 @@ TEST(PageAll, SendsToEveryTargetAndReportsEach) {
   EXPECT_TRUE(results[2].ok) << results[2].detail;
   EXPECT_EQ(results[2].kind, spec::PagerKind::kCommand);
   EXPECT_EQ(rx.requests().size(), 1u);
-  EXPECT_EQ(json::parse(read_file(dir.file("page.json")))["job"], "llm-7b");
+  EXPECT_EQ(json::parse(read_file(dir / "page.json"))["job"], "llm-7b");
 }
 
 TEST(PageAll, SleeperCanStopTheRetries) {

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "src/common/clock.h"
+#include "tests/support/temp_dir.h"
 
 namespace stepwatch::spec {
 namespace {
@@ -323,18 +324,13 @@ TEST(Spec, DocumentationExamplesAreValid) {
 
 class SpecFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "/spec-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& text) {
     std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
     return path;
   }
-  std::string dir_;
+  test::TempDir tmp_;
+  std::string dir_ = tmp_.path();
 };
 
 TEST_F(SpecFiles, LoadReportsUnreadableFiles) {

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "src/store/store.h"
-#include "tests/store/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace stepwatch::store {
 namespace {
 
-using testing::TempDir;
+using test::TempDir;
 
 constexpr int64_t kT0 = 1'700'000'000'000'000'000;
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "src/store/store.h"
-#include "tests/store/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace stepwatch::store::testing {
 
@@ -33,7 +33,7 @@ class StoreTest : public ::testing::Test {
   }
   Store& store() { return *store_; }
 
-  TempDir dir_;
+  test::TempDir dir_;
   std::optional<Store> store_;
 };
 

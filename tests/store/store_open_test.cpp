@@ -12,12 +12,12 @@
 
 #include "src/store/schema.h"
 #include "src/store/store.h"
-#include "tests/store/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace stepwatch::store {
 namespace {
 
-using testing::TempDir;
+using test::TempDir;
 
 bool exists(const std::string& path) {
   struct stat st {};

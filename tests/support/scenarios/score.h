@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/detection/scenarios.h"
 #include "src/common/result.h"
 #include "src/detect/verdict.h"
+#include "tests/support/scenarios/scenarios.h"
 
 namespace stepwatch::bench {
 

@@ -1,20 +1,21 @@
 // `stepwatch incidents` over a real store: empty, with incidents and actions, filtered, as JSON,
 // and the messages for a state directory that is missing or from a newer stepwatch.
+#include "src/cli/incidents.h"
+
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
-#include "src/cli/incidents.h"
 #include "src/store/store.h"
-#include "tests/store/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace stepwatch::cli {
 namespace {
 
 using store::Store;
-using store::testing::TempDir;
+using test::TempDir;
 
 constexpr int64_t kT0 = 1'714'533'164'000'000'000;  // 2024-05-01T03:12:44Z
 constexpr int64_t kSec = 1'000'000'000;

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/temp_dir.h"
+
 namespace stepwatch::cli {
 namespace {
 
@@ -18,12 +20,6 @@ std::string source_dir() {
 
 class CheckSpec : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "/check-spec-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& text) {
     std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
@@ -33,7 +29,8 @@ class CheckSpec : public ::testing::Test {
     out_.clear();
     return check_spec_report(paths, json, &out_);
   }
-  std::string dir_;
+  test::TempDir tmp_;
+  std::string dir_ = tmp_.path();
   std::string out_;
 };
 

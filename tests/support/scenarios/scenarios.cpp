@@ -1,4 +1,4 @@
-#include "bench/detection/scenarios.h"
+#include "tests/support/scenarios/scenarios.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <functional>
 #include <random>
 
-#include "bench/detection/world.h"
+#include "tests/support/scenarios/world.h"
 
 namespace stepwatch::bench {
 

@@ -1,4 +1,4 @@
-#include "bench/detection/world.h"
+#include "tests/support/scenarios/world.h"
 
 #include "stepwatch/beacon_v1.h"
 

@@ -1,4 +1,4 @@
-#include "bench/detection/score.h"
+#include "tests/support/scenarios/score.h"
 
 #include <fmt/format.h>
 

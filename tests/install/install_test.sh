@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix (cmake --install) and checks that every file is
+# where docs/install.md says, then builds tests/install/consumer.c against the installed header
+# and library through pkg-config and through find_package(stepwatch), and runs both. A second
+# install through DESTDIR checks that the files name the prefix, never the staging directory.
+# Any missing file or failed step fails the test.
+#
+#   install_test.sh BUILD_DIR VERSION LIBDIR PYTHONDIR
+#   (PYTHONDIR empty: the Python package is not part of the build)
+set -euo pipefail
+
+build="$1" version="$2" libdir="$3" pydir="$4"
+here="$(cd "$(dirname "$0")" && pwd)"
+cc="${CC:-cc}"
+# The build's own C flags (the asan preset's sanitizers must be in the consumer too).
+read -r -a cflags <<<"${CFLAGS:-}"
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/stepwatch-install-XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+
+fail() {
+  echo "install_test: $*" >&2
+  exit 1
+}
+need() {
+  for f in "$@"; do
+    [ -e "$f" ] || fail "missing after install: ${f#"$tmp"/}"
+  done
+}
+
+cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || {
+  cat "$tmp/install.log" >&2
+  fail "cmake --install $build --prefix $prefix failed"
+}
+
+# The binary.
+need "$prefix/bin/stepwatch"
+got="$("$prefix/bin/stepwatch" --version)"
+[ "$got" = "stepwatch $version" ] || fail "stepwatch --version says '$got', want 'stepwatch $version'"
+
+# libstepwatch.so, its SONAME and the two symlinks.
+lib="$prefix/$libdir"
+need "$lib/libstepwatch.so.$version" "$lib/libstepwatch.so.1" "$lib/libstepwatch.so"
+[ -L "$lib/libstepwatch.so.1" ] && [ -L "$lib/libstepwatch.so" ] || fail "libstepwatch.so and .so.1 must be symlinks"
+[ "$(readlink "$lib/libstepwatch.so.1")" = "libstepwatch.so.$version" ] || fail "libstepwatch.so.1 -> $(readlink "$lib/libstepwatch.so.1")"
+[ "$(readlink "$lib/libstepwatch.so")" = "libstepwatch.so.1" ] || fail "libstepwatch.so -> $(readlink "$lib/libstepwatch.so")"
+readelf -d "$lib/libstepwatch.so.$version" | grep -q 'Library soname: \[libstepwatch.so.1\]' ||
+  fail "no SONAME libstepwatch.so.1 in $(readelf -d "$lib/libstepwatch.so.$version" | grep -i soname)"
+
+# The headers, pkg-config file and CMake package.
+need "$prefix/include/stepwatch/stepwatch.h" "$prefix/include/stepwatch/stepwatch.hpp" \
+  "$prefix/include/stepwatch/beacon_v1.h" "$lib/pkgconfig/stepwatch.pc" \
+  "$lib/cmake/stepwatch/stepwatchConfig.cmake" "$lib/cmake/stepwatch/stepwatchConfigVersion.cmake" \
+  "$lib/cmake/stepwatch/stepwatchTargets.cmake"
+
+# What the agent's node needs: the unit (naming the installed binary), the example
+# configuration and the alert rules.
+unit="$prefix/lib/systemd/system/stepwatch-agent.service"
+need "$unit" "$prefix/share/doc/stepwatch/examples/agent.toml" \
+  "$prefix/share/stepwatch/prometheus/stepwatch-rules.yml"
+grep -qx "ExecStart=$prefix/bin/stepwatch agent --config /etc/stepwatch/agent.toml" "$unit" ||
+  fail "the unit's ExecStart is not the installed binary: $(grep "^ExecStart=" "$unit")"
+
+# The Python package, imported from where it was installed.
+if [ -n "$pydir" ]; then
+  need "$prefix/$pydir/stepwatch/__init__.py"
+  ls "$prefix/$pydir/stepwatch/"_native*.so >/dev/null 2>&1 || fail "missing after install: $pydir/stepwatch/_native*.so"
+  where="$(cd "$tmp" && PYTHONPATH="$prefix/$pydir" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c \
+    'import stepwatch._native, os; print(os.path.dirname(stepwatch._native.__file__))')"
+  [ "$where" = "$prefix/$pydir/stepwatch" ] || fail "python imported stepwatch from $where"
+fi
+
+# A C trainer through pkg-config: the installed header and library only.
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+[ "$(pkg-config --modversion stepwatch)" = "$version" ] || fail "pkg-config --modversion stepwatch: $(pkg-config --modversion stepwatch)"
+# shellcheck disable=SC2046 # pkg-config prints a list of flags
+"$cc" "${cflags[@]}" -std=c11 -Wall -Wextra -Wpedantic -Werror -o "$tmp/consumer_pc" "$here/consumer.c" \
+  $(pkg-config --cflags --libs stepwatch)
+readelf -d "$tmp/consumer_pc" | grep -q 'NEEDED.*\[libstepwatch.so.1\]' || fail "consumer does not need libstepwatch.so.1"
+LD_LIBRARY_PATH="$lib" "$tmp/consumer_pc" "$tmp/beacons-pc" >/dev/null || fail "the pkg-config consumer failed"
+
+# A CMake project through find_package(stepwatch), C compiler only (a second small compile).
+cmake -S "$here/cmake_consumer" -B "$tmp/cmake_consumer" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DSTEPWATCH_VERSION="$version" -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="${CFLAGS:-}" >"$tmp/consumer.log" 2>&1 &&
+  cmake --build "$tmp/cmake_consumer" >>"$tmp/consumer.log" 2>&1 || {
+  cat "$tmp/consumer.log" >&2
+  fail "the find_package(stepwatch) consumer did not build"
+}
+LD_LIBRARY_PATH="$lib" "$tmp/cmake_consumer/consumer" "$tmp/beacons-cmake" >/dev/null || fail "the find_package consumer failed"
+
+# make install DESTDIR=...: files land under the staging directory, name the prefix.
+DESTDIR="$tmp/stage" cmake --install "$build" --prefix /usr/local >/dev/null
+need "$tmp/stage/usr/local/bin/stepwatch"
+grep -q '^ExecStart=/usr/local/bin/stepwatch ' "$tmp/stage/usr/local/lib/systemd/system/stepwatch-agent.service" ||
+  fail "a DESTDIR install's unit names $(grep "^ExecStart=" "$tmp/stage/usr/local/lib/systemd/system/stepwatch-agent.service")"
+grep -qx 'prefix=/usr/local' "$tmp/stage/usr/local/$libdir/pkgconfig/stepwatch.pc" ||
+  fail "a DESTDIR install's stepwatch.pc says $(grep '^prefix=' "$tmp/stage/usr/local/$libdir/pkgconfig/stepwatch.pc")"
+
+echo "install_test: ok ($(find "$prefix" -type f | wc -l) files under the prefix)"
