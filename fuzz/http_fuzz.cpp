@@ -1,5 +1,5 @@
 // libFuzzer target: raw HTTP requests to our two servers, the supervisor's ack endpoint
-// (src/runbook/ack_server.cpp) and the agent's API (src/agent/api.cpp), both behind the shared
+// (src/serve/ack_routes.cpp) and the agent's API (src/serve/agent_api.cpp), both behind the shared
 // pre-routing checks of src/serve/http_server.cpp. Both are started once, on 127.0.0.1 port 0
 // with a bearer token; the agent watches one stalled job with an open incident, so an ack can
 // succeed. Byte 0 picks the server (even: ack endpoint, odd: agent API); the rest is sent as
@@ -39,12 +39,12 @@
 #include "fuzz/require.h"
 #include "fuzz/scratch.h"
 #include "src/agent/agent.h"
-#include "src/agent/api.h"
 #include "src/common/clock.h"
 #include "src/common/host.h"
 #include "src/common/log.h"
 #include "src/contract/beacon_writer.h"
-#include "src/runbook/ack_server.h"
+#include "src/serve/ack_routes.h"
+#include "src/serve/agent_api.h"
 
 namespace {
 
@@ -65,11 +65,11 @@ std::string percent_decoded(std::string_view s);
 
 struct Servers {
   std::atomic<uint64_t> acks{0};  // on_ack calls of the ack endpoint
-  std::unique_ptr<stepwatch::runbook::AckServer> ack;
+  std::unique_ptr<stepwatch::serve::AckServer> ack;
   fs::path dir;
   std::unique_ptr<stepwatch::contract::BeaconWriter> beacon;
   std::unique_ptr<stepwatch::agent::Agent> agent;
-  std::unique_ptr<stepwatch::agent::ApiServer> api;
+  std::unique_ptr<stepwatch::serve::ApiServer> api;
 };
 
 Servers& servers() {
@@ -77,20 +77,19 @@ Servers& servers() {
     stepwatch::set_log_level(
         stepwatch::LogLevel::kError);  // 401s and 403s are the normal case here
     auto* s = new Servers;             // never destroyed; its servers are stopped at exit
-    stepwatch::runbook::AckServerConfig ac;
+    stepwatch::serve::AckServerConfig ac;
     ac.bearer_token = std::string(kToken);
     ac.threads = 8;
-    ac.on_ack = [s](const stepwatch::runbook::AckRequest&) {
+    ac.on_ack = [s](const stepwatch::serve::AckRequest& req) -> stepwatch::serve::AckResult {
       ++s->acks;
-      stepwatch::runbook::AckOutcome out;
-      out.acked = true;
-      out.incident_id = "1";
-      out.incident_json = R"({"id": 1})";
-      out.message = "incident 1 acked";
-      return out;
+      stepwatch::store::Incident inc;
+      inc.id = 1;
+      inc.job = req.job;
+      inc.state = "stalled";
+      return std::optional<stepwatch::store::Incident>(inc);
     };
     ac.status = [] { return std::string(R"({"state": "healthy"})"); };
-    s->ack = std::make_unique<stepwatch::runbook::AckServer>(ac);
+    s->ack = std::make_unique<stepwatch::serve::AckServer>(ac);
     FUZZ_REQUIRE(s->ack->start().ok());
 
     // One job that stalls: a step a second expected, none for ten seconds.
@@ -122,11 +121,11 @@ Servers& servers() {
     };
     FUZZ_REQUIRE(s->agent->poll_once(at(500)).ok());
     FUZZ_REQUIRE(s->agent->poll_once(at(10'000)).ok());
-    stepwatch::agent::ApiConfig api;
+    stepwatch::serve::ApiConfig api;
     api.port = 0;
     api.bearer_token = std::string(kToken);
     api.threads = 8;
-    s->api = std::make_unique<stepwatch::agent::ApiServer>(*s->agent, api);
+    s->api = std::make_unique<stepwatch::serve::ApiServer>(*s->agent, api);
     FUZZ_REQUIRE(s->api->start().ok());
     return s;
   }();
