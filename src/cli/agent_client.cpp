@@ -9,10 +9,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "src/common/host.h"
+#include "src/common/text_file.h"
 #include "src/probe/ports.h"
 
 namespace stepwatch::cli {
@@ -216,11 +216,15 @@ int ack_through_agent(const std::string& base, const std::string& job, const std
                       const std::string& note) {
   httplib::Headers headers;
   if (const char* f = std::getenv("STEPWATCH_AGENT_TOKEN_FILE"); f != nullptr && *f != '\0') {
-    std::ifstream in(f);
-    std::string token;
-    std::getline(in, token);
-    if (!in && token.empty()) {
-      fmt::print(stderr, "stepwatch ack: cannot read the token file {}\n", f);
+    // A token is one line; a FIFO or a huge file is refused rather than waited for.
+    auto file = read_text_file(f, 64 << 10);
+    if (!file) {
+      fmt::print(stderr, "stepwatch ack: cannot read the token file: {}\n", file.error().message);
+      return 2;
+    }
+    std::string token = file->text.substr(0, file->text.find('\n'));
+    if (token.empty()) {
+      fmt::print(stderr, "stepwatch ack: the token file {} is empty\n", f);
       return 2;
     }
     headers.emplace("Authorization", "Bearer " + token);

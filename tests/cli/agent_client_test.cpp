@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -75,6 +76,22 @@ TEST_F(AgentListenerTest, FindAgentSendsNothingToAnImpostor) {
   auto found = find_agent("http://127.0.0.1:9465", root_.string());
   ASSERT_FALSE(found.ok());  // an error, not a fallback: nothing was asked of it
   EXPECT_EQ(found.error().code, Errc::kPermission);
+}
+
+// The token file is read like every small file a user hands us: an empty one, a FIFO (which would
+// block a plain read forever) and a missing one are refused at once, naming the file.
+TEST_F(AgentListenerTest, ATokenFileThatIsEmptyAFifoOrMissingIsRefusedAtOnce) {
+  std::ofstream(root_ / "empty");
+  ASSERT_EQ(::mkfifo((root_ / "fifo").c_str(), 0600), 0);
+  for (const char* name : {"empty", "fifo", "missing"}) {
+    ::setenv("STEPWATCH_AGENT_TOKEN_FILE", (root_ / name).c_str(), 1);
+    testing::internal::CaptureStderr();
+    int rc = ack_through_agent("http://127.0.0.1:1", "job", "alice", "");
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 2) << name << ": " << err;
+    EXPECT_NE(err.find((root_ / name).string()), std::string::npos) << err;
+  }
+  ::unsetenv("STEPWATCH_AGENT_TOKEN_FILE");
 }
 
 }  // namespace
