@@ -325,9 +325,10 @@ Status Agent::poll_once(Stamp now) {
       t.vanished = true;
       retire(t, now, "beacons vanished");
     }
+    if (t.vanished) t.runbook->reap(now);  // a preempt that outlived its job's directory
     bool expired =
         t.retired_at_wall_ns && now.wall_ns - *t.retired_at_wall_ns >= config_.retire_after_ns;
-    if (expired && t.vanished) {
+    if (expired && t.vanished && !t.runbook->acting()) {
       it = tracked_.erase(it);
       continue;
     }

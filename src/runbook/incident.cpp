@@ -133,6 +133,13 @@ void Incident::note(const Status& st) {
   say(LogLevel::kWarn, "cannot record: " + st.error().message);
 }
 
+void Incident::close_stale(const store::Incident& rec, Stamp now) {
+  say(LogLevel::kInfo,
+      fmt::format("incident {} (incarnation {}) is of an earlier run: closed, not joined", rec.id,
+                  rec.incarnation));
+  note(ledger_.close(rec.id, now.wall_ns, "no longer observed: a new run of the job started"));
+}
+
 bool Incident::stale(const store::Incident& rec) const {
   if (rec.incarnation != scope_.incarnation) return true;
   return scope_.run_started_wall_ns > 0 && rec.opened_at_ns < scope_.run_started_wall_ns;
@@ -149,10 +156,7 @@ void Incident::adopt(Stamp now) {
   if (!*open) return;
   const store::Incident& rec = **open;
   if (stale(rec)) {
-    say(LogLevel::kInfo,
-        fmt::format("incident {} (incarnation {}) is of an earlier run: closed, not joined", rec.id,
-                    rec.incarnation));
-    note(ledger_.close(rec.id, now.wall_ns, "no longer observed: a new run of the job started"));
+    close_stale(rec, now);
     return;
   }
   Open o;
@@ -211,10 +215,7 @@ bool Incident::try_record(Stamp now) {
     // The job already has an open incident: joined, unless it is of another run (D8).
     auto rec = ledger_.get(ref->id);
     if (rec && *rec && stale(**rec)) {
-      say(LogLevel::kInfo,
-          fmt::format("incident {} (incarnation {}) is of an earlier run: closed, not joined",
-                      ref->id, (*rec)->incarnation));
-      note(ledger_.close(ref->id, now.wall_ns, "no longer observed: a new run of the job started"));
+      close_stale(**rec, now);
       ref = ledger_.open(o.opened);
       if (!ref) {
         host_.ledger_failed(ref.error());
@@ -311,7 +312,7 @@ void Incident::record_action(std::string_view kind, bool ok, const std::string& 
 
 void Incident::step(const detect::Verdict& v, Stamp now, bool running) {
   if (!adopted_) adopt(now);
-  if (open_ && open_->acting) reap_act(v, now);
+  reap(now);
   bool fires = detect::fires_runbook(v.state);
   if (!open_) {
     if (!fires || !host_.may_open(v, now)) return;
@@ -393,13 +394,18 @@ void Incident::act(const detect::Verdict& v, Stamp now, bool running) {
                     targets.refused.empty() ? "" : "; not proven: " + targets.refused));
   }
   o.refused = targets.refused;
+  o.acted_on = v;
   o.acting = host_.act(v, o.record->id, std::move(targets));
-  reap_act(v, now);
+  reap(now);
 }
 
-void Incident::reap_act(const detect::Verdict& v, Stamp now) {
+void Incident::reap(Stamp now) {
+  if (open_ && open_->acting && ready(*open_->acting)) reap_act(now);
+}
+
+void Incident::reap_act(Stamp now) {
   Open& o = *open_;
-  if (!o.acting || !ready(*o.acting)) return;
+  const detect::Verdict& v = o.acted_on;
   ActReport r = o.acting->get();
   o.acting.reset();
   if (r.artifact) {
@@ -424,6 +430,11 @@ void Incident::reap_act(const detect::Verdict& v, Stamp now) {
         fmt::format("incident {}: the preempt left survivors: paging again", o.record->id));
     deliveries_.start(o.record, PageDeliveries::Kind::kEscalation, policy_.pagers, std::move(m));
   }
+  if (o.close_after) {  // the job finished or vanished meanwhile: nothing follows but the close
+    std::string resolution = std::move(*o.close_after);
+    close(now, resolution);
+    return;
+  }
   AfterPreempt next = host_.after_preempt(r);
   if (next.close) {
     close(now, next.resolution);
@@ -434,7 +445,10 @@ void Incident::reap_act(const detect::Verdict& v, Stamp now) {
 
 void Incident::close(Stamp now, const std::string& resolution) {
   if (!open_) return;
-  if (open_->acting) open_->acting->wait();  // a preempt under way ends first
+  if (open_->acting) {
+    open_->close_after = resolution;  // a preempt under way: its report comes first (reap)
+    return;
+  }
   alert_.resolve(now.wall_ns);
   if (open_->record->id > 0) note(ledger_.close(open_->record->id, now.wall_ns, resolution));
   open_.reset();

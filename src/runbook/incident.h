@@ -181,7 +181,11 @@ class Incident {
   // there is nothing to wait for). The verdict's JSON is made only when something records it.
   void step(const detect::Verdict& v, Stamp now, bool running = true);
   // Closes the open incident (the job finished, vanished or ended by itself). None: nothing.
+  // Never waits: with a preempt under way the incident closes once its report is in (reap).
   void close(Stamp now, const std::string& resolution);
+  // Records a preempt that has finished meanwhile; step() does it too. For a job that is no
+  // longer stepped (retired), so its last preempt is recorded and its incident closed.
+  void reap(Stamp now);
   void set_scope(IncidentScope scope) { scope_ = std::move(scope); }
 
   bool is_open() const { return open_.has_value(); }
@@ -203,7 +207,9 @@ class Incident {
     std::optional<int64_t> hold_until_mono_ns;  // acked: the owner has until then
     bool told_refused = false;
     std::optional<std::future<ActReport>> acting;
-    std::string refused;     // of the preempt under way
+    detect::Verdict acted_on;                // the verdict the preempt was for
+    std::optional<std::string> close_after;  // closed while acting: its resolution
+    std::string refused;                     // of the preempt under way
     bool escalated = false;  // a preempt left survivors: paged again, not acting again
   };
 
@@ -213,8 +219,10 @@ class Incident {
   void open_incident(const detect::Verdict& v, Stamp now);
   bool try_record(Stamp now);
   bool stale(const store::Incident& rec) const;
+  // Closes the open incident `rec` of an earlier run as no longer observed.
+  void close_stale(const store::Incident& rec, Stamp now);
   void page(const detect::Verdict& v, Stamp now);
-  void reap_act(const detect::Verdict& v, Stamp now);
+  void reap_act(Stamp now);
   void act(const detect::Verdict& v, Stamp now, bool running);
   int64_t longest_delivery_ns() const;
   PageMessage message(const detect::Verdict& v) const;

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace stepwatch::runbook {
 namespace {
@@ -105,6 +106,8 @@ class FakeHost final : public IncidentHost {
   bool refuse = false;
   int acts = 0;
   int ledger_failures = 0;
+  // Set: act() returns at once and its preempt finishes only once this is ready.
+  std::optional<std::shared_future<void>> gate;
   std::string resolution = "preempted by the host";
 
   PageMessage page(const detect::Verdict& v) override {
@@ -136,6 +139,12 @@ class FakeHost final : public IncidentHost {
         r.preempt.ok = false;
       }
       r.preempt.processes.push_back(o);
+    }
+    if (gate) {
+      return std::async(std::launch::async, [r, g = *gate] {
+        g.wait();
+        return r;
+      });
     }
     std::promise<ActReport> done;
     done.set_value(r);
@@ -425,6 +434,26 @@ TEST_F(IncidentTest, APreemptWithSurvivorsKeepsItOpenAndPagesAgainNamingThem) {
   EXPECT_EQ(receiver_.pages(), 2u);
   turn(detect::State::kHealthy);
   EXPECT_FALSE(runbook_->is_open());
+}
+
+TEST_F(IncidentTest, ClosingWhileThePreemptRunsNeverWaitsAndClosesOnceItsReportIsIn) {
+  std::promise<void> finish;
+  host_.gate = finish.get_future().share();
+  turn(detect::State::kDead);
+  turn(detect::State::kDead);  // the preempt starts and runs on
+  ASSERT_TRUE(runbook_->acting());
+  runbook_->close(clock_.now(), "beacons vanished");  // returns at once
+  runbook_->reap(clock_.now());
+  EXPECT_TRUE(runbook_->acting()) << "still under way: nothing recorded yet";
+  EXPECT_EQ(ledger_.count("preempt"), 0);
+  finish.set_value();
+  for (int i = 0; i < 500 && runbook_->acting(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    runbook_->reap(clock_.now());
+  }
+  EXPECT_FALSE(runbook_->is_open());
+  EXPECT_EQ(ledger_.count("preempt"), 1) << "its report is recorded";
+  EXPECT_EQ(row(1).resolution, "beacons vanished") << "the close the host asked for";
 }
 
 // ---- D8: an incident of an earlier run is closed, not joined ----
