@@ -417,7 +417,7 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   watch::Look look = t.watch->look(now, in);
   const watch::PollReport& rep = look.report;
   detect::Observation& obs = look.observation;
-  const detect::Verdict v = look.verdict;
+  const detect::Verdict& v = look.verdict;  // copied once, into the published state
   t.ranks = obs.ranks.size();
   t.due = rep.details_due;
   *errors += rep.problems_total;
@@ -449,7 +449,7 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
     t.hidden = false;
   }
   t.now = now;
-  t.runbook->set_scope({t.job, t.incarnation, t.run_started_wall_ns});
+  t.runbook->set_run(t.incarnation, t.run_started_wall_ns);
   t.runbook->step(v, now);
 }
 

@@ -186,7 +186,11 @@ class Incident {
   // Records a preempt that has finished meanwhile; step() does it too. For a job that is no
   // longer stepped (retired), so its last preempt is recorded and its incident closed.
   void reap(Stamp now);
-  void set_scope(IncidentScope scope) { scope_ = std::move(scope); }
+  // The run now watched (its incarnation; when its earliest beacon was created).
+  void set_run(int64_t incarnation, int64_t run_started_wall_ns) {
+    scope_.incarnation = incarnation;
+    scope_.run_started_wall_ns = run_started_wall_ns;
+  }
 
   bool is_open() const { return open_.has_value(); }
   // The open incident's id; 0 while it could not be recorded; nullopt when none is open.

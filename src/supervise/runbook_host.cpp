@@ -191,7 +191,7 @@ runbook::AfterPreempt Supervisor::resume(const detect::Observation& obs,
   std::string resolution =
       fmt::format("resumed from {} as incarnation {}", from, state_.incarnation);
   record_action(store::action_kind::kResume, st.ok(), st.ok() ? resolution : st.error().message);
-  runbook_->set_scope({opt_.job, state_.incarnation, 0});
+  runbook_->set_run(state_.incarnation, 0);
   if (!st) {
     say(st.error().message);
     next_ = Next::kExit;
