@@ -173,6 +173,7 @@ Due due(std::string_view r) {
     if (b == std::string_view::npos) continue;
     std::string name = lower(line.substr(0, colon));
     std::string value = percent_decoded(raw.substr(b, e - b + 1));
+    value.resize(std::min(value.size(), value.find('\0')));  // httplib's value ends at a NUL
     if (name == "content-length" && !length) length = std::strtoull(value.c_str(), nullptr, 10);
     // Only the first of each counts, for httplib and for our check alike.
     if (name == "transfer-encoding" && !chunked)
