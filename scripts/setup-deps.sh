@@ -13,6 +13,7 @@ packages=(
   procps iproute2 gdb
   prometheus prometheus-alertmanager
   chromium
+  etcd-server etcd-client
 )
 
 missing=()
@@ -34,5 +35,20 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+# Package scripts must not start system daemons here (etcd-server's postinst would start an etcd
+# on :2379; there may be no init at all): a policy-rc.d that refuses every start, for the
+# install only. An existing policy-rc.d is kept and put back.
+policy=/usr/sbin/policy-rc.d
+saved=""
+if [ -e "$policy" ]; then
+  saved=$(mktemp)
+  cp -p "$policy" "$saved"
+fi
+restore_policy() {
+  if [ -n "$saved" ]; then mv -f "$saved" "$policy"; else rm -f "$policy"; fi
+}
+trap restore_policy EXIT
+printf '#!/bin/sh\nexit 101\n' >"$policy"
+chmod 755 "$policy"
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
