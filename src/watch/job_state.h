@@ -14,6 +14,24 @@
 
 namespace stepwatch::watch {
 
+// A node of a multi-node job, as this node last read it from etcd.
+struct NodeState {
+  std::string node;
+  bool leader = false;
+  bool lapsed = false;          // its summary's lease expired: its ranks are rank-silent
+  int64_t summary_age_ns = -1;  // since its summary was read (this node's: published)
+  std::vector<int> ranks;
+};
+
+// A multi-node job's coordination, from this node's side ([coord] in agent.toml).
+struct ClusterState {
+  std::string node;    // this node's name
+  std::string leader;  // "" unknown (etcd unreachable)
+  bool leads = false;  // this node leads the job: the verdict and the incident are the job's
+  bool connected = false;
+  std::vector<NodeState> nodes;  // the leader knows every node; the others know themselves
+};
+
 struct JobState {
   std::string job;
   std::string owner;      // from the job's spec; "" when none
@@ -30,6 +48,19 @@ struct JobState {
   std::optional<probe::GpuSnapshot> gpus;    // devices the job holds, as NVML last saw them
   uint64_t incidents_total = 0;              // opened for this job since the agent started
   std::map<std::string, uint64_t> actions_total;  // by kind: page, page-failed, ack, preempt ...
+  std::optional<ClusterState> cluster;            // multi-node; nullopt: single node
+};
+
+// The agent's coordination through etcd, for /metrics and /healthz.
+struct CoordHealth {
+  std::string node;
+  bool connected = false;
+  std::string error;          // why not ("" while connected)
+  int64_t lease_age_ns = -1;  // since the node lease was last renewed; -1: never
+  int64_t lease_ttl_ns = 0;
+  uint64_t losses_total = 0;  // times coordination was lost
+  uint64_t puts_total = 0;    // summaries published
+  uint64_t jobs_led = 0;      // jobs this node leads now
 };
 
 // The agent's own health, for /metrics.
@@ -47,6 +78,7 @@ struct AgentHealth {
   // fails while the last poll's writes failed, and store_error says why ("": none).
   uint64_t store_errors_total = 0;
   std::string store_error;
+  std::optional<CoordHealth> coord;  // multi-node; nullopt: single node
 };
 
 inline constexpr uint64_t kPollFailuresUnhealthy = 3;
