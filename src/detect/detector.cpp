@@ -40,6 +40,25 @@ bool non_collective_phase(const std::string& p) {
   return p == "data" || p == "checkpoint" || p == "init";
 }
 
+// A rank stalled because its node's summary lapsed: the only rank-level rank-silent.
+bool lapsed(const RankVerdict& rv) {
+  return rv.state == State::kStalled && rv.cause == Cause::kRankSilent;
+}
+
+// Fills each culprit's host when the job spans hosts.
+void name_culprit_hosts(const Observation& obs, Verdict& v) {
+  // Only a job on more than one host names hosts: a single-node verdict reads as it always has.
+  std::set<std::string> hosts;
+  for (const auto& r : obs.ranks)
+    if (!r.host.empty()) hosts.insert(r.host);
+  if (hosts.size() < 2 && !obs.one_clock) return;
+  std::map<int, const std::string*> host_of;
+  for (const auto& r : obs.ranks) host_of[r.rank] = &r.host;
+  for (auto& c : v.culprits) {
+    if (auto it = host_of.find(c.rank); it != host_of.end()) c.host = *it->second;
+  }
+}
+
 }  // namespace
 
 const PhaseRule* Detector::rule_for(const RankSnapshot& r) const {
@@ -84,7 +103,7 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs,
   rv.rank = r.rank;
   rv.step = r.step;
   rv.phase = r.phase;
-  bool same_host = r.host.empty() || r.host == obs.local_host;
+  bool same_host = obs.one_clock || r.host.empty() || r.host == obs.local_host;
   rv.step_age_ns = age_of(r.step ? r.step_at : r.created, obs.now, same_host);
   rv.phase_age_ns = age_of(r.phase_since, obs.now, same_host);
 
@@ -97,6 +116,15 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs,
   if (r.status == contract::RankStatus::kFailed) {
     rv.state = State::kDead;
     rv.note = kReportedFailure;
+    return rv;
+  }
+  // Its node stopped publishing: whatever its last summary said is no longer known.
+  if (auto gone = obs.lapsed_hosts.find(r.host); gone != obs.lapsed_hosts.end()) {
+    rv.state = State::kStalled;
+    rv.cause = Cause::kRankSilent;
+    rv.note = fmt::format(
+        "node {} stopped reporting {} ago (its agent or node is down, or cut off from etcd)",
+        r.host, format_duration(gone->second));
     return rv;
   }
   if (p != nullptr && (!p->alive || !p->same_process)) {
@@ -348,6 +376,7 @@ Verdict Detector::observe(const Observation& obs) {
   }
 
   if (v.state == State::kStalled || v.state == State::kDead) choose_cause(obs, v, effective);
+  name_culprit_hosts(obs, v);
 
   if (v.state != last_state_ || v.cause != last_cause_) {
     if (v.state != last_state_ || since_wall_ns_ == 0) since_wall_ns_ = obs.now.wall_ns;
@@ -363,7 +392,10 @@ Verdict Detector::observe(const Observation& obs) {
       effective > 0 ? format_duration(effective) : "n/a", interval_source_name(v.interval_source));
   if (!v.culprits.empty()) {
     v.summary += "; culprit";
-    for (const auto& c : v.culprits) v.summary += fmt::format(" rank {} ({})", c.rank, c.reason);
+    for (const auto& c : v.culprits) {
+      v.summary += c.host.empty() ? fmt::format(" rank {} ({})", c.rank, c.reason)
+                                  : fmt::format(" rank {} on {} ({})", c.rank, c.host, c.reason);
+    }
   }
   return v;
 }
@@ -500,6 +532,8 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
                                       p.threads_in_d, cpu, io, p.wchan.empty() ? "n/a" : p.wchan),
                           p.rank, -1});
   }
+  for (const auto& [host, age] : obs.lapsed_hosts)
+    v.evidence.push_back({"node", fmt::format("{} stopped reporting", host), -1, age});
   for (const auto& g : obs.gpus) {
     v.evidence.push_back(
         {"gpu",
@@ -542,6 +576,19 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
       v.evidence.push_back(
           {"exit", fmt::format("job exited with status {}", *obs.job_exit_code), -1, -1});
     }
+    return;
+  }
+
+  // A lost node explains everything else: its ranks' silence is what the others wait on, and
+  // nothing it last said (phases, processes) is current.
+  bool any_lapsed = false;
+  for (const auto* rv : stalled) {
+    if (!lapsed(*rv)) continue;
+    any_lapsed = true;
+    add(rv->rank, rv->note);
+  }
+  if (any_lapsed) {
+    v.cause = Cause::kRankSilent;
     return;
   }
 

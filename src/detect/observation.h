@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ struct Observation {
   std::vector<GpuFacts> gpus;
   std::optional<LogFacts> log;
   std::optional<int> job_exit_code;  // the launcher exited with this status
+  // Every monotonic stamp is on this host's clock: a merged multi-node observation, whose
+  // remote stamps the job leader rebased onto its own clock (src/coord/summary.h).
+  bool one_clock = false;
+  // Node name -> ns since its summary lapsed (its etcd key is gone): its ranks are rank-silent.
+  std::map<std::string, int64_t> lapsed_hosts;
 };
 
 }  // namespace stepwatch::detect

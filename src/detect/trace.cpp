@@ -188,7 +188,11 @@ json verdict_json_impl(const Verdict& v) {
     ranks.push_back(rj);
   }
   json culprits = json::array();
-  for (const auto& c : v.culprits) culprits.push_back({{"rank", c.rank}, {"reason", c.reason}});
+  for (const auto& c : v.culprits) {
+    json cj = {{"rank", c.rank}, {"reason", c.reason}};
+    if (!c.host.empty()) cj["host"] = c.host;
+    culprits.push_back(cj);
+  }
   json evidence = json::array();
   for (const auto& e : v.evidence) {
     json ej = {{"name", e.name}, {"value", e.value}};
@@ -275,6 +279,9 @@ std::string observation_to_json(const Observation& o) {
     j["log"] = lj;
   }
   if (o.job_exit_code) j["job_exit_code"] = *o.job_exit_code;
+  // Written only when set, so a single-node trace reads as before.
+  if (o.one_clock) j["one_clock"] = true;
+  if (!o.lapsed_hosts.empty()) j["lapsed_hosts"] = o.lapsed_hosts;
   return j.dump();
 }
 
@@ -375,6 +382,17 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       }
       if (j.contains("job_exit_code"))
         o.job_exit_code = static_cast<int>(as_int(j["job_exit_code"], "job_exit_code"));
+      opt(j, "one_clock", o.one_clock, [](const json& v, const char* k) {
+        if (!v.is_boolean())
+          throw FieldError{fmt::format("field \"{}\" must be true or false, got {}", k, v.dump())};
+        return v.get<bool>();
+      });
+      if (j.contains("lapsed_hosts")) {
+        const json& lh = j["lapsed_hosts"];
+        if (!lh.is_object())
+          throw FieldError{"field \"lapsed_hosts\" must be an object of node: ns"};
+        for (const auto& [node, ns] : lh.items()) o.lapsed_hosts[node] = as_int(ns, "lapsed_hosts");
+      }
     } else {
       return Error{Errc::kParse,
                    fmt::format("unknown line type \"{}\" (header, obs or verdict)", type)};

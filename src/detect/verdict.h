@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stepwatch::detect {
@@ -24,8 +25,17 @@ enum class IntervalSource { kSpec, kLearned, kLearning };
 const char* interval_source_name(IntervalSource s);
 
 struct Culprit {
+  // A constructor, not an aggregate: {rank, reason} stays valid (and free of
+  // -Wmissing-field-initializers) now that host follows.
+  Culprit() = default;
+  Culprit(int r, std::string why, std::string on = {})
+      : rank(r), reason(std::move(why)), host(std::move(on)) {}
+
   int rank = -1;
   std::string reason;  // "behind: step 41 while others are at 42"
+  // The node the rank runs on, when the job spans more than one (empty on a single host, so
+  // single-node pages and summaries read as before).
+  std::string host;
 };
 
 // One fact the verdict used, with its value and age: "rank 1 phase" = "data", age 95 s.

@@ -13,7 +13,7 @@ PageMessage page_for_verdict(const std::string& job, const std::string& owner,
   m.last_step = v.last_step;
   m.last_step_age_ns = v.last_step_age_ns;
   m.expected_interval_ns = v.expected_interval_ns;
-  for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason});
+  for (const auto& c : v.culprits) m.culprits.push_back({c.rank, c.reason, c.host});
   for (const auto& e : v.evidence)
     m.evidence.push_back(page_evidence_line(e.name, e.value, e.rank, e.age_ns));
   return m;

@@ -101,7 +101,10 @@ std::string page_text(const PageMessage& m) {
              : std::string("; expected interval still being learned");
   if (!m.culprits.empty()) {
     out += "\nculprits:";
-    for (const auto& c : m.culprits) out += fmt::format("\n  rank {}: {}", c.rank, c.reason);
+    for (const auto& c : m.culprits) {
+      out += c.host.empty() ? fmt::format("\n  rank {}: {}", c.rank, c.reason)
+                            : fmt::format("\n  rank {} on {}: {}", c.rank, c.host, c.reason);
+    }
   }
   if (!m.evidence.empty()) {
     out += "\nevidence:";
@@ -113,7 +116,11 @@ std::string page_text(const PageMessage& m) {
 
 std::string page_json(const PageMessage& m) {
   json culprits = json::array();
-  for (const auto& c : m.culprits) culprits.push_back({{"rank", c.rank}, {"reason", c.reason}});
+  for (const auto& c : m.culprits) {
+    json cj = {{"rank", c.rank}, {"reason", c.reason}};
+    if (!c.host.empty()) cj["host"] = c.host;
+    culprits.push_back(cj);
+  }
   json j = {
       {"version", 1},
       {"job", m.job},

@@ -22,8 +22,14 @@
 namespace stepwatch::runbook {
 
 struct PageCulprit {
+  // As detect::Culprit: {rank, reason} stays valid now that host follows.
+  PageCulprit() = default;
+  PageCulprit(int r, std::string why, std::string on = {})
+      : rank(r), reason(std::move(why)), host(std::move(on)) {}
+
   int rank = -1;
   std::string reason;  // "behind: step 41 while others are at 42"
+  std::string host;    // its node, when the job spans several; empty on a single host
 };
 
 // Everything one page carries. Plain values, so the runbook knows nothing of the detector.
@@ -61,7 +67,7 @@ std::string page_evidence_line(std::string_view name, std::string_view value, in
 //     "last_step": int | null,
 //     "last_step_age_seconds": number | null,      (null: unknown)
 //     "expected_interval_seconds": number | null,  (null: still learning)
-//     "culprits": [{"rank": int, "reason": str}],
+//     "culprits": [{"rank": int, "reason": str, "host": str (multi-node jobs only)}],
 //     "evidence": [str],
 //     "incident_id": str, "incarnation": int, "host": str,
 //     "started_at": str (RFC 3339, UTC),

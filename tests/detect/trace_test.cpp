@@ -174,5 +174,58 @@ TEST(Trace, VerdictJsonCarriesTheFieldsAPageNeeds) {
   }
 }
 
+TEST(Trace, MergedObservationFieldsRoundTripAndASingleNodeLineOmitsThem) {
+  SimJob job(2);
+  job.advance(kSec);
+  job.step_all(0);
+  Observation single = job.observe();
+  std::string line = observation_to_json(single);
+  EXPECT_EQ(line.find("one_clock"), std::string::npos) << line;
+  EXPECT_EQ(line.find("lapsed_hosts"), std::string::npos) << line;
+  auto back = parse_trace_line(line);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_FALSE(back->obs.one_clock);
+  EXPECT_TRUE(back->obs.lapsed_hosts.empty());
+
+  Observation merged = single;
+  merged.one_clock = true;
+  merged.lapsed_hosts = {{"b", 3 * kSec}, {"c", 1}};
+  auto parsed = parse_trace_line(observation_to_json(merged));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_TRUE(parsed->obs.one_clock);
+  EXPECT_EQ(parsed->obs.lapsed_hosts, merged.lapsed_hosts);
+
+  struct Case {
+    const char* line;
+    const char* want;
+  } bad[] = {
+      {R"({"type":"obs","now":[1,2],"ranks":[],"one_clock":"yes"})",
+       "\"one_clock\" must be true or false"},
+      {R"({"type":"obs","now":[1,2],"ranks":[],"lapsed_hosts":[1]})",
+       "\"lapsed_hosts\" must be an object"},
+      {R"({"type":"obs","now":[1,2],"ranks":[],"lapsed_hosts":{"b":"3s"}})",
+       "\"lapsed_hosts\" must be an integer"},
+  };
+  for (const auto& c : bad) {
+    auto r = parse_trace_line(c.line);
+    ASSERT_FALSE(r.ok()) << c.line;
+    EXPECT_NE(r.error().message.find(c.want), std::string::npos)
+        << c.line << " -> " << r.error().message;
+  }
+}
+
+TEST(Trace, VerdictJsonNamesACulpritsHostOnlyWhenKnown) {
+  Verdict v;
+  v.state = State::kStalled;
+  v.cause = Cause::kRankSilent;
+  v.culprits.push_back({1, "behind"});
+  v.culprits.push_back({2, "node b stopped reporting", "b"});
+  std::string j = verdict_to_json(v);
+  EXPECT_NE(j.find(R"({"rank":1,"reason":"behind"})"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"({"host":"b","rank":2,"reason":"node b stopped reporting"})"),
+            std::string::npos)
+      << j;
+}
+
 }  // namespace
 }  // namespace stepwatch::detect

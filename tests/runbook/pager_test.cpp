@@ -198,6 +198,17 @@ TEST(PageJson, UnknownValuesAreNullAndBadTextNeverThrows) {
   ASSERT_NO_THROW(alertmanager_json(m));
 }
 
+TEST(PageJson, ACulpritsHostIsShownOnlyForAMultiNodeJob) {
+  PageMessage m = sample_message();
+  json single = json::parse(page_json(m));
+  EXPECT_FALSE(single["culprits"][0].contains("host"));
+  EXPECT_NE(page_text(m).find("\n  rank 3: behind"), std::string::npos) << page_text(m);
+  m.culprits = {{3, "behind: step 40 while others are at 41", "node-b"}};
+  json multi = json::parse(page_json(m));
+  EXPECT_EQ(multi["culprits"][0]["host"], "node-b");
+  EXPECT_NE(page_text(m).find("\n  rank 3 on node-b: behind"), std::string::npos) << page_text(m);
+}
+
 TEST(PageJson, AckHintQuotesOddJobIds) {
   PageMessage m;
   m.job = "it's odd";

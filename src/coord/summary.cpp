@@ -1,0 +1,202 @@
+// The only translation unit of the summaries that includes nlohmann/json (STYLE rule 11).
+#include "src/coord/summary.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "src/detect/trace.h"
+
+namespace stepwatch::coord {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Field readers throw FieldError, caught once in summary_from_json and named by source there.
+struct FieldError {
+  Errc code = Errc::kParse;
+  std::string message;
+};
+
+const json& need(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end()) throw FieldError{Errc::kParse, fmt::format("field \"{}\" is missing", key)};
+  return *it;
+}
+
+int64_t as_int(const json& v, const char* key) {
+  if (!v.is_number_integer())
+    throw FieldError{Errc::kParse,
+                     fmt::format("field \"{}\" must be an integer, got {}", key, v.dump())};
+  return v.get<int64_t>();
+}
+
+// A shifted monotonic stamp: 0 stays "unknown". One older than the leader's own boot has no
+// place on its clock and becomes unknown too, so the detector falls back to its wall time.
+int64_t shifted(int64_t mono_ns, int64_t offset_ns) {
+  if (mono_ns == 0) return 0;
+  return std::max<int64_t>(0, mono_ns + offset_ns);
+}
+
+// Puts one rank of a node's observation on the leader's clock and names its node. A rank the
+// node timed monotonically (its own records) moves by `offset_ns`; one it could only time by
+// wall (another host's JSONL) keeps only its wall stamps, as it had on the node.
+void rebase(contract::RankSnapshot& r, const std::string& observer_host, int64_t offset_ns,
+            const std::string& node) {
+  bool timed = r.host.empty() || r.host == observer_host;
+  auto fix = [&](int64_t& mono_ns) { mono_ns = timed ? shifted(mono_ns, offset_ns) : 0; };
+  fix(r.created.mono_ns);
+  fix(r.step_at.mono_ns);
+  fix(r.phase_since.mono_ns);
+  if (r.beat_at) fix(r.beat_at->mono_ns);
+  if (r.checkpoint) fix(r.checkpoint->at.mono_ns);
+  fix(r.loss_at.mono_ns);
+  fix(r.updated.mono_ns);
+  fix(r.updated_mono_ns);
+  // The step ring is monotonic only, and the detector learns intervals from its differences: an
+  // entry that became unknown would read as a huge interval. Unknown entries are the oldest
+  // ones (the ring is in time order), so dropping them keeps "the last n commits" true.
+  for (auto& m : r.recent) fix(m.mono_ns);
+  std::erase_if(r.recent, [](const contract::StepMark& m) { return m.mono_ns == 0; });
+  r.host = node;
+}
+
+// One node's observation as merge() consumes it.
+struct Source {
+  const detect::Observation* obs;
+  const std::string* node;
+  int64_t offset_ns;    // onto the leader's clock
+  int64_t received_ns;  // when the leader received it (the local look: now)
+};
+
+}  // namespace
+
+std::string summary_to_json(const NodeSummary& s) {
+  // The observation is written as a trace writes it, embedded as an object, so a node's summary
+  // and a recorded trace line are read by the same parser.
+  json j = {{"v", kSummaryVersion},
+            {"node", s.node},
+            {"poll_seq", s.poll_seq},
+            {"incarnation", s.incarnation},
+            {"obs", json::parse(detect::observation_to_json(s.observation))}};
+  return j.dump();
+}
+
+Result<NodeSummary> summary_from_json(std::string_view text, std::string_view source) {
+  auto fail = [&](Errc code, const std::string& message) {
+    return Error{code, fmt::format("{}: {}", source, message)};
+  };
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return fail(Errc::kParse, "not valid JSON");
+  if (!j.is_object()) return fail(Errc::kParse, "not a JSON object");
+  NodeSummary s;
+  try {
+    int64_t v = as_int(need(j, "v"), "v");
+    if (v != kSummaryVersion) {
+      return fail(
+          Errc::kUnknownVersion,
+          fmt::format("summary version {}, this stepwatch reads version {}", v, kSummaryVersion));
+    }
+    const json& node = need(j, "node");
+    if (!node.is_string() || node.get<std::string>().empty())
+      throw FieldError{Errc::kInvalidField,
+                       fmt::format("field \"node\" must be a node name, got {}", node.dump())};
+    s.node = node.get<std::string>();
+    const json& seq = need(j, "poll_seq");
+    if (!seq.is_number_unsigned())
+      throw FieldError{
+          Errc::kInvalidField,
+          fmt::format("field \"poll_seq\" must be a count (>= 0), got {}", seq.dump())};
+    s.poll_seq = seq.get<uint64_t>();
+    s.incarnation = as_int(need(j, "incarnation"), "incarnation");
+    const json& obs = need(j, "obs");
+    if (!obs.is_object())
+      throw FieldError{Errc::kParse,
+                       fmt::format("field \"obs\" must be an object, got {}", obs.dump())};
+    auto line = detect::parse_trace_line(obs.dump());
+    if (!line) return fail(line.error().code, "field \"obs\": " + line.error().message);
+    if (line->kind != detect::TraceLine::kObservation)
+      return fail(Errc::kParse, "field \"obs\" must be an observation (\"type\": \"obs\")");
+    s.observation = std::move(line->obs);
+  } catch (const FieldError& e) {
+    return fail(e.code, e.message);
+  } catch (const json::exception& e) {
+    return fail(Errc::kParse, e.what());
+  }
+  return s;
+}
+
+Merged merge(const detect::Observation& local, const std::string& local_node,
+             const std::vector<const Received*>& remote, Stamp now) {
+  Merged out;
+  detect::Observation& o = out.observation;
+  o.now = now;
+  o.local_host = local_node;
+  o.one_clock = true;
+  o.world_size = local.world_size;
+  // The log and the launcher are this node's own: another node's are not observed from here.
+  o.log = local.log;
+  o.job_exit_code = local.job_exit_code;
+
+  std::vector<Source> sources{{&local, &local_node, 0, now.mono_ns}};
+  for (const Received* r : remote) {
+    // The leader's own key read back from etcd is older than its look of this poll.
+    if (r == nullptr || r->summary.node == local_node) continue;
+    const detect::Observation& ro = r->summary.observation;
+    sources.push_back(
+        {&ro, &r->summary.node, r->received_mono_ns - ro.now.mono_ns, r->received_mono_ns});
+    o.world_size = std::max(o.world_size, ro.world_size);
+    if (r->lapsed_mono_ns)
+      o.lapsed_hosts[r->summary.node] = std::max<int64_t>(0, now.mono_ns - *r->lapsed_mono_ns);
+  }
+
+  // Which node each rank is kept from: the one whose summary was received last (a rank a restart
+  // moved may still be listed in its old node's summary, which is then the older one).
+  std::map<int, size_t> owner;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    for (const auto& r : sources[i].obs->ranks) {
+      auto [it, fresh] = owner.try_emplace(r.rank, i);
+      if (fresh || it->second == i) continue;
+      const Source& held = sources[it->second];
+      bool newer = sources[i].received_ns > held.received_ns;
+      const std::string& kept = newer ? *sources[i].node : *held.node;
+      const std::string& dropped = newer ? *held.node : *sources[i].node;
+      out.problems.push_back(fmt::format(
+          "rank {} is listed by nodes {} and {}: kept {}'s (received last), ignored {}'s", r.rank,
+          *held.node, *sources[i].node, kept, dropped));
+      if (newer) it->second = i;
+    }
+  }
+
+  std::set<int> taken;  // one record per rank, even if a node lists one twice
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const Source& src = sources[i];
+    for (const auto& r : src.obs->ranks) {
+      if (owner.at(r.rank) != i || !taken.insert(r.rank).second) continue;
+      o.ranks.push_back(r);
+      rebase(o.ranks.back(), src.obs->local_host, src.offset_ns, *src.node);
+    }
+    // Process and GPU facts follow their rank's record; those of ranks known only as processes
+    // (an uninstrumented trainer) are kept from every node.
+    auto follows = [&](int rank) {
+      auto it = owner.find(rank);
+      return it == owner.end() || it->second == i;
+    };
+    for (const auto& p : src.obs->procs)
+      if (follows(p.rank)) o.procs.push_back(p);
+    for (const auto& g : src.obs->gpus)
+      if (follows(g.rank)) o.gpus.push_back(g);
+  }
+  // In rank order, so a leader's trace reads the same whatever order the summaries came in.
+  auto by_rank = [](const auto& a, const auto& b) { return a.rank < b.rank; };
+  std::stable_sort(o.ranks.begin(), o.ranks.end(), by_rank);
+  std::stable_sort(o.procs.begin(), o.procs.end(), by_rank);
+  std::stable_sort(o.gpus.begin(), o.gpus.end(), by_rank);
+  return out;
+}
+
+}  // namespace stepwatch::coord

@@ -1,0 +1,63 @@
+// A node's summary of one job, as its agent publishes it to etcd
+// (<prefix>/jobs/<job>/nodes/<node>), and the job leader's merge of every node's summary into
+// one detector Observation.
+//
+// Ages, never wall clocks, cross hosts: a summary carries the node's observation as that node
+// saw it, on its own monotonic clock, with the node's `now`; the leader rebases every monotonic
+// stamp onto its own clock by when it received the summary (a stamp's age on the node at
+// publish time, plus the time since the leader received it). Stamps of records the node itself
+// could not time monotonically (another host's JSONL) keep only their wall time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/common/clock.h"
+#include "src/common/result.h"
+#include "src/detect/observation.h"
+
+namespace stepwatch::coord {
+
+inline constexpr int kSummaryVersion = 1;
+
+struct NodeSummary {
+  std::string node;                 // the publishing agent's node name
+  uint64_t poll_seq = 0;            // the agent's poll counter when it published
+  int64_t incarnation = 0;          // the highest incarnation among its ranks
+  detect::Observation observation;  // the node's own look: its ranks, processes, GPUs
+};
+
+// JSON, one object: {"v":1,"node":..,"poll_seq":..,"incarnation":..,"obs":{...trace obs...}}.
+std::string summary_to_json(const NodeSummary& s);
+// Errors name the field at fault and the source (a key) given.
+Result<NodeSummary> summary_from_json(std::string_view text, std::string_view source);
+
+// A summary as the leader holds it.
+struct Received {
+  NodeSummary summary;
+  int64_t received_mono_ns = 0;  // the leader's monotonic clock when it read this version
+  // Set once the node's key is gone (its lease expired: agent or node dead, or cut off from
+  // etcd): when the leader first saw it gone. Its ranks are then rank-silent, named by node.
+  std::optional<int64_t> lapsed_mono_ns;
+};
+
+// Every node's summary merged into one observation on the leader's clock, at `now`:
+//   - each rank's snapshot rebased, with `host` set to the node that published it;
+//   - process and GPU facts concatenated (they are keyed by rank);
+//   - a rank listed by two nodes is kept from the summary received last (the local look counts
+//     as received at `now`), and the other reported in `problems`;
+//   - `one_clock` set, and `lapsed_hosts` filled from the lapsed summaries.
+// `local` is the leader's own observation this poll (rebased by nothing: its clock); a remote
+// summary of `local_node` itself (the leader's own key read back) is ignored. Null entries are
+// skipped. The result's log and job exit code are the local ones.
+struct Merged {
+  detect::Observation observation;
+  std::vector<std::string> problems;
+};
+Merged merge(const detect::Observation& local, const std::string& local_node,
+             const std::vector<const Received*>& remote, Stamp now);
+
+}  // namespace stepwatch::coord
