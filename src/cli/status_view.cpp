@@ -77,21 +77,16 @@ std::string rank_ranges(std::vector<int> ranks) {
   return out;
 }
 
-// Who leads the job, then each node (by name) with the age of its summary in etcd.
+// Who leads the job, then each node with the age of its summary in etcd.
 std::string cluster_lines(const watch::ClusterState& c) {
   std::string out =
       fmt::format("  cluster: leader {}{}, this node {}{}\n",
                   c.leader.empty() ? "unknown" : c.leader, c.leads ? " (this node)" : "",
                   c.node.empty() ? "n/a" : c.node, c.connected ? "" : ", coordination lost");
-  std::vector<const watch::NodeState*> nodes;
-  for (const auto& n : c.nodes) nodes.push_back(&n);
-  std::stable_sort(nodes.begin(), nodes.end(),
-                   [](const auto* a, const auto* b) { return a->node < b->node; });
-  for (const watch::NodeState* n : nodes) {
-    out +=
-        fmt::format("  node {}{}: summary {}{}, ranks {}\n", n->node, n->leader ? " (leader)" : "",
-                    n->summary_age_ns < 0 ? "n/a" : age(n->summary_age_ns) + " ago",
-                    n->lapsed ? ", LAPSED" : "", rank_ranges(n->ranks));
+  for (const watch::NodeState& n : c.nodes) {  // in the API's order: by name
+    out += fmt::format("  node {}{}: summary {}{}, ranks {}\n", n.node, n.leader ? " (leader)" : "",
+                       n.summary_age_ns < 0 ? "n/a" : age(n.summary_age_ns) + " ago",
+                       n.lapsed ? ", LAPSED" : "", rank_ranges(n.ranks));
   }
   return out;
 }

@@ -379,9 +379,11 @@ TEST(RenderJobs, AMultiNodeJobShowsItsLeaderAndNodes) {
     rv.state = detect::State::kHealthy;
     st.verdict.ranks.push_back(rv);
   }
-  st.cluster = watch::ClusterState{"node-a", "node-a", true, true, {}};
-  st.cluster->nodes = {{"node-c", false, true, 45 * kSec, {4, 2}},
-                       {"node-a", true, false, 500 * kNsPerMs, {0, 1}}};
+  st.cluster =
+      watch::ClusterState{.node = "node-a", .leader = "node-a", .leads = true, .connected = true};
+  st.cluster->nodes = {
+      {.node = "node-c", .lapsed = true, .summary_age_ns = 45 * kSec, .ranks = {4, 2}},
+      {.node = "node-a", .leader = true, .summary_age_ns = 500 * kNsPerMs, .ranks = {0, 1}}};
   StatusJob job =
       status_job_from_agent(serve::job_summary_json(st).dump(), serve::job_detail_json(st).dump());
   ASSERT_TRUE(job.cluster);
@@ -401,7 +403,7 @@ TEST(RenderJobs, AMultiNodeJobShowsItsLeaderAndNodes) {
   st.cluster->leader = "";
   st.cluster->leads = false;
   st.cluster->connected = false;
-  st.cluster->nodes = {{"node-a", false, false, -1, {}}};
+  st.cluster->nodes = {{.node = "node-a"}};
   out = render_jobs({status_job_from_agent(serve::job_summary_json(st).dump(), "{}")});
   EXPECT_THAT(out, HasSubstr("  cluster: leader unknown, this node node-a, coordination lost\n"
                              "  node node-a: summary n/a, ranks none\n"));
