@@ -51,6 +51,29 @@ std::optional<int64_t> nanos(const json& v) {
   return static_cast<int64_t>(std::llround(v.get<double>() * 1e9));
 }
 
+// The agent's "cluster" of a multi-node job; nullopt when absent (a single node) or malformed.
+std::optional<watch::ClusterState> cluster_from(const json& c) {
+  if (!c.is_object()) return std::nullopt;
+  watch::ClusterState out;
+  out.node = text_or(c.value("node", json()), "");
+  out.leader = text_or(c.value("leader", json()), "");
+  out.leads = c.value("leads", json()).is_boolean() && c["leads"].get<bool>();
+  out.connected = c.value("connected", json()).is_boolean() && c["connected"].get<bool>();
+  for (const auto& n : c.value("nodes", json::array())) {
+    if (!n.is_object()) continue;
+    watch::NodeState node;
+    node.node = text_or(n.value("node", json()), "?");
+    node.leader = n.value("leader", json()).is_boolean() && n["leader"].get<bool>();
+    node.lapsed = n.value("lapsed", json()).is_boolean() && n["lapsed"].get<bool>();
+    node.summary_age_ns = nanos(n.value("summary_age_seconds", json())).value_or(-1);
+    for (const auto& r : n.value("ranks", json::array())) {
+      if (auto rank = integer(r)) node.ranks.push_back(static_cast<int>(*rank));
+    }
+    out.nodes.push_back(std::move(node));
+  }
+  return out;
+}
+
 }  // namespace
 
 Status agent_listener_trusted(const std::string& url, uint32_t me, const std::string& proc_root) {
@@ -180,6 +203,7 @@ StatusJob status_job_from_agent(const std::string& summary_json, const std::stri
     job.culprits.emplace_back(static_cast<int>(integer(c.value("rank", json())).value_or(-1)),
                               text_or(c.value("reason", json()), ""));
   }
+  job.cluster = cluster_from(j.value("cluster", d.value("cluster", json())));
   return job;
 }
 

@@ -13,6 +13,7 @@
 #include "src/contract/job_scan.h"
 #include "src/detect/observation.h"
 #include "src/detect/verdict.h"
+#include "src/watch/job_state.h"
 
 namespace stepwatch::cli {
 
@@ -62,6 +63,9 @@ struct StatusJob {
   int64_t sample_ns = 0;  // the window of the CPU and I/O deltas; 0: unknown (n/a)
   std::vector<std::pair<int, std::string>> culprits;  // rank, reason
   std::vector<std::string> problems;
+  // A multi-node job (the agent's "cluster"): a line with the leader and one per node with its
+  // summary's age. nullopt on a single node, whose lines stay as they were.
+  std::optional<watch::ClusterState> cluster;
 };
 
 // The one renderer. "no jobs\n" for none.

@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <nlohmann/json.hpp>
 
-#include "src/common/duration.h"
 #include "src/common/log.h"
 #include "src/contract/names.h"
 #include "src/probe/ports.h"
@@ -109,22 +108,8 @@ struct ApiServer::Impl {
 
   void healthz(const httplib::Request&, httplib::Response& res) {
     watch::AgentHealth h = source->health();
-    int64_t last = source->last_poll_wall_ns();
-    bool failing =
-        h.consecutive_poll_failures >= watch::kPollFailuresUnhealthy || !h.store_error.empty();
-    json_reply(res, failing ? 503 : 200,
-               {{"status", failing ? "failing" : "ok"},
-                {"store_error", h.store_error.empty() ? json(nullptr) : json(h.store_error)},
-                {"store_errors_total", h.store_errors_total},
-                {"consecutive_poll_failures", h.consecutive_poll_failures},
-                {"job_poll_failures_total", h.job_poll_failures_total},
-                {"polls_total", h.polls_total},
-                {"jobs", source->jobs().size()},
-                {"last_poll", last ? json(format_utc(last, UtcPrecision::kMillis)) : json(nullptr)},
-                {"last_poll_duration_seconds", static_cast<double>(h.last_poll_duration_ns) / 1e9},
-                {"beacons_read_total", h.beacons_read_total},
-                {"read_errors_total", h.read_errors_total},
-                {"started_at", format_utc(h.started_wall_ns, UtcPrecision::kMillis)}});
+    json_reply(res, agent_failing(h) ? 503 : 200,
+               agent_health_json(h, source->jobs().size(), source->last_poll_wall_ns()));
   }
 
   void routes(httplib::Server& s) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,32 @@ json ns_or_null(const std::optional<int64_t>& ns) {
 template <typename T>
 json or_null(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
+}
+json text_or_null(const std::string& s) {
+  return s.empty() ? json(nullptr) : json(s);
+}
+
+// A multi-node job's coordination as this node sees it; nodes sorted by name, ranks ascending.
+json cluster_json(const watch::ClusterState& c) {
+  std::vector<const watch::NodeState*> sorted;
+  for (const auto& n : c.nodes) sorted.push_back(&n);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto* a, const auto* b) { return a->node < b->node; });
+  json nodes = json::array();
+  for (const watch::NodeState* n : sorted) {
+    std::vector<int> ranks = n->ranks;
+    std::sort(ranks.begin(), ranks.end());
+    nodes.push_back({{"node", n->node},
+                     {"leader", n->leader},
+                     {"lapsed", n->lapsed},
+                     {"summary_age_seconds", seconds_or_null(n->summary_age_ns)},
+                     {"ranks", ranks}});
+  }
+  return {{"node", c.node},
+          {"leader", text_or_null(c.leader)},
+          {"leads", c.leads},
+          {"connected", c.connected},
+          {"nodes", std::move(nodes)}};
 }
 
 }  // namespace
@@ -81,20 +108,23 @@ json incident_json(const store::Incident& i, const std::vector<store::Action>* a
 
 json job_summary_json(const watch::JobState& s) {
   const detect::Verdict& v = s.verdict;
-  return {{"job_id", s.job},
-          {"state", detect::state_name(v.state)},
-          {"cause", detect::cause_name(v.cause)},
-          {"owner", s.owner},
-          {"class", s.job_class},
-          {"host", s.host},
-          {"last_step", or_null(v.last_step)},
-          {"last_step_age_seconds", seconds_or_null(v.last_step_age_ns)},
-          {"expected_interval_seconds",
-           v.expected_interval_ns > 0 ? seconds_or_null(v.expected_interval_ns) : json(nullptr)},
-          {"phase", v.phase},
-          {"ranks", s.observation.ranks.size()},
-          {"retired", s.retired},
-          {"summary", v.summary}};
+  json j = {{"job_id", s.job},
+            {"state", detect::state_name(v.state)},
+            {"cause", detect::cause_name(v.cause)},
+            {"owner", s.owner},
+            {"class", s.job_class},
+            {"host", s.host},
+            {"last_step", or_null(v.last_step)},
+            {"last_step_age_seconds", seconds_or_null(v.last_step_age_ns)},
+            {"expected_interval_seconds",
+             v.expected_interval_ns > 0 ? seconds_or_null(v.expected_interval_ns) : json(nullptr)},
+            {"phase", v.phase},
+            {"ranks", s.observation.ranks.size()},
+            {"retired", s.retired},
+            {"summary", v.summary}};
+  // Absent on a single node: its answer stays what it was before multi-node.
+  if (s.cluster) j["cluster"] = cluster_json(*s.cluster);
+  return j;
 }
 
 json job_detail_json(const watch::JobState& s) {
@@ -114,6 +144,7 @@ json job_detail_json(const watch::JobState& s) {
   json intervals = json::array();
   for (int64_t ns : s.recent_intervals_ns) intervals.push_back(static_cast<double>(ns) / 1e9);
   j["recent_intervals_seconds"] = intervals;
+  if (s.cluster) j["cluster"] = cluster_json(*s.cluster);
   // Each rank's verdict, beside what its beacon, its process and its GPU said.
   for (auto& rj : j["ranks"]) {
     int rank = rj.value("rank", -1);
@@ -150,6 +181,38 @@ json job_detail_json(const watch::JobState& s) {
                    {"power_w", or_null(g.power_w)},
                    {"mem_used_bytes", or_null(g.mem_used_bytes)}};
     }
+  }
+  return j;
+}
+
+bool agent_failing(const watch::AgentHealth& h) {
+  return h.consecutive_poll_failures >= watch::kPollFailuresUnhealthy || !h.store_error.empty();
+}
+
+json agent_health_json(const watch::AgentHealth& h, size_t jobs, int64_t last) {
+  json j = {{"status", agent_failing(h) ? "failing" : "ok"},
+            {"store_error", text_or_null(h.store_error)},
+            {"store_errors_total", h.store_errors_total},
+            {"consecutive_poll_failures", h.consecutive_poll_failures},
+            {"job_poll_failures_total", h.job_poll_failures_total},
+            {"polls_total", h.polls_total},
+            {"jobs", jobs},
+            {"last_poll", last ? json(format_utc(last, UtcPrecision::kMillis)) : json(nullptr)},
+            {"last_poll_duration_seconds", static_cast<double>(h.last_poll_duration_ns) / 1e9},
+            {"beacons_read_total", h.beacons_read_total},
+            {"read_errors_total", h.read_errors_total},
+            {"started_at", format_utc(h.started_wall_ns, UtcPrecision::kMillis)}};
+  if (h.coord) {
+    const watch::CoordHealth& c = *h.coord;
+    j["coord"] = {
+        {"node", c.node},
+        {"connected", c.connected},
+        {"error", text_or_null(c.error)},
+        {"lease_age_seconds", seconds_or_null(c.lease_age_ns)},
+        {"lease_ttl_seconds", c.lease_ttl_ns > 0 ? seconds_or_null(c.lease_ttl_ns) : json(nullptr)},
+        {"losses_total", c.losses_total},
+        {"summaries_published_total", c.puts_total},
+        {"jobs_led", c.jobs_led}};
   }
   return j;
 }

@@ -1,5 +1,6 @@
-// The JSON a user sees of an incident and of a job, one schema each, whoever serves it: the
-// agent's API (/api/v1/...), the supervisor's ack endpoint and `stepwatch incidents --json`.
+// The JSON a user sees of an incident, of a job and of the agent's health, one schema each,
+// whoever serves it: the agent's API (/api/v1/..., /healthz), the supervisor's ack endpoint and
+// `stepwatch incidents --json`.
 // Fields are listed in docs/api.md. Only json_fwd.hpp here: the .cpp that renders includes the
 // full nlohmann header (STYLE rule 11).
 #pragma once
@@ -24,9 +25,18 @@ nlohmann::json incident_json(const store::Incident& incident,
                              const std::vector<store::Action>* actions = nullptr);
 
 // A job in GET /api/v1/jobs: its state, owner, last step and its age, expected interval, phase.
+// Both views add "cluster" (this node, the leader, every node's summary age and ranks) only for
+// a multi-node job: a single node's answer has no such key.
 nlohmann::json job_summary_json(const watch::JobState& job);
 // GET /api/v1/jobs/{id}: the verdict with every rank's beacon, process and GPU facts.
 nlohmann::json job_detail_json(const watch::JobState& job);
+
+// GET /healthz: failing (503) after kPollFailuresUnhealthy whole polls failed in a row, or while
+// the store refuses writes. Lost coordination never fails it: the agent still observes its ranks
+// and pages locally; "coord" (only on a multi-node agent) says how coordination stands.
+bool agent_failing(const watch::AgentHealth& health);
+nlohmann::json agent_health_json(const watch::AgentHealth& health, size_t jobs,
+                                 int64_t last_poll_wall_ns);
 
 // The body of an ack, on the agent's route and the supervisor's alike: empty, or a JSON object
 // {"by": "name", "note": "text"}, each a string of at most kMaxAckField bytes (or null).

@@ -135,6 +135,9 @@ std::string render_metrics(const std::vector<watch::JobState>& jobs,
                    "1 for the job's current verdict state, 0 for the others.");
   Family job_cause("stepwatch_job_cause", "gauge",
                    "1 for the cause of the job's verdict (none unless stalled), 0 for the others.");
+  Family job_leader(
+      "stepwatch_job_leader", "gauge",
+      "1 when this node leads the multi-node job (its verdict and incident), else 0.");
   Family job_step("stepwatch_job_step", "gauge", "Highest step any rank of the job committed.");
   Family job_step_age("stepwatch_job_step_age_seconds", "gauge",
                       "Age of the newest step of the job's slowest rank.");
@@ -187,6 +190,10 @@ std::string render_metrics(const std::vector<watch::JobState>& jobs,
     for (detect::Cause c : kCauses) {
       job_cause.add({{"job_id", j.job}, {"cause", detect::cause_name(c)}},
                     c == v.cause ? "1" : "0");
+    }
+    if (j.cluster) {
+      job_leader.add({{"job_id", j.job}, {"host", j.cluster->node}, {"leader", j.cluster->leader}},
+                     j.cluster->leads ? "1" : "0");
     }
     if (v.last_step) {
       job_step.add(job, number(*v.last_step));
@@ -265,14 +272,38 @@ std::string render_metrics(const std::vector<watch::JobState>& jobs,
   read_errors.add({}, number(static_cast<uint64_t>(health.read_errors_total)));
   if (health.started_wall_ns > 0) start_time.add({}, seconds(health.started_wall_ns));
 
+  // Coordination through etcd: only on a multi-node agent ([coord] set).
+  Family coord_connected("stepwatch_agent_coord_connected", "gauge",
+                         "1 while the agent reaches etcd and holds its node lease, else 0.");
+  Family coord_lease_age("stepwatch_agent_coord_lease_age_seconds", "gauge",
+                         "Time since the agent last renewed its node lease in etcd.");
+  Family coord_lease_ttl("stepwatch_agent_coord_lease_ttl_seconds", "gauge",
+                         "TTL of the agent's node lease in etcd.");
+  Family coord_losses("stepwatch_agent_coord_losses_total", "counter",
+                      "Times the agent lost its coordination through etcd.");
+  Family coord_puts("stepwatch_agent_coord_summaries_published_total", "counter",
+                    "Job summaries the agent published to etcd.");
+  Family coord_jobs_led("stepwatch_agent_coord_jobs_led", "gauge",
+                        "Multi-node jobs this node leads now.");
+  if (health.coord) {
+    const watch::CoordHealth& c = *health.coord;
+    coord_connected.add({{"node", c.node}}, c.connected ? "1" : "0");
+    if (c.lease_age_ns >= 0) coord_lease_age.add({}, seconds(c.lease_age_ns));
+    if (c.lease_ttl_ns > 0) coord_lease_ttl.add({}, seconds(c.lease_ttl_ns));
+    coord_losses.add({}, number(static_cast<uint64_t>(c.losses_total)));
+    coord_puts.add({}, number(static_cast<uint64_t>(c.puts_total)));
+    coord_jobs_led.add({}, number(static_cast<uint64_t>(c.jobs_led)));
+  }
+
   std::string out;
   for (const Family* f :
-       {&job_info,      &job_state,   &job_cause,     &job_step,      &job_step_age,
-        &job_interval,  &rank_step,   &rank_step_age, &rank_phase,    &rank_phase_age,
-        &rank_beat_age, &rank_ckpt,   &rank_ckpt_age, &gpu_sm,        &gpu_power,
-        &gpu_mem,       &incidents,   &actions,       &poll_duration, &polls,
-        &beacons,       &read_errors, &start_time,    &poll_failures, &job_failures,
-        &store_errors}) {
+       {&job_info,       &job_state,     &job_cause,       &job_leader,      &job_step,
+        &job_step_age,   &job_interval,  &rank_step,       &rank_step_age,   &rank_phase,
+        &rank_phase_age, &rank_beat_age, &rank_ckpt,       &rank_ckpt_age,   &gpu_sm,
+        &gpu_power,      &gpu_mem,       &incidents,       &actions,         &poll_duration,
+        &polls,          &beacons,       &read_errors,     &start_time,      &poll_failures,
+        &job_failures,   &store_errors,  &coord_connected, &coord_lease_age, &coord_lease_ttl,
+        &coord_losses,   &coord_puts,    &coord_jobs_led}) {
     f->write_to(out);
   }
   return out;

@@ -323,7 +323,10 @@ TEST(RenderJobs, TheSameColumnsWhicheverSource) {
   EXPECT_EQ(remote_job.state, "stalled");
   EXPECT_EQ(remote_job.owner, "team");
   EXPECT_EQ(remote_job.world_size, 4);
+  EXPECT_FALSE(remote_job.cluster) << "a single node's job has no cluster";
   std::string remote = render_jobs({remote_job});
+  EXPECT_THAT(remote, Not(HasSubstr("cluster")));
+  EXPECT_THAT(remote, Not(HasSubstr("  node ")));
   EXPECT_THAT(remote, HasSubstr("job job-1  stalled  ranks 1/4  owner team\n"));
   EXPECT_THAT(local, HasSubstr("job job-1  ranks 1/4  dir /d/job-1\n"));
 
@@ -354,6 +357,56 @@ TEST(RenderJobs, TheSameColumnsWhicheverSource) {
   auto t = tokens(line_for(render_jobs({sparse}), 3));
   ASSERT_GE(t.size(), 12u);
   EXPECT_THAT(t, Not(::testing::Contains("0"))) << "absent values never render as 0";
+}
+
+// A multi-node job through its leader's JSON: each rank on its node's line, the leader, and
+// every node with the age of its summary (a lapsed one said so).
+TEST(RenderJobs, AMultiNodeJobShowsItsLeaderAndNodes) {
+  watch::JobState st;
+  st.job = "llm";
+  st.host = "node-a";
+  st.verdict.state = detect::State::kStalled;
+  st.verdict.cause = detect::Cause::kRankSilent;
+  st.verdict.summary = "node-c's ranks are silent";
+  const std::vector<std::pair<int, std::string>> placed = {
+      {0, "node-a"}, {1, "node-a"}, {2, "node-c"}, {4, "node-c"}};
+  for (const auto& [r, host] : placed) {
+    contract::RankSnapshot s = rank(r, host);
+    s.world_size = 5;
+    st.observation.ranks.push_back(s);
+    detect::RankVerdict rv;
+    rv.rank = r;
+    rv.state = detect::State::kHealthy;
+    st.verdict.ranks.push_back(rv);
+  }
+  st.cluster =
+      watch::ClusterState{.node = "node-a", .leader = "node-a", .leads = true, .connected = true};
+  st.cluster->nodes = {
+      {.node = "node-c", .lapsed = true, .summary_age_ns = 45 * kSec, .ranks = {4, 2}},
+      {.node = "node-a", .leader = true, .summary_age_ns = 500 * kNsPerMs, .ranks = {0, 1}}};
+  StatusJob job =
+      status_job_from_agent(serve::job_summary_json(st).dump(), serve::job_detail_json(st).dump());
+  ASSERT_TRUE(job.cluster);
+  std::string out = render_jobs({job});
+  EXPECT_THAT(out, HasSubstr("  verdict: node-c's ranks are silent\n"
+                             "  cluster: leader node-a (this node), this node node-a\n"
+                             "  node node-a (leader): summary 500ms ago, ranks 0-1\n"
+                             "  node node-c: summary 45.0s ago, LAPSED, ranks 2,4\n"
+                             "  RANK HOST"))
+      << out;
+  auto r2 = row_for(out, 2);
+  ASSERT_TRUE(r2) << out;
+  EXPECT_EQ(r2->host, "node-c");
+  EXPECT_EQ(row_for(out, 0)->host, "node-a");
+
+  // A follower that lost etcd: no leader known, no summary age.
+  st.cluster->leader = "";
+  st.cluster->leads = false;
+  st.cluster->connected = false;
+  st.cluster->nodes = {{.node = "node-a"}};
+  out = render_jobs({status_job_from_agent(serve::job_summary_json(st).dump(), "{}")});
+  EXPECT_THAT(out, HasSubstr("  cluster: leader unknown, this node node-a, coordination lost\n"
+                             "  node node-a: summary n/a, ranks none\n"));
 }
 
 }  // namespace

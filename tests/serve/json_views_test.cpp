@@ -177,5 +177,130 @@ TEST(JobJson, SummaryAndDetailSayAbsentAsNull) {
   EXPECT_TRUE(d["recent_intervals_seconds"].empty());
 }
 
+// A single node's answers are what they were before multi-node, key for key.
+TEST(JobJson, ASingleNodeJobHasNoCluster) {
+  watch::JobState s;
+  s.job = "train-a";
+  s.host = "node-a";
+  s.verdict.state = detect::State::kHealthy;
+  s.verdict.last_step_age_ns = -1;
+  EXPECT_EQ(dump_json(job_summary_json(s)),
+            R"({"cause":"none","class":"","expected_interval_seconds":null,"host":"node-a",)"
+            R"("job_id":"train-a","last_step":null,"last_step_age_seconds":null,"owner":"",)"
+            R"("phase":"","ranks":0,"retired":false,"state":"healthy","summary":""})");
+  EXPECT_FALSE(job_detail_json(s).contains("cluster"));
+}
+
+watch::JobState clustered() {
+  watch::JobState s;
+  s.job = "llm";
+  s.host = "node-b";
+  s.cluster = watch::ClusterState{"node-b", "node-b", true, true, {}};
+  // Unsorted on purpose: nodes come out by name, their ranks ascending.
+  s.cluster->nodes = {{"node-c", false, true, 12'500 * kNsPerMs, {5, 4}},
+                      {"node-b", true, false, 0, {3, 2}},
+                      {"node-a", false, false, -1, {}}};
+  for (int r = 0; r < 2; ++r) {
+    contract::RankSnapshot snap;
+    snap.rank = r;
+    snap.host = "node-a";
+    s.observation.ranks.push_back(snap);
+    detect::RankVerdict rv;
+    rv.rank = r;
+    s.verdict.ranks.push_back(rv);
+  }
+  return s;
+}
+
+TEST(JobJson, AMultiNodeJobShowsItsCluster) {
+  const json want = json::parse(R"({
+    "node": "node-b", "leader": "node-b", "leads": true, "connected": true,
+    "nodes": [
+      {"node": "node-a", "leader": false, "lapsed": false, "summary_age_seconds": null, "ranks": []},
+      {"node": "node-b", "leader": true, "lapsed": false, "summary_age_seconds": 0.0,
+       "ranks": [2, 3]},
+      {"node": "node-c", "leader": false, "lapsed": true, "summary_age_seconds": 12.5,
+       "ranks": [4, 5]}]})");
+  watch::JobState s = clustered();
+  EXPECT_EQ(job_summary_json(s)["cluster"], want);
+  json d = job_detail_json(s);
+  EXPECT_EQ(d["cluster"], want);
+  ASSERT_EQ(d["ranks"].size(), 2u);
+  EXPECT_EQ(d["ranks"][1]["beacon"]["host"], "node-a") << "each rank names the node it is on";
+
+  // etcd unreachable: no leader is known (null, not ""), this node leads nothing.
+  s.cluster->leader = "";
+  s.cluster->leads = false;
+  s.cluster->connected = false;
+  json c = job_summary_json(s)["cluster"];
+  EXPECT_TRUE(c["leader"].is_null());
+  EXPECT_EQ(c["leads"], false);
+  EXPECT_EQ(c["connected"], false);
+}
+
+watch::AgentHealth health() {
+  watch::AgentHealth h;
+  h.polls_total = 9;
+  h.last_poll_duration_ns = 2 * kNsPerMs;
+  h.started_wall_ns = kT0;
+  return h;
+}
+
+TEST(HealthJson, ASingleNodeAgent) {
+  watch::AgentHealth h = health();
+  EXPECT_FALSE(agent_failing(h));
+  json j = agent_health_json(h, 3, kT0 + 5 * kNsPerSec);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["jobs"], 3);
+  EXPECT_EQ(j["polls_total"], 9);
+  EXPECT_EQ(j["last_poll"], "2024-05-01T03:12:49.000Z");
+  EXPECT_EQ(j["last_poll_duration_seconds"], 0.002);
+  EXPECT_EQ(j["started_at"], "2024-05-01T03:12:44.000Z");
+  EXPECT_TRUE(j["store_error"].is_null());
+  EXPECT_FALSE(j.contains("coord")) << "no [coord]: the answer is as before multi-node";
+  EXPECT_TRUE(agent_health_json(h, 0, 0)["last_poll"].is_null());
+
+  h.consecutive_poll_failures = watch::kPollFailuresUnhealthy;
+  EXPECT_TRUE(agent_failing(h));
+  EXPECT_EQ(agent_health_json(h, 0, 0)["status"], "failing");
+  h.consecutive_poll_failures = 0;
+  h.store_error = "database or disk is full";
+  EXPECT_TRUE(agent_failing(h));
+  EXPECT_EQ(agent_health_json(h, 0, 0)["store_error"], "database or disk is full");
+}
+
+// Lost coordination is shown, never a failure: the agent still observes and pages locally.
+TEST(HealthJson, CoordinationLostDoesNotFailHealth) {
+  watch::AgentHealth h = health();
+  watch::CoordHealth c;
+  c.node = "node-a";
+  c.connected = true;
+  c.lease_age_ns = 1'500 * kNsPerMs;
+  c.lease_ttl_ns = 10 * kNsPerSec;
+  c.losses_total = 1;
+  c.puts_total = 40;
+  c.jobs_led = 2;
+  h.coord = c;
+  json j = agent_health_json(h, 2, kT0);
+  EXPECT_EQ(j["coord"], json::parse(R"({"node": "node-a", "connected": true, "error": null,
+      "lease_age_seconds": 1.5, "lease_ttl_seconds": 10.0, "losses_total": 1,
+      "summaries_published_total": 40, "jobs_led": 2})"));
+
+  h.coord->connected = false;
+  h.coord->error = "etcd http://10.0.0.5:2379: connection refused";
+  h.coord->lease_age_ns = -1;
+  h.coord->lease_ttl_ns = 0;
+  h.coord->losses_total = 2;
+  h.coord->jobs_led = 0;
+  EXPECT_FALSE(agent_failing(h));
+  j = agent_health_json(h, 2, kT0);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["coord"]["connected"], false);
+  EXPECT_EQ(j["coord"]["error"], "etcd http://10.0.0.5:2379: connection refused");
+  EXPECT_TRUE(j["coord"]["lease_age_seconds"].is_null()) << "never renewed: null, not 0";
+  EXPECT_TRUE(j["coord"]["lease_ttl_seconds"].is_null());
+  EXPECT_EQ(j["coord"]["losses_total"], 2);
+}
+
 }  // namespace
 }  // namespace stepwatch::serve

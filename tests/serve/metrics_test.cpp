@@ -83,6 +83,30 @@ watch::AgentHealth sample_health() {
   return h;
 }
 
+// The job as its leader node-a sees it: node-b reports rank 1 (its summary lapsed).
+watch::JobState clustered_job() {
+  watch::JobState j = sample_job();
+  j.job = "train-2";
+  j.cluster = watch::ClusterState{"node-a", "node-a", true, true, {}};
+  j.cluster->nodes = {{"node-a", true, false, 0, {0}},
+                      {"node-b", false, true, 12 * kNsPerSec, {1}}};
+  return j;
+}
+
+watch::AgentHealth coord_health() {
+  watch::AgentHealth h = sample_health();
+  watch::CoordHealth c;
+  c.node = "node-a";
+  c.connected = true;
+  c.lease_age_ns = 1'250 * kNsPerMs;
+  c.lease_ttl_ns = 10 * kNsPerSec;
+  c.losses_total = 2;
+  c.puts_total = 345;
+  c.jobs_led = 1;
+  h.coord = c;
+  return h;
+}
+
 TEST(Metrics, ExactExposition) {
   const std::string expected =
       R"(# HELP stepwatch_job_info The job's owner and class from its spec; always 1.
@@ -178,6 +202,97 @@ stepwatch_agent_job_poll_failures_total 7
 stepwatch_agent_store_errors_total 3
 )";
   EXPECT_EQ(render_metrics({sample_job()}, sample_health()), expected);
+}
+
+// A multi-node job adds stepwatch_job_leader after the cause; an agent with [coord] adds its
+// coordination after its own health. Everything else is the single-node page, byte for byte.
+TEST(Metrics, ExactExpositionOfAClusterAndItsCoordination) {
+  const std::string single = render_metrics({sample_job()}, sample_health());
+  watch::JobState follower = clustered_job();
+  follower.job = "train-3";
+  follower.cluster->leader = "node-b";
+  follower.cluster->leads = false;
+  watch::JobState unknown = clustered_job();
+  unknown.job = "train-4";
+  unknown.cluster->leader = "";  // etcd unreachable: no leader known
+  unknown.cluster->leads = false;
+  unknown.cluster->connected = false;
+
+  std::string expected = single;
+  // Only the leader family is new among the job families; the others gain the clustered jobs.
+  std::string text =
+      render_metrics({sample_job(), clustered_job(), follower, unknown}, coord_health());
+  const std::string leader_block =
+      R"(# HELP stepwatch_job_leader 1 when this node leads the multi-node job (its verdict and incident), else 0.
+# TYPE stepwatch_job_leader gauge
+stepwatch_job_leader{job_id="train-2",host="node-a",leader="node-a"} 1
+stepwatch_job_leader{job_id="train-3",host="node-a",leader="node-b"} 0
+stepwatch_job_leader{job_id="train-4",host="node-a",leader=""} 0
+)";
+  const std::string coord_block =
+      R"(# HELP stepwatch_agent_coord_connected 1 while the agent reaches etcd and holds its node lease, else 0.
+# TYPE stepwatch_agent_coord_connected gauge
+stepwatch_agent_coord_connected{node="node-a"} 1
+# HELP stepwatch_agent_coord_lease_age_seconds Time since the agent last renewed its node lease in etcd.
+# TYPE stepwatch_agent_coord_lease_age_seconds gauge
+stepwatch_agent_coord_lease_age_seconds 1.25
+# HELP stepwatch_agent_coord_lease_ttl_seconds TTL of the agent's node lease in etcd.
+# TYPE stepwatch_agent_coord_lease_ttl_seconds gauge
+stepwatch_agent_coord_lease_ttl_seconds 10
+# HELP stepwatch_agent_coord_losses_total Times the agent lost its coordination through etcd.
+# TYPE stepwatch_agent_coord_losses_total counter
+stepwatch_agent_coord_losses_total 2
+# HELP stepwatch_agent_coord_summaries_published_total Job summaries the agent published to etcd.
+# TYPE stepwatch_agent_coord_summaries_published_total counter
+stepwatch_agent_coord_summaries_published_total 345
+# HELP stepwatch_agent_coord_jobs_led Multi-node jobs this node leads now.
+# TYPE stepwatch_agent_coord_jobs_led gauge
+stepwatch_agent_coord_jobs_led 1
+)";
+  // With the clustered jobs' own lines taken out, the page is the single-node one plus the two
+  // new blocks, each in its place.
+  std::string kept;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    bool other_job = line.find("job_id=\"train-") != std::string::npos &&
+                     line.find("job_id=\"train-1\"") == std::string::npos &&
+                     line.rfind("stepwatch_job_leader{", 0) != 0;
+    if (!other_job) kept += line + "\n";
+  }
+  const size_t at = expected.find("# HELP stepwatch_job_step ");
+  ASSERT_NE(at, std::string::npos);
+  expected.insert(at, leader_block);
+  expected += coord_block;
+  EXPECT_EQ(kept, expected);
+  EXPECT_THAT(text, HasSubstr("stepwatch_job_step{job_id=\"train-2\"} 42\n"));
+  EXPECT_THAT(text,
+              HasSubstr("stepwatch_rank_step{job_id=\"train-2\",rank=\"0\",host=\"node-a\"} 42\n"));
+}
+
+TEST(Metrics, CoordinationLostAndNeverRenewed) {
+  watch::AgentHealth h = coord_health();
+  h.coord->connected = false;
+  h.coord->error = "etcd: connection refused";
+  h.coord->lease_age_ns = -1;
+  h.coord->lease_ttl_ns = 0;
+  h.coord->jobs_led = 0;
+  std::string text = render_metrics({sample_job()}, h);
+  EXPECT_THAT(text, HasSubstr("\nstepwatch_agent_coord_connected{node=\"node-a\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("\nstepwatch_agent_coord_jobs_led 0\n"));
+  EXPECT_THAT(text, HasSubstr("\nstepwatch_agent_coord_losses_total 2\n"));
+  EXPECT_THAT(text, Not(HasSubstr("stepwatch_agent_coord_lease_age_seconds")))
+      << "never renewed: absent, not 0";
+  EXPECT_THAT(text, Not(HasSubstr("stepwatch_agent_coord_lease_ttl_seconds")));
+  EXPECT_THAT(text, Not(HasSubstr("stepwatch_job_leader"))) << "a single-node job";
+
+  // Neither a single-node job nor an agent without [coord] shows any of it.
+  std::string single = render_metrics({sample_job()}, sample_health());
+  EXPECT_THAT(single, Not(HasSubstr("coord")));
+  EXPECT_THAT(single, Not(HasSubstr("leader")));
+  // A retired clustered job stops exporting its leadership with the rest.
+  watch::JobState gone = clustered_job();
+  gone.retired = true;
+  EXPECT_THAT(render_metrics({gone}, {}), Not(HasSubstr("stepwatch_job_leader")));
 }
 
 TEST(Metrics, EscapesLabelValues) {
@@ -283,7 +398,7 @@ TEST(Metrics, ParsesBack) {
   watch::JobState odd = sample_job();
   odd.job = "odd";
   odd.observation.ranks[0].phase = "a\"b\\c\nd";
-  std::string text = render_metrics({sample_job(), odd}, sample_health());
+  std::string text = render_metrics({sample_job(), odd, clustered_job()}, coord_health());
   ASSERT_FALSE(text.empty());
   ASSERT_EQ(text.back(), '\n');
 
@@ -328,7 +443,7 @@ TEST(Metrics, PromtoolAcceptsTheExposition) {
   watch::JobState odd = sample_job();
   odd.job = "odd";
   odd.observation.ranks[0].phase = "a\"b\\c\nd";
-  std::string text = render_metrics({sample_job(), odd}, sample_health());
+  std::string text = render_metrics({sample_job(), odd, clustered_job()}, coord_health());
   std::string cmd = std::string(STEPWATCH_PROMTOOL) + " check metrics 2>&1";
   FILE* p = popen(cmd.c_str(), "w");
   ASSERT_NE(p, nullptr);
