@@ -98,14 +98,21 @@ Agent::Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store:
       log_rate_(config_.log_lines_per_user_per_minute, 60 * kNsPerSec),
       api_store_(std::move(api_store)) {
   health_.started_wall_ns = wall_now_ns();
+  if (config_.coord) coord_ = std::make_unique<Coordination>(*config_.coord);
 }
 
 Agent::~Agent() {
   try {
-    deliveries_.wait(SystemClock::instance().now());  // while the jobs are there to count them
+    Stamp now = SystemClock::instance().now();
+    deliveries_.wait(now);  // while the jobs are there to count them
+    // A multi-node job's pages too, while what their sink uses (rates, the log) is still here.
+    for (auto& [job, t] : tracked_) {
+      if (t->job_deliveries) t->job_deliveries->wait(now);
+    }
   } catch (const std::exception& e) {
     log_error("agent: finishing the pages under way failed: {}", e.what());
   }
+  tracked_.clear();  // before the members its jobs' runbooks point at
 }
 
 runbook::DeliverySink Agent::delivery_sink() {
@@ -242,7 +249,7 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
   t->state.owner = t->spec.owner;
   t->state.owner_uid = dir_uid;
   t->state.job_class = t->spec.job_class;
-  t->state.host = deps_.host;
+  t->state.host = node_name();
   t->state.first_seen_wall_ns = now.wall_ns;
   if (may_log(*t, now)) {
     log_info("agent: watching job {} under {}{}", job, root,
@@ -262,6 +269,8 @@ Status Agent::poll_once(Stamp now) {
   Error last_error;
   std::set<std::string> seen;
   maybe_prune(now);
+  ++polls_;
+  coord_tick(now);                  // from the poll loop: a wedged loop loses its lease
   std::map<uint32_t, int> jobs_of;  // tracked jobs per directory owner
   for (const auto& [job, t] : tracked_) {
     if (t->dir_uid && !t->vanished) ++jobs_of[*t->dir_uid];
@@ -392,6 +401,7 @@ Status Agent::poll_once(Stamp now) {
   health_.last_poll_duration_ns = mono_now_ns() - started;
   health_.store_errors_total += store_errors_this_poll_;
   health_.store_error = store_errors_this_poll_ ? last_store_error_ : "";
+  coord_health(health_, now);
   store_errors_this_poll_ = 0;
   last_poll_wall_ns_ = now.wall_ns;
   if (!any_root)
@@ -414,6 +424,9 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
                          : share_of(std::max<size_t>(1, t.ranks), ranks_last_poll_));
   watch::LookInputs in;
   in.gpus = gpus;
+  if (coord_) {
+    in.amend = [&](detect::Observation& obs, const watch::PollReport&) { coordinate(t, obs, now); };
+  }
   watch::Look look = t.watch->look(now, in);
   const watch::PollReport& rep = look.report;
   detect::Observation& obs = look.observation;
@@ -450,7 +463,7 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   }
   t.now = now;
   t.runbook->set_run(t.incarnation, t.run_started_wall_ns);
-  t.runbook->step(v, now);
+  step_runbook(t, v, now);
 }
 
 void Agent::run(const std::atomic<bool>& stop) {
@@ -503,7 +516,14 @@ int64_t Agent::last_poll_wall_ns() const {
 Result<std::optional<store::Incident>> Agent::ack(const std::string& job, const std::string& by,
                                                   const std::string& note) {
   Result<std::optional<store::Incident>> r = std::optional<store::Incident>{};
-  {
+  if (coord_) {
+    // A multi-node job's incident is acked in etcd, from any node: it holds on every node.
+    std::lock_guard lock(coord_->api_mu);
+    r = coord::ack_in_etcd(coord_->api_etcd, coord_->keys(job), job, wall_now_ns(), by, note);
+    if (!r)
+      log_warn("agent: job {}: acking in etcd failed ({}): acking here", job, r.error().message);
+  }
+  if (!r || !*r) {
     std::lock_guard lock(api_store_mu_);
     r = api_store_.ack(job, wall_now_ns(), by, note);
   }
@@ -521,8 +541,24 @@ Result<std::optional<store::Incident>> Agent::ack(const std::string& job, const 
 }
 
 Result<std::vector<store::Incident>> Agent::incidents(const std::string& job, int limit) {
+  std::vector<store::Incident> out;
+  if (coord_ && !job.empty()) {
+    // The job's incidents in etcd (opened by whichever node led it), then this node's own.
+    std::lock_guard lock(coord_->api_mu);
+    auto r = coord::incidents_in_etcd(coord_->api_etcd, coord_->keys(job), job, limit);
+    if (r) {
+      out = std::move(*r);
+    } else {
+      log_warn("agent: job {}: reading its incidents in etcd failed: {}", job, r.error().message);
+    }
+  }
   std::lock_guard lock(api_store_mu_);
-  return api_store_.incidents(job, limit);
+  auto local = api_store_.incidents(job, limit);
+  if (!local) return local;
+  if (out.empty()) return local;
+  for (auto& i : *local) out.push_back(std::move(i));
+  if (limit > 0 && static_cast<int>(out.size()) > limit) out.resize(limit);
+  return out;
 }
 
 }  // namespace stepwatch::agent

@@ -72,8 +72,9 @@ class Agent : public serve::JobSource {
   std::string proc_root() const override { return config_.proc_root; }
 
  private:
-  struct Tracked;  // one job's observer, detector and incident
-  class JobHost;   // the runbook's host for one job
+  struct Tracked;       // one job's observer, detector and incident
+  class JobHost;        // the runbook's host for one job
+  struct Coordination;  // [coord]: the etcd clients and this node's session (agent_coord.cpp)
 
   Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store::Store api_store);
   std::unique_ptr<Tracked> start_tracking(const std::string& root, const std::string& job,
@@ -100,6 +101,20 @@ class Agent : public serve::JobSource {
   // After each poll of run(): counts the polls in a row that failed as a whole.
   void note_poll_outcome(bool ok);
 
+  // ---- multi-node ([coord], agent_coord.cpp) ----
+  // This node's name: [coord] node_name, else the host's.
+  const std::string& node_name() const;
+  // Once per poll, first: the node lease.
+  void coord_tick(Stamp now);
+  // Publishes the job's local observation and, where this node leads the job, replaces it by
+  // the merge of every node's (the verdict is then the job's).
+  void coordinate(Tracked& t, detect::Observation& obs, Stamp now);
+  // Steps the runbook that owns the job's incident now: the node's own (single node, or
+  // coordination lost: paging only), or the job's in etcd while this node leads it.
+  void step_runbook(Tracked& t, const detect::Verdict& v, Stamp now);
+  void coord_retire(Tracked& t, Stamp now, const char* why);
+  void coord_health(watch::AgentHealth& h, Stamp now) const;
+
   AgentConfig config_;
   AgentDeps deps_;
   store::Store store_;  // the poll thread's connection
@@ -109,6 +124,8 @@ class Agent : public serve::JobSource {
   uint64_t store_errors_this_poll_ = 0;  // poll thread only
   std::string last_store_error_;         // poll thread only
 
+  std::unique_ptr<Coordination> coord_;  // null without [coord]; outlives the jobs' ledgers
+  uint64_t polls_ = 0;                   // poll thread only
   std::map<std::string, std::unique_ptr<Tracked>> tracked_;  // poll thread only
   std::set<std::string> logged_problems_;                    // poll thread only
   PerUserRate incident_rate_;                                // poll thread only

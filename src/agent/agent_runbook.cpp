@@ -74,14 +74,19 @@ void Agent::retire(Tracked& t, Stamp now, const char* why) {
   log_info("agent: job {} retired: {}; listed for {} more", t.job, why,
            format_duration(config_.retire_after_ns));
   t.runbook->close(now, why);
+  coord_retire(t, now, why);
 }
 
 // ---- the runbook's host for one job ----
 
 runbook::PageMessage Agent::JobHost::page(const detect::Verdict& v) {
   runbook::PageMessage m = runbook::page_for_verdict(t_.job, t_.spec.owner, v);
-  m.host = agent_.deps_.host;
-  m.ack_command = fmt::format("stepwatch ack {} --state-dir {}", t_.job, agent_.config_.state_dir);
+  m.host = agent_.node_name();
+  // The job's incident is acked on any node (in etcd); this node's own only here.
+  m.ack_command =
+      scope_ == Scope::kJob
+          ? fmt::format("stepwatch ack {} (on any node of the job)", t_.job)
+          : fmt::format("stepwatch ack {} --state-dir {}", t_.job, agent_.config_.state_dir);
   return m;
 }
 
@@ -109,6 +114,19 @@ bool Agent::JobHost::may_open(const detect::Verdict& v, Stamp now) {
 
 std::optional<std::string> Agent::JobHost::refuse_act() {
   if (!may_preempt(agent_.config_, t_.job)) return std::string();  // observes and pages only
+  if (scope_ == Scope::kNode && agent_.coord_) {
+    return std::string(
+        "coordination lost (etcd does not answer): paging only, no destructive action without a "
+        "fenced write");
+  }
+  if (scope_ == Scope::kJob) {
+    if (!agent_.coord_->session.may_act(t_.now)) {
+      return std::string("this node's lease is not fresh enough to act on the job: waiting");
+    }
+    return std::string(
+        "a multi-node job: its preempt across nodes is not carried out by this version; the job "
+        "is left to its owner");
+  }
   if (t_.spec.source.empty() || !t_.spec.auto_preempt.enabled) {
     return fmt::format(
         "listed in preempt_jobs, but {}: observing and paging only",
@@ -124,6 +142,8 @@ runbook::PreemptTargets Agent::JobHost::targets() {
   std::string dir = contract::job_dir(t_.root, t_.job);
   for (const auto& r : t_.state.observation.ranks) {
     if (r.status != contract::RankStatus::kRunning || r.pid <= 0) continue;
+    // Ranks of other nodes (a job this node leads) are never this node's to signal.
+    if (t_.state.cluster && r.host != t_.state.cluster->node) continue;
     Proof p = prove_rank_process(proc_root, dir, r);
     if (p.proven) {
       p.process.label = fmt::format("rank {}", r.rank);
@@ -182,6 +202,10 @@ void Agent::JobHost::recorded(int64_t, bool created) {
 }
 
 void Agent::JobHost::ledger_failed(const Error& e) {
+  if (scope_ == Scope::kJob) {
+    agent_.note_problem(fmt::format("job {}: its incident in etcd: {}", t_.job, e.message));
+    return;
+  }
   agent_.note_store_error(e);
 }
 

@@ -42,7 +42,22 @@ constexpr std::string_view kKeys[] = {"beacon_roots",
                                       "incidents_per_user_per_hour",
                                       "log_lines_per_user_per_minute",
                                       "keep_history",
-                                      "max_store_size"};
+                                      "max_store_size",
+                                      "coord"};
+
+constexpr std::string_view kCoordKeys[] = {"endpoints", "prefix",           "lease_ttl",
+                                           "node_name", "publish_interval", "request_timeout",
+                                           "token_file"};
+
+bool valid_node_name(const std::string& n) {
+  if (n.empty() || n.size() > 63) return false;
+  for (char ch : n) {
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
 
 using spec::TomlReader;
 using spec::TomlType;
@@ -85,6 +100,58 @@ Status split_listen(const std::string& s, std::string* host, int* port) {
   *host = h;
   *port = v;
   return {};
+}
+
+// Reads the [coord] table.
+void read_coord(TomlReader& in, const TomlValue& table, CoordConfig& c) {
+  using Zero = TomlReader::Zero;
+  in.each_key(
+      table, "coord", kCoordKeys,
+      [&](std::string_view key, const TomlValue& v, const std::string& k) {
+        if (key == "endpoints") {
+          if (!v.is(TomlType::kArray)) {
+            return in.type_error(v, k, "an array of URLs, e.g. [\"http://10.0.0.5:2379\"]");
+          }
+          for (size_t i = 0; i < v.items.size(); ++i) {
+            const TomlValue& e = v.items[i];
+            bool ok =
+                e.is(TomlType::kString) && e.string.rfind("http://", 0) == 0 && e.string.size() > 7;
+            if (!ok) {
+              in.error(e, fmt::format("{}[{}]", k, i),
+                       "must be an etcd client URL \"http://HOST:PORT\" (the gateway is "
+                       "spoken over plain HTTP; put TLS in front of it)");
+              continue;
+            }
+            c.endpoints.push_back(e.string);
+          }
+        } else if (key == "prefix") {
+          if (!in.get(v, k, &c.prefix)) return;
+          if (c.prefix.size() < 2 || c.prefix[0] != '/' || c.prefix.back() == '/') {
+            in.error(v, k, "must start with / and not end with one, e.g. \"/stepwatch/v1\"");
+          }
+        } else if (key == "node_name") {
+          if (!in.get(v, k, &c.node_name)) return;
+          if (!valid_node_name(c.node_name)) {
+            in.error(v, k, "must be 1-63 characters from [A-Za-z0-9._-]");
+          }
+        } else if (key == "token_file") {
+          in.get(v, k, &c.token_file);
+        } else {
+          int64_t* out = key == "lease_ttl"          ? &c.lease_ttl_ns
+                         : key == "publish_interval" ? &c.publish_interval_ns
+                                                     : &c.request_timeout_ns;
+          if (!in.get_duration(v, k, out, Zero::kRefuse)) return;
+          if (key == "lease_ttl" && (*out < kNsPerSec || *out % kNsPerSec != 0)) {
+            in.error(v, k,
+                     fmt::format("must be whole seconds, at least 1s (etcd grants leases "
+                                 "in seconds), got {}",
+                                 format_duration(*out)));
+          }
+        }
+      });
+  if (c.endpoints.empty()) {
+    in.error(table, "coord.endpoints", "must name at least one etcd endpoint");
+  }
 }
 
 // Reads one known key of agent.toml into `c`.
@@ -152,6 +219,8 @@ void read_key(TomlReader& in, std::string_view key, const TomlValue& v, const st
     }
   } else if (key == "gpu") {
     in.get(v, k, &c.gpu);
+  } else if (key == "coord") {
+    if (const TomlValue* t = in.table(v, k)) read_coord(in, *t, c.coord.emplace());
   } else {
     std::string s;
     if (!in.get(v, k, &s)) return;
@@ -193,6 +262,15 @@ Result<AgentConfig> parse_impl(std::string_view text, const std::string& source_
                      "listening on {} (beyond loopback) needs token_file: anyone who can reach the "
                      "port could ack incidents; set token_file or listen on 127.0.0.1",
                      c.listen_host));
+    }
+    if (c.coord && c.coord->node_name.empty()) c.coord->node_name = short_hostname();
+    if (read_token && c.coord && !c.coord->token_file.empty()) {
+      auto t = read_token_file(c.coord->token_file);
+      if (!t) {
+        sink.error("coord.token_file", t.error().message);
+      } else {
+        c.coord->token = std::move(*t);
+      }
     }
     if (read_token && !c.token_file.empty()) {
       auto t = read_token_file(c.token_file);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,22 @@
 namespace stepwatch::agent {
 
 inline constexpr int kDefaultPort = 9465;
+
+// [coord]: multi-node coordination through etcd v3 (docs/multinode.md). Without the section the
+// agent is a single-node agent, exactly as before.
+struct CoordConfig {
+  std::vector<std::string> endpoints;    // etcd client URLs, "http://HOST:PORT", tried in order
+  std::string prefix = "/stepwatch/v1";  // every key this cluster's agents write is under it
+  // The node lease: a node whose agent stops renewing it (dead, wedged, cut off from etcd) drops
+  // out this long after its last renewal; renewals come from the poll loop, every ttl/3.
+  int64_t lease_ttl_ns = 10 * kNsPerSec;
+  std::string node_name;  // this node in etcd and in verdicts; empty: the short host name
+  // A job's summary is published when its ranks' progress changes and at least this often.
+  int64_t publish_interval_ns = 5 * kNsPerSec;
+  int64_t request_timeout_ns = 2 * kNsPerSec;  // per etcd request and endpoint
+  std::string token_file;                      // an etcd auth token (0600), sent with every request
+  std::string token;                           // read from token_file by load_agent_config
+};
 
 struct AgentConfig {
   std::string source;  // the file it came from; empty for defaults
@@ -53,6 +70,7 @@ struct AgentConfig {
   // max_store_size. Open incidents are never pruned.
   int64_t keep_history_ns = 30LL * 86400 * kNsPerSec;
   int64_t max_store_size = 256LL << 20;
+  std::optional<CoordConfig> coord;  // [coord]; nullopt: single node
 };
 
 // Whether `job` matches one of config.preempt_jobs.

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "src/agent/agent.h"
+#include "src/coord/etcd_ledger.h"
+#include "src/coord/job_coord.h"
+#include "src/coord/session.h"
 #include "src/detect/detector.h"
 #include "src/runbook/incident.h"
 #include "src/spec/spec.h"
@@ -23,7 +26,11 @@ namespace stepwatch::agent {
 // preempt is followed by nothing but the incident's close (the agent never restarts a job).
 class Agent::JobHost final : public runbook::IncidentHost {
  public:
-  JobHost(Agent& agent, Tracked& job) : agent_(agent), t_(job) {}
+  // kNode: this node's incident (single node, or a multi-node job while etcd is unreachable);
+  // kJob: a multi-node job's one incident in etcd, which this node runs while it leads the job.
+  enum class Scope { kNode, kJob };
+  JobHost(Agent& agent, Tracked& job, Scope scope = Scope::kNode)
+      : agent_(agent), t_(job), scope_(scope) {}
   runbook::PageMessage page(const detect::Verdict& v) override;
   void log(LogLevel level, const std::string& line) override;
   bool may_open(const detect::Verdict& v, Stamp now) override;
@@ -39,6 +46,18 @@ class Agent::JobHost final : public runbook::IncidentHost {
  private:
   Agent& agent_;
   Tracked& t_;
+  Scope scope_;
+};
+
+struct Agent::Coordination {
+  explicit Coordination(const CoordConfig& c);
+  CoordConfig config;
+  coord::EtcdClient etcd;  // the poll thread's
+  coord::NodeSession session;
+  std::mutex api_mu;
+  coord::EtcdClient api_etcd;  // the API threads' (guarded by api_mu)
+  uint64_t puts_retired = 0;   // summaries published for jobs no longer tracked
+  coord::LedgerKeys keys(const std::string& job) const;
 };
 
 struct Agent::Tracked {
@@ -60,6 +79,14 @@ struct Agent::Tracked {
   size_t due = 0;         // ranks that wanted process details at the last observation
   bool observed = false;  // observed in this poll: `state` holds a new observation to publish
   std::shared_ptr<const watch::JobState> published;  // what the API sees of this job
+
+  // Multi-node ([coord]): its coordination, and the job's incident while this node leads it
+  // (declared in the order they are built: each outlives what uses it).
+  std::unique_ptr<coord::JobCoord> coord;
+  std::unique_ptr<coord::EtcdLedger> job_ledger;
+  std::unique_ptr<runbook::PageDeliveries> job_deliveries;
+  std::unique_ptr<JobHost> job_host;
+  std::unique_ptr<runbook::Incident> job_runbook;
 };
 
 }  // namespace stepwatch::agent

@@ -266,5 +266,71 @@ TEST_F(TokenFile, AConfigLargerThanAMebibyteIsRefused) {
       << c.error().message;
 }
 
+TEST(AgentConfig, WithoutCoordIsSingleNode) {
+  auto c = parse_agent_config("poll_interval = \"1s\"\n", "agent.toml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_FALSE(c->coord.has_value());
+}
+
+TEST(AgentConfig, ReadsTheCoordSection) {
+  auto c = parse_agent_config(R"(
+[coord]
+endpoints = ["http://10.0.0.5:2379", "http://10.0.0.6:2379"]
+prefix = "/sw/prod"
+lease_ttl = "4s"
+node_name = "gpu-node-17"
+publish_interval = "2s"
+request_timeout = "500ms"
+)",
+                              "agent.toml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_TRUE(c->coord.has_value());
+  EXPECT_EQ(c->coord->endpoints.size(), 2u);
+  EXPECT_EQ(c->coord->endpoints[1], "http://10.0.0.6:2379");
+  EXPECT_EQ(c->coord->prefix, "/sw/prod");
+  EXPECT_EQ(c->coord->lease_ttl_ns, 4 * kNsPerSec);
+  EXPECT_EQ(c->coord->node_name, "gpu-node-17");
+  EXPECT_EQ(c->coord->publish_interval_ns, 2 * kNsPerSec);
+  EXPECT_EQ(c->coord->request_timeout_ns, 500 * kNsPerMs);
+}
+
+TEST(AgentConfig, CoordDefaultsNameTheNodeAfterTheHost) {
+  auto c = parse_agent_config("[coord]\nendpoints = [\"http://127.0.0.1:2379\"]\n", "agent.toml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->coord->node_name, short_hostname());
+  EXPECT_EQ(c->coord->prefix, "/stepwatch/v1");
+  EXPECT_EQ(c->coord->lease_ttl_ns, 10 * kNsPerSec);
+}
+
+TEST(AgentConfig, CoordErrorsNameLineAndKey) {
+  auto c = parse_agent_config(R"([coord]
+endpoints = ["https://10.0.0.5:2379", 7]
+prefix = "stepwatch/"
+lease_ttl = "1500ms"
+node_name = "node 1"
+publish_intervall = "2s"
+)",
+                              "agent.toml");
+  ASSERT_FALSE(c.ok());
+  const std::string& m = c.error().message;
+  EXPECT_NE(m.find("agent.toml:2: coord.endpoints[0]: must be an etcd client URL"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("agent.toml:2: coord.endpoints[1]"), std::string::npos) << m;
+  EXPECT_NE(m.find("agent.toml:3: coord.prefix: must start with /"), std::string::npos) << m;
+  EXPECT_NE(m.find("agent.toml:4: coord.lease_ttl: must be whole seconds"), std::string::npos) << m;
+  EXPECT_NE(m.find("agent.toml:5: coord.node_name"), std::string::npos) << m;
+  EXPECT_NE(m.find("agent.toml:6: coord.publish_intervall"), std::string::npos) << m;
+  EXPECT_NE(m.find("publish_interval"), std::string::npos) << m;  // did you mean
+}
+
+TEST(AgentConfig, CoordNeedsAnEndpoint) {
+  auto c = parse_agent_config("[coord]\nnode_name = \"a\"\n", "agent.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("coord.endpoints: must name at least one etcd endpoint"),
+            std::string::npos)
+      << c.error().message;
+}
+
 }  // namespace
 }  // namespace stepwatch::agent
