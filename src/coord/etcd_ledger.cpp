@@ -1,0 +1,353 @@
+// The only translation unit of the ledger that includes nlohmann/json (STYLE rule 11).
+#include "src/coord/etcd_ledger.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace stepwatch::coord {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxActions = 200;  // per incident: a bound on the record's size
+
+json to_json(const store::Incident& i, const json& actions, const std::string& opened_by) {
+  json j = {{"job", i.job},
+            {"incarnation", i.incarnation},
+            {"opened_at_ns", i.opened_at_ns},
+            {"state", i.state},
+            {"cause", i.cause},
+            {"summary", i.summary},
+            {"verdict", i.verdict_json},
+            {"page_result", i.page_result},
+            {"acked_by", i.acked_by},
+            {"ack_note", i.ack_note},
+            {"resolution", i.resolution},
+            {"opened_by", opened_by},
+            {"actions", actions}};
+  auto opt = [&](const char* k, const std::optional<int64_t>& v) {
+    if (v) j[k] = *v;
+  };
+  opt("paged_at_ns", i.paged_at_ns);
+  opt("delivered_at_ns", i.delivered_at_ns);
+  opt("acked_at_ns", i.acked_at_ns);
+  opt("closed_at_ns", i.closed_at_ns);
+  return j;
+}
+
+// The record, or an error naming the key.
+Result<store::Incident> from_json(const json& j, const std::string& key, int64_t id) {
+  try {
+    store::Incident i;
+    i.id = id;
+    i.job = j.at("job").get<std::string>();
+    i.incarnation = j.at("incarnation").get<int64_t>();
+    i.opened_at_ns = j.at("opened_at_ns").get<int64_t>();
+    i.state = j.at("state").get<std::string>();
+    i.cause = j.at("cause").get<std::string>();
+    i.summary = j.value("summary", "");
+    i.verdict_json = j.value("verdict", "");
+    i.page_result = j.value("page_result", "");
+    i.acked_by = j.value("acked_by", "");
+    i.ack_note = j.value("ack_note", "");
+    i.resolution = j.value("resolution", "");
+    auto opt = [&](const char* k, std::optional<int64_t>& out) {
+      if (auto it = j.find(k); it != j.end() && it->is_number_integer()) out = it->get<int64_t>();
+    };
+    opt("paged_at_ns", i.paged_at_ns);
+    opt("delivered_at_ns", i.delivered_at_ns);
+    opt("acked_at_ns", i.acked_at_ns);
+    opt("closed_at_ns", i.closed_at_ns);
+    return i;
+  } catch (const std::exception& e) {
+    return Error{Errc::kParse,
+                 fmt::format("etcd key {}: not an incident record: {}", key, e.what())};
+  }
+}
+
+std::string closed_key(const LedgerKeys& keys, int64_t id) {
+  return fmt::format("{}{:020d}", keys.closed_dir, id);
+}
+
+}  // namespace
+
+struct EtcdLedger::Read {
+  store::Incident incident;
+  json doc;
+  int64_t mod_revision = 0;
+};
+
+EtcdLedger::EtcdLedger(EtcdClient& etcd, std::string job, LedgerKeys keys,
+                       std::function<int64_t()> fence)
+    : etcd_(etcd), job_(std::move(job)), keys_(std::move(keys)), fence_(std::move(fence)) {}
+
+Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> id) {
+  auto r = etcd_.range(keys_.incident);
+  if (!r) return r.error();
+  if (r->kvs.empty()) return std::optional<Read>{};
+  const KeyValue& kv = r->kvs[0];
+  if (id && kv.create_revision != *id) return std::optional<Read>{};
+  json doc = json::parse(kv.value, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return Error{Errc::kParse, fmt::format("etcd key {}: not JSON", kv.key)};
+  }
+  auto inc = from_json(doc, kv.key, kv.create_revision);
+  if (!inc) return inc.error();
+  return std::optional<Read>{Read{std::move(*inc), std::move(doc), kv.mod_revision}};
+}
+
+Result<std::optional<store::Incident>> EtcdLedger::open_for(const std::string& /*job*/) {
+  auto r = read(std::nullopt);
+  if (!r) return r.error();
+  if (!*r) return std::optional<store::Incident>{};
+  return std::optional<store::Incident>{(*r)->incident};
+}
+
+Result<store::IncidentRef> EtcdLedger::open(const store::NewIncident& n) {
+  int64_t fence = fence_();
+  if (fence == 0) {
+    return Error{Errc::kBusy,
+                 fmt::format("job {}: this node ({}) does not lead it: the incident is the "
+                             "leader's to open",
+                             job_, keys_.node)};
+  }
+  store::Incident i;
+  i.job = n.job;
+  i.incarnation = n.incarnation;
+  i.opened_at_ns = n.at_ns;
+  i.state = n.state;
+  i.cause = n.cause;
+  i.summary = n.summary;
+  i.verdict_json = n.verdict_json;
+  std::string value = to_json(i, json::array(), keys_.node).dump();
+  auto t = etcd_.txn(
+      {Compare::create_rev(keys_.incident, 0), Compare::create_rev(keys_.fence_key, fence)},
+      {TxnOp::put(keys_.incident, value)}, {TxnOp::get(keys_.incident)});
+  if (!t) return t.error();
+  if (t->succeeded) return store::IncidentRef{t->revision, true};
+  if (!t->ranges.empty() && !t->ranges[0].kvs.empty()) {
+    return store::IncidentRef{t->ranges[0].kvs[0].create_revision, false};
+  }
+  return Error{Errc::kBusy, fmt::format("job {}: opening its incident was refused: this node ({}) "
+                                        "no longer leads it (its lease lapsed)",
+                                        job_, keys_.node)};
+}
+
+Result<std::optional<store::Incident>> EtcdLedger::get(int64_t id) {
+  auto r = read(id);
+  if (!r) return r.error();
+  if (*r) return std::optional<store::Incident>{(*r)->incident};
+  auto c = etcd_.range(closed_key(keys_, id));
+  if (!c) return c.error();
+  if (c->kvs.empty()) return std::optional<store::Incident>{};
+  json doc = json::parse(c->kvs[0].value, nullptr, false);
+  if (doc.is_discarded())
+    return Error{Errc::kParse, fmt::format("etcd key {}: not JSON", c->kvs[0].key)};
+  auto inc = from_json(doc, c->kvs[0].key, id);
+  if (!inc) return inc.error();
+  return std::optional<store::Incident>{std::move(*inc)};
+}
+
+Status EtcdLedger::modify(int64_t id,
+                          const std::function<bool(store::Incident&, std::string&)>& change,
+                          bool* applied) {
+  if (applied) *applied = false;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    int64_t fence = fence_();
+    if (fence == 0) {
+      return Error{Errc::kBusy, fmt::format("job {}: this node ({}) does not lead it: not writing "
+                                            "incident {}",
+                                            job_, keys_.node, id)};
+    }
+    auto r = read(id);
+    if (!r) return r.error();
+    if (!*r) {
+      return Error{Errc::kNotFound,
+                   fmt::format("job {}: incident {} is not open in etcd", job_, id)};
+    }
+    Read& rd = **r;
+    std::string action;  // an action record to append, as JSON text
+    if (!change(rd.incident, action)) return {};
+    json actions = rd.doc.value("actions", json::array());
+    if (!action.empty()) {
+      actions.push_back(json::parse(action));
+      if (actions.size() > kMaxActions) actions.erase(actions.begin());
+    }
+    std::string value = to_json(rd.incident, actions, rd.doc.value("opened_by", "")).dump();
+    auto t = etcd_.txn({Compare::mod_rev(keys_.incident, rd.mod_revision),
+                        Compare::create_rev(keys_.fence_key, fence)},
+                       {TxnOp::put(keys_.incident, value)}, {TxnOp::get(keys_.fence_key)});
+    if (!t) return t.error();
+    if (t->succeeded) {
+      if (applied) *applied = true;
+      return {};
+    }
+    bool fence_holds = !t->ranges.empty() && !t->ranges[0].kvs.empty() &&
+                       t->ranges[0].kvs[0].create_revision == fence;
+    if (!fence_holds) {
+      return Error{Errc::kBusy,
+                   fmt::format("job {}: incident {}: write refused by the fence: this node ({}) "
+                               "no longer leads the job (its lease lapsed)",
+                               job_, id, keys_.node)};
+    }
+    // The record moved (an ack from another node): read it again.
+  }
+  return Error{Errc::kBusy,
+               fmt::format("job {}: incident {} kept changing under the write", job_, id)};
+}
+
+Status EtcdLedger::update(int64_t id, const store::NewIncident& says) {
+  return modify(id, [&](store::Incident& i, std::string&) {
+    i.state = says.state;
+    i.cause = says.cause;
+    i.summary = says.summary;
+    i.verdict_json = says.verdict_json;
+    return true;
+  });
+}
+
+Result<bool> EtcdLedger::claim_page(int64_t id, int64_t at_ns) {
+  bool applied = false;
+  auto st = modify(
+      id,
+      [&](store::Incident& i, std::string&) {
+        if (i.paged_at_ns) return false;
+        i.paged_at_ns = at_ns;
+        i.page_result = "claimed";
+        return true;
+      },
+      &applied);
+  if (!st) return st.error();
+  return applied;
+}
+
+Status EtcdLedger::record_delivery(int64_t id, int64_t at_ns, std::string_view result,
+                                   bool delivered) {
+  auto st = modify(id, [&](store::Incident& i, std::string&) {
+    i.page_result = std::string(result);
+    if (delivered && !i.delivered_at_ns) i.delivered_at_ns = at_ns;
+    return true;
+  });
+  if (!st && st.error().code == Errc::kNotFound) return {};  // closed meanwhile: nothing to add
+  return st;
+}
+
+Status EtcdLedger::close(int64_t id, int64_t at_ns, std::string_view resolution) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    int64_t fence = fence_();
+    if (fence == 0) {
+      return Error{Errc::kBusy, fmt::format("job {}: this node ({}) does not lead it: not closing "
+                                            "incident {}",
+                                            job_, keys_.node, id)};
+    }
+    auto r = read(id);
+    if (!r) return r.error();
+    if (!*r) return {};  // closed already (its first resolution stays)
+    Read& rd = **r;
+    rd.incident.closed_at_ns = at_ns;
+    rd.incident.resolution = std::string(resolution);
+    std::string value =
+        to_json(rd.incident, rd.doc.value("actions", json::array()), rd.doc.value("opened_by", ""))
+            .dump();
+    auto t = etcd_.txn({Compare::mod_rev(keys_.incident, rd.mod_revision),
+                        Compare::create_rev(keys_.fence_key, fence)},
+                       {TxnOp::del(keys_.incident), TxnOp::put(closed_key(keys_, id), value)},
+                       {TxnOp::get(keys_.fence_key)});
+    if (!t) return t.error();
+    if (t->succeeded) return {};
+    bool fence_holds = !t->ranges.empty() && !t->ranges[0].kvs.empty() &&
+                       t->ranges[0].kvs[0].create_revision == fence;
+    if (!fence_holds) {
+      return Error{Errc::kBusy,
+                   fmt::format("job {}: closing incident {} refused by the fence: this node ({}) "
+                               "no longer leads the job",
+                               job_, id, keys_.node)};
+    }
+  }
+  return Error{Errc::kBusy,
+               fmt::format("job {}: incident {} kept changing under the close", job_, id)};
+}
+
+Status EtcdLedger::record_action(const store::Action& a) {
+  if (!a.incident_id) return {};  // only an incident's actions travel with it
+  json j = {{"at_ns", a.at_ns},
+            {"kind", a.kind},
+            {"ok", a.ok},
+            {"detail", a.detail},
+            {"node", keys_.node}};
+  std::string text = j.dump();
+  auto st = modify(*a.incident_id, [&](store::Incident&, std::string& action) {
+    action = text;
+    return true;
+  });
+  if (!st && st.error().code == Errc::kNotFound) return {};  // closed meanwhile
+  return st;
+}
+
+Result<std::optional<store::Incident>> ack_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,
+                                                   const std::string& job, int64_t at_ns,
+                                                   const std::string& by, const std::string& note) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto r = etcd.range(keys.incident);
+    if (!r) return r.error();
+    if (r->kvs.empty()) return std::optional<store::Incident>{};
+    const KeyValue& kv = r->kvs[0];
+    json doc = json::parse(kv.value, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object())
+      return Error{Errc::kParse, fmt::format("etcd key {}: not JSON", kv.key)};
+    auto inc = from_json(doc, kv.key, kv.create_revision);
+    if (!inc) return inc.error();
+    if (inc->acked_at_ns)
+      return std::optional<store::Incident>{std::move(*inc)};  // the first stays
+    inc->acked_at_ns = at_ns;
+    inc->acked_by = by;
+    inc->ack_note = note;
+    json actions = doc.value("actions", json::array());
+    actions.push_back(
+        {{"at_ns", at_ns},
+         {"kind", "ack"},
+         {"ok", true},
+         {"detail", fmt::format("acked by {}{}", by, note.empty() ? "" : ": " + note)},
+         {"node", keys.node}});
+    std::string value = to_json(*inc, actions, doc.value("opened_by", "")).dump();
+    auto t = etcd.txn({Compare::mod_rev(keys.incident, kv.mod_revision)},
+                      {TxnOp::put(keys.incident, value)});
+    if (!t) return t.error();
+    if (t->succeeded) return std::optional<store::Incident>{std::move(*inc)};
+  }
+  return Error{Errc::kBusy, fmt::format("job {}: its incident kept changing under the ack", job)};
+}
+
+Result<std::vector<store::Incident>> incidents_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,
+                                                       const std::string& job, int limit) {
+  std::vector<store::Incident> out;
+  auto r = etcd.range(keys.incident);
+  if (!r) return r.error();
+  for (const auto& kv : r->kvs) {
+    json doc = json::parse(kv.value, nullptr, false);
+    if (doc.is_discarded()) continue;
+    if (auto inc = from_json(doc, kv.key, kv.create_revision)) out.push_back(std::move(*inc));
+  }
+  RangeOptions all;
+  all.prefix = true;
+  auto c = etcd.range(keys.closed_dir, all);
+  if (!c) return c.error();
+  for (auto it = c->kvs.rbegin(); it != c->kvs.rend(); ++it) {
+    if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
+    json doc = json::parse(it->value, nullptr, false);
+    if (doc.is_discarded()) continue;
+    int64_t id = 0;
+    try {
+      id = std::stoll(it->key.substr(keys.closed_dir.size()));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (auto inc = from_json(doc, it->key, id)) out.push_back(std::move(*inc));
+  }
+  (void)job;
+  return out;
+}
+
+}  // namespace stepwatch::coord

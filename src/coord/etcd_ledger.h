@@ -1,0 +1,80 @@
+// The runbook's ledger for a multi-node job, in etcd (multinode.md §5.4): the job leader's
+// Incident (runbook/incident.h) reads and writes through it, exactly as a single node's does
+// through its SQLite store.
+//
+//   <prefix>/jobs/<job>/incident         the open incident, JSON; its id is the key's create
+//                                        revision (one creator ever wins: CREATE == 0)
+//   <prefix>/jobs/<job>/incidents/<id>   a closed one, moved there by the close
+//
+// Every write is one txn fenced twice: CREATE(the leader's node key) == its revision (a leader
+// whose lease lapsed, stopped or partitioned, cannot commit), and MOD(incident) == the revision
+// read (nothing written meanwhile, by an ack on another node, say, is overwritten). A fence
+// that fails is an error the Incident reports and retries; it never silences a page. Acks come
+// from any node (ack()), fenced by MOD only: an ack needs no leadership.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "src/coord/etcd_client.h"
+#include "src/runbook/ledger.h"
+
+namespace stepwatch::coord {
+
+// Where a job's incident lives and who may write it.
+struct LedgerKeys {
+  std::string incident;    // <prefix>/jobs/<job>/incident
+  std::string closed_dir;  // <prefix>/jobs/<job>/incidents/
+  std::string fence_key;   // the leader's node key
+  std::string node;        // this node, recorded as who opened or acted
+};
+
+class EtcdLedger final : public runbook::IncidentLedger {
+ public:
+  // `fence`: the create revision of fence_key while this node leads (0: it does not, and every
+  // write is refused). etcd must outlive it.
+  EtcdLedger(EtcdClient& etcd, std::string job, LedgerKeys keys, std::function<int64_t()> fence);
+
+  Result<std::optional<store::Incident>> open_for(const std::string& job) override;
+  Result<store::IncidentRef> open(const store::NewIncident& incident) override;
+  Result<std::optional<store::Incident>> get(int64_t id) override;
+  Status update(int64_t id, const store::NewIncident& now_says) override;
+  Result<bool> claim_page(int64_t id, int64_t at_ns) override;
+  Status record_delivery(int64_t id, int64_t at_ns, std::string_view result,
+                         bool delivered) override;
+  Status close(int64_t id, int64_t at_ns, std::string_view resolution) override;
+  Status record_action(const store::Action& action) override;
+
+  // The job's actions recorded in etcd (the open incident's, then the closed ones' are kept
+  // with them), newest last.
+  const std::string& job() const { return job_; }
+
+ private:
+  struct Read;
+  // Reads the open incident; nullopt when none (or when its id is not `id`, if given).
+  Result<std::optional<Read>> read(std::optional<int64_t> id);
+  // Applies `change` to the open incident `id` and writes it, fenced; retried once when the
+  // record moved meanwhile. `change` returns false to leave it as it is.
+  Status modify(int64_t id, const std::function<bool(store::Incident&, std::string& extra)>& change,
+                bool* applied = nullptr);
+
+  EtcdClient& etcd_;
+  std::string job_;
+  LedgerKeys keys_;
+  std::function<int64_t()> fence_;
+};
+
+// Acks the job's open incident in etcd from any node (the API, `stepwatch ack`): nullopt when
+// none is open. Fenced by MOD only.
+Result<std::optional<store::Incident>> ack_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,
+                                                   const std::string& job, int64_t at_ns,
+                                                   const std::string& by, const std::string& note);
+
+// The job's incidents in etcd (the open one first, then closed ones, newest first).
+Result<std::vector<store::Incident>> incidents_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,
+                                                       const std::string& job, int limit);
+
+}  // namespace stepwatch::coord

@@ -1,0 +1,164 @@
+#include "src/coord/job_coord.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "src/common/log.h"
+
+namespace stepwatch::coord {
+
+JobCoord::JobCoord(NodeSession& session, std::string job, int64_t publish_interval_ns)
+    : session_(session), job_(std::move(job)), publish_interval_ns_(publish_interval_ns) {}
+
+std::string JobCoord::node_key(const std::string& node) const {
+  return session_.job_key(job_, "nodes/" + node);
+}
+
+void JobCoord::poll(const NodeSummary& summary, uint64_t signature, Stamp now) {
+  my_ranks_.clear();
+  for (const auto& r : summary.observation.ranks) my_ranks_.push_back(r.rank);
+  if (session_.lease() == 0) {
+    leads_ = false;
+    return;
+  }
+  bool fresh_lease = published_generation_ != session_.generation();
+  bool changed = published_signature_ != signature;
+  bool due = !published_mono_ns_ || now.mono_ns - *published_mono_ns_ >= publish_interval_ns_;
+  if (fresh_lease || changed || due) {
+    auto rev = session_.etcd().put(node_key(session_.options().node), summary_to_json(summary),
+                                   session_.lease());
+    if (!rev) {
+      session_.note_failure(rev.error());
+      leads_ = false;
+      return;
+    }
+    session_.note_ok();
+    ++puts_;
+    if (fresh_lease) my_create_rev_ = 0;  // learnt from the range below
+    published_generation_ = session_.generation();
+    published_signature_ = signature;
+    published_mono_ns_ = now.mono_ns;
+  }
+  read_nodes(now);
+}
+
+void JobCoord::read_nodes(Stamp now) {
+  std::string prefix = session_.job_key(job_, "nodes/");
+  RangeOptions first;
+  first.prefix = true;
+  first.by_create_rev = true;
+  first.limit = 1;
+  first.keys_only = true;
+  bool was_leader = leads_;
+  if (!leads_) {
+    auto r = session_.etcd().range(prefix, first);
+    if (!r) {
+      session_.note_failure(r.error());
+      return;
+    }
+    session_.note_ok();
+    if (r->kvs.empty()) {
+      leader_.clear();
+      return;
+    }
+    leader_ = r->kvs[0].key.substr(prefix.size());
+    if (leader_ != session_.options().node) return;
+  }
+  // Leading (or just found to lead): every summary, in candidacy order.
+  RangeOptions all;
+  all.prefix = true;
+  all.by_create_rev = true;
+  auto r = session_.etcd().range(prefix, all);
+  if (!r) {
+    session_.note_failure(r.error());
+    leads_ = false;
+    return;
+  }
+  session_.note_ok();
+  std::set<std::string> present;
+  leads_ = false;
+  for (size_t i = 0; i < r->kvs.size(); ++i) {
+    const KeyValue& kv = r->kvs[i];
+    std::string node = kv.key.substr(prefix.size());
+    present.insert(node);
+    if (i == 0) {
+      leader_ = node;
+      leads_ = node == session_.options().node;
+      if (leads_) my_create_rev_ = kv.create_revision;
+    }
+    if (node == session_.options().node) continue;
+    auto seen = peer_mod_.find(node);
+    if (seen != peer_mod_.end() && seen->second == kv.mod_revision && peers_.count(node) &&
+        !peers_[node].lapsed_mono_ns)
+      continue;  // unchanged since the last read: its ages go on from when it was received
+    auto s = summary_from_json(kv.value, kv.key);
+    if (!s) {
+      log_warn("coord: job {}: {}", job_, s.error().message);
+      continue;
+    }
+    Received& rec = peers_[node];
+    rec.summary = std::move(*s);
+    rec.received_mono_ns = now.mono_ns;
+    rec.lapsed_mono_ns.reset();
+    peer_mod_[node] = kv.mod_revision;
+  }
+  for (auto& [node, rec] : peers_) {
+    if (!present.count(node) && !rec.lapsed_mono_ns) {
+      rec.lapsed_mono_ns = now.mono_ns;
+      log_warn(
+          "coord: job {}: node {} stopped reporting (its lease expired): its ranks are "
+          "rank-silent",
+          job_, node);
+    }
+  }
+  if (leads_ && !was_leader) {
+    log_info("coord: job {}: this node ({}) now leads it", job_, session_.options().node);
+  }
+  if (!leads_) {
+    peers_.clear();
+    peer_mod_.clear();
+  }
+}
+
+std::vector<const Received*> JobCoord::remote() const {
+  std::vector<const Received*> out;
+  if (!leads_) return out;
+  for (const auto& [node, rec] : peers_) out.push_back(&rec);
+  return out;
+}
+
+std::vector<watch::NodeState> JobCoord::nodes(Stamp now) const {
+  std::vector<watch::NodeState> out;
+  watch::NodeState me;
+  me.node = session_.options().node;
+  me.leader = leader_ == me.node;
+  me.summary_age_ns = published_mono_ns_ ? now.mono_ns - *published_mono_ns_ : -1;
+  me.ranks = my_ranks_;
+  out.push_back(me);
+  for (const auto& [node, rec] : peers_) {
+    watch::NodeState v;
+    v.node = node;
+    v.leader = leader_ == node;
+    v.lapsed = rec.lapsed_mono_ns.has_value();
+    v.summary_age_ns = now.mono_ns - rec.received_mono_ns;
+    for (const auto& r : rec.summary.observation.ranks) v.ranks.push_back(r.rank);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+void JobCoord::retire() {
+  if (session_.lease() == 0) return;
+  auto n = session_.etcd().del(node_key(session_.options().node));
+  if (!n) {
+    session_.note_failure(n.error());
+    return;
+  }
+  session_.note_ok();
+  published_signature_.reset();
+  published_mono_ns_.reset();
+  leads_ = false;
+}
+
+}  // namespace stepwatch::coord

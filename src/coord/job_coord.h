@@ -1,0 +1,65 @@
+// One job as this node takes part in its coordination (multinode.md §5.2-5.3):
+//   - publish(): puts this node's summary under <prefix>/jobs/<job>/nodes/<node>, attached to
+//     the node lease, when its ranks' progress changed and at least every publish interval;
+//   - then reads the job's node keys in create-revision order: the first is the job leader.
+//     The leader reads every summary (one prefix range); the others read only the first key;
+//   - the leader's fence: the create revision of its own node key. Every leader write compares
+//     it (etcd_ledger.h), so a leader whose lease lapsed (stopped, partitioned) cannot commit.
+// No watch and no held connection per job: each poll asks, and a failed call is a poll's
+// "coordination lost", never a blocked loop.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/coord/session.h"
+#include "src/coord/summary.h"
+#include "src/watch/job_state.h"
+
+namespace stepwatch::coord {
+
+class JobCoord {
+ public:
+  // session must outlive it; the poll thread only.
+  JobCoord(NodeSession& session, std::string job, int64_t publish_interval_ns);
+
+  // Publishes `summary` when `signature` (the ranks' progress) changed, after a new lease, or
+  // once the publish interval passed; then reads the leader (and, leading, every summary).
+  void poll(const NodeSummary& summary, uint64_t signature, Stamp now);
+
+  bool leads() const { return leads_; }
+  const std::string& leader() const { return leader_; }  // "" unknown
+  // The create revision of this node's key while it leads (0: it does not lead).
+  int64_t fence() const { return leads_ ? my_create_rev_ : 0; }
+  // Every other node's summary, current or lapsed, while this node leads.
+  std::vector<const Received*> remote() const;
+  std::vector<watch::NodeState> nodes(Stamp now) const;
+  // Deletes this node's key (the job finished or vanished here).
+  void retire();
+  uint64_t puts() const { return puts_; }
+
+  const std::string& job() const { return job_; }
+  std::string node_key(const std::string& node) const;
+
+ private:
+  void read_nodes(Stamp now);
+
+  NodeSession& session_;
+  std::string job_;
+  int64_t publish_interval_ns_;
+  uint64_t published_generation_ = 0;
+  std::optional<uint64_t> published_signature_;
+  std::optional<int64_t> published_mono_ns_;
+  int64_t my_create_rev_ = 0;
+  bool leads_ = false;
+  std::string leader_;
+  std::map<std::string, Received> peers_;    // by node; the leader's
+  std::map<std::string, int64_t> peer_mod_;  // the mod revision of each peer's summary read
+  uint64_t puts_ = 0;
+  std::vector<int> my_ranks_;
+};
+
+}  // namespace stepwatch::coord

@@ -1,0 +1,189 @@
+// The job's incident in a real etcd: opened once whoever races, every write fenced by the
+// leader's node key, acks from any node, closes moved aside and kept.
+#include "src/coord/etcd_ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/support/etcd_server.h"
+
+namespace stepwatch::coord {
+namespace {
+
+struct Leader {
+  std::string key;
+  int64_t rev = 0;
+};
+
+class EtcdLedgerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    etcd_ = std::make_unique<test::EtcdServer>();
+    client_ = std::make_unique<EtcdClient>(EtcdOptions{{etcd_->endpoint()}, "", kNsPerSec});
+  }
+  LedgerKeys keys(const std::string& node) const {
+    return {"/sw/jobs/j/incident", "/sw/jobs/j/incidents/", "/sw/jobs/j/nodes/" + node, node};
+  }
+  // A node key under a lease, as a node's summary is: its create revision is the fence.
+  Leader join(const std::string& node, int64_t lease = 0) {
+    auto rev = client_->put("/sw/jobs/j/nodes/" + node, "{}", lease);
+    EXPECT_TRUE(rev.ok()) << rev.error().message;
+    return {"/sw/jobs/j/nodes/" + node, rev.ok() ? *rev : 0};
+  }
+  static store::NewIncident stall() {
+    store::NewIncident n;
+    n.job = "j";
+    n.at_ns = 1'000;
+    n.state = "stalled";
+    n.cause = "collective";
+    n.summary = "stalled/collective: culprit rank 1 on b";
+    n.verdict_json = "{}";
+    return n;
+  }
+
+  std::unique_ptr<test::EtcdServer> etcd_;
+  std::unique_ptr<EtcdClient> client_;
+};
+
+TEST_F(EtcdLedgerTest, OpensOnceRecordsThePageAndClosesAside) {
+  Leader a = join("a");
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto none = ledger.open_for("j");
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_FALSE(none->has_value());
+  auto ref = ledger.open(stall());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  EXPECT_TRUE(ref->created);
+  auto again = ledger.open(stall());
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->id, ref->id);
+
+  auto claim = ledger.claim_page(ref->id, 2'000);
+  ASSERT_TRUE(claim.ok()) << claim.error().message;
+  EXPECT_TRUE(*claim);
+  auto second = ledger.claim_page(ref->id, 3'000);
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(*second);  // the right to page is given once
+  auto got = ledger.get(ref->id);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_TRUE((*got)->page_undelivered());
+  ASSERT_TRUE(ledger.record_delivery(ref->id, 2'500, "webhook 200", true).ok());
+  store::Action act;
+  act.incident_id = ref->id;
+  act.job = "j";
+  act.kind = "page";
+  act.detail = "webhook 200";
+  ASSERT_TRUE(ledger.record_action(act).ok());
+  got = ledger.get(ref->id);
+  EXPECT_FALSE((*got)->page_undelivered());
+  EXPECT_EQ((*got)->page_result, "webhook 200");
+  EXPECT_EQ((*got)->summary, "stalled/collective: culprit rank 1 on b");
+
+  ASSERT_TRUE(ledger.close(ref->id, 9'000, "recovered").ok());
+  ASSERT_TRUE(ledger.close(ref->id, 9'500, "later").ok());  // the first resolution stays
+  none = ledger.open_for("j");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  got = ledger.get(ref->id);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->resolution, "recovered");
+  EXPECT_EQ((*got)->closed_at_ns, 9'000);
+  auto listed = incidents_in_etcd(*client_, keys("a"), "j", 10);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().id, ref->id);
+
+  auto next = ledger.open(stall());  // a new incident after the close: a new id
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(next->created);
+  EXPECT_GT(next->id, ref->id);
+}
+
+TEST_F(EtcdLedgerTest, RacingLeadersOpenOneIncident) {
+  Leader a = join("a");
+  std::vector<std::thread> threads;
+  std::vector<int> created(3, -1);
+  std::vector<int64_t> ids(3, 0);
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      EtcdClient c(EtcdOptions{{etcd_->endpoint()}, "", kNsPerSec});
+      EtcdLedger l(c, "j", keys("a"), [&] { return a.rev; });
+      auto r = l.open(stall());
+      if (r) {
+        created[i] = r->created;
+        ids[i] = r->id;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(created[0] + created[1] + created[2], 1);
+  EXPECT_EQ(ids[0], ids[1]);
+  EXPECT_EQ(ids[1], ids[2]);
+}
+
+TEST_F(EtcdLedgerTest, ALeaderWhoseKeyLapsedCannotWrite) {
+  auto lease = client_->grant(1);
+  ASSERT_TRUE(lease.ok()) << lease.error().message;
+  Leader a = join("a", lease->id);
+  EtcdLedger old(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto ref = old.open(stall());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // its lease expires
+  Leader b = join("b");
+  EtcdLedger next(*client_, "j", keys("b"), [&] { return b.rev; });
+
+  auto claim = old.claim_page(ref->id, 2'000);
+  ASSERT_FALSE(claim.ok());
+  EXPECT_NE(claim.error().message.find("fence"), std::string::npos) << claim.error().message;
+  EXPECT_FALSE(old.close(ref->id, 3'000, "late").ok());
+  EXPECT_FALSE(old.update(ref->id, stall()).ok());
+
+  auto taken = next.claim_page(ref->id, 4'000);  // the new leader goes on with it
+  ASSERT_TRUE(taken.ok()) << taken.error().message;
+  EXPECT_TRUE(*taken);
+  auto got = next.get(ref->id);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_TRUE((*got)->is_open());
+
+  // A node that does not lead (fence 0) is refused before it asks.
+  EtcdLedger none(*client_, "j", keys("c"), [] { return int64_t{0}; });
+  auto refused = none.open(stall());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("does not lead"), std::string::npos);
+}
+
+TEST_F(EtcdLedgerTest, AnyNodeAcksAndTheFirstAckStays) {
+  Leader a = join("a");
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto none = ack_in_etcd(*client_, keys("b"), "j", 1, "bob", "");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());  // nothing open
+  auto ref = ledger.open(stall());
+  ASSERT_TRUE(ref.ok());
+  auto acked = ack_in_etcd(*client_, keys("b"), "j", 5'000, "alice", "looking");
+  ASSERT_TRUE(acked.ok()) << acked.error().message;
+  ASSERT_TRUE(acked->has_value());
+  EXPECT_EQ((*acked)->id, ref->id);
+  auto again = ack_in_etcd(*client_, keys("c"), "j", 6'000, "bob", "");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->acked_by, "alice");
+  // The leader's next write keeps the ack (its compare on MOD re-reads the record).
+  ASSERT_TRUE(ledger.update(ref->id, stall()).ok());
+  auto got = ledger.get(ref->id);
+  EXPECT_EQ((*got)->acked_by, "alice");
+  EXPECT_EQ((*got)->acked_at_ns, 5'000);
+}
+
+TEST_F(EtcdLedgerTest, ARecordThatIsNotAnIncidentIsNamed) {
+  Leader a = join("a");
+  ASSERT_TRUE(client_->put("/sw/jobs/j/incident", "{\"job\": 3}").ok());
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto r = ledger.open_for("j");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("/sw/jobs/j/incident"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace stepwatch::coord
