@@ -1,0 +1,275 @@
+// Multi-node agents: two Agent instances as two "nodes" (each its own node name, beacon root,
+// state dir and specs), one real etcd (tests/support/etcd_server.h), a real page receiver, and
+// one 2-rank job whose rank 0 writes under node a's root and rank 1 under node b's. Leases run
+// on real time (TTL 1 s); the detector's time is injected into poll_once as real time plus an
+// offset, so a stall needs no sleeping, a lease expiry does.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "src/agent/agent.h"
+#include "src/common/host.h"
+#include "src/contract/beacon_writer.h"
+#include "src/coord/etcd_client.h"
+#include "tests/support/etcd_server.h"
+#include "tests/support/page_receiver.h"
+
+namespace stepwatch::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+class AgentCoordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = fs::temp_directory_path() / fmt::format("sw-coord-{}-{}", ::getpid(), counter_++);
+    fs::remove_all(base_);
+    for (const char* n : {"a", "b"}) {
+      fs::create_directories(base_ / n / "beacons");
+      fs::create_directories(base_ / n / "specs");
+    }
+    t0_ = SystemClock::instance().now();
+  }
+  void TearDown() override { fs::remove_all(base_); }
+
+  std::string root(const std::string& node) const { return (base_ / node / "beacons").string(); }
+
+  AgentConfig config(const std::string& node, const std::string& endpoint) const {
+    AgentConfig c;
+    c.beacon_roots = {root(node)};
+    c.state_dir = (base_ / node / "state").string();
+    c.specs_dir = (base_ / node / "specs").string();
+    c.gpu = false;
+    CoordConfig k;
+    k.endpoints = {endpoint};
+    k.node_name = node;
+    k.lease_ttl_ns = kNsPerSec;
+    k.request_timeout_ns = 500 * kNsPerMs;
+    c.coord = k;
+    return c;
+  }
+  std::unique_ptr<Agent> open(const std::string& node, const std::string& endpoint) {
+    auto a = Agent::open(config(node, endpoint));
+    EXPECT_TRUE(a.ok()) << a.error().message;
+    return a.ok() ? std::move(*a) : nullptr;
+  }
+  // The same spec on both nodes: a step a second, grace 2, data phases of at most 2 s.
+  void write_specs(const std::string& job, const std::string& url) {
+    for (const char* n : {"a", "b"}) {
+      std::ofstream((base_ / n / "specs" / (job + ".toml")).string()) << fmt::format(
+          "owner = \"team-llm\"\nexpected_interval = \"1s\"\ngrace_intervals = 2\n"
+          "[phases]\ndata = \"2s\"\n"
+          "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\ntimeout = \"2s\"\n",
+          url);
+    }
+  }
+  std::unique_ptr<contract::BeaconWriter> beacon(const std::string& node, const std::string& job,
+                                                 int rank, int world) {
+    contract::Identity id;
+    id.dir = root(node);
+    id.job = job;
+    id.host = short_hostname();  // one machine: the node name tells the "nodes" apart
+    id.rank = rank;
+    id.world_size = world;
+    auto w = contract::BeaconWriter::create(id);
+    EXPECT_TRUE(w.ok()) << w.error().message;
+    return w.ok() ? std::move(*w) : nullptr;
+  }
+  // Real time now plus `s` seconds of injected time.
+  Stamp later(double s) const {
+    Stamp n = SystemClock::instance().now();
+    auto ns = static_cast<int64_t>(s * 1e9);
+    return {n.wall_ns + ns, n.mono_ns + ns};
+  }
+  static void poll(Agent& a, Stamp at) {
+    auto st = a.poll_once(at);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+  }
+
+  static inline int counter_ = 0;
+  fs::path base_;
+  Stamp t0_;
+};
+
+TEST_F(AgentCoordTest, OneLeaderMergesBothNodesRanksAndPagesOnceNamingTheRemoteCulprit) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_specs("pretrain", rx.url());
+  auto w0 = beacon("a", "pretrain", 0, 2);
+  auto w1 = beacon("b", "pretrain", 1, 2);
+  for (int i = 1; i <= 6; ++i) {
+    w0->step(i);
+    w1->step(i);
+    std::this_thread::sleep_for(2ms);
+  }
+  auto a = open("a", etcd.endpoint());
+  auto b = open("b", etcd.endpoint());
+  poll(*a, later(0));  // a publishes first: its key has the lowest create revision
+  poll(*b, later(0));
+  poll(*a, later(0.1));  // and now reads b's summary
+  auto ja = a->job("pretrain");
+  ASSERT_TRUE(ja && ja->cluster);
+  EXPECT_TRUE(ja->cluster->leads);
+  EXPECT_EQ(ja->cluster->leader, "a");
+  ASSERT_EQ(ja->observation.ranks.size(), 2u) << ja->verdict.summary;
+  EXPECT_EQ(ja->cluster->nodes.size(), 2u);
+  EXPECT_EQ(ja->verdict.state, detect::State::kHealthy) << ja->verdict.summary;
+  std::set<std::string> hosts;
+  for (const auto& r : ja->observation.ranks) hosts.insert(r.host);
+  EXPECT_EQ(hosts, (std::set<std::string>{"a", "b"}));
+  auto jb = b->job("pretrain");
+  ASSERT_TRUE(jb && jb->cluster);
+  EXPECT_FALSE(jb->cluster->leads);
+  EXPECT_EQ(jb->cluster->leader, "a");
+  EXPECT_EQ(jb->observation.ranks.size(), 1u);  // a follower judges only its own ranks
+
+  // Rank 1, on node b, hangs in a data fetch; rank 0, on a, waits in the next collective.
+  w1->phase_begin("data");
+  for (double s = 0.5; s <= 4.0; s += 0.5) {
+    poll(*b, later(s));
+    poll(*a, later(s));
+  }
+  ASSERT_TRUE(rx.wait_for(1));
+  for (int i = 0; i < 5; ++i) {  // a records the delivery; neither pages again
+    std::this_thread::sleep_for(20ms);
+    poll(*a, later(4.5));
+    poll(*b, later(4.5));
+  }
+  EXPECT_EQ(rx.count(), 1u);
+  json page = json::parse(rx.body(0));
+  EXPECT_EQ(page["state"], "stalled");
+  EXPECT_EQ(page["cause"], "collective");
+  ASSERT_FALSE(page["culprits"].empty()) << page.dump();
+  EXPECT_EQ(page["culprits"][0]["rank"], 1);
+  EXPECT_EQ(page["culprits"][0]["host"], "b");
+  EXPECT_EQ(page["host"], "a");
+  std::string incident_id = page["incident_id"];
+  ja = a->job("pretrain");
+  EXPECT_NE(ja->verdict.summary.find("rank 1 on b"), std::string::npos) << ja->verdict.summary;
+
+  // The incident is the job's, in etcd: both nodes list it, with the same id.
+  auto from_b = b->incidents("pretrain", 10);
+  ASSERT_TRUE(from_b.ok()) << from_b.error().message;
+  ASSERT_FALSE(from_b->empty());
+  EXPECT_EQ(std::to_string(from_b->front().id), incident_id);
+  EXPECT_TRUE(from_b->front().is_open());
+  EXPECT_TRUE(from_b->front().delivered_at_ns.has_value());
+
+  // Ack anywhere: acked through node b while a leads.
+  auto acked = b->ack("pretrain", "alice", "looking");
+  ASSERT_TRUE(acked.ok()) << acked.error().message;
+  ASSERT_TRUE(acked->has_value());
+  EXPECT_EQ(std::to_string((*acked)->id), incident_id);
+  auto from_a = a->incidents("pretrain", 10);
+  ASSERT_TRUE(from_a.ok());
+  EXPECT_EQ(from_a->front().acked_by, "alice");
+
+  // a stops (as if SIGKILLed or SIGSTOPped): its lease lapses, b takes the job over and goes on
+  // with the same incident, without a second page.
+  std::this_thread::sleep_for(2500ms);
+  for (int i = 0; i < 3; ++i) {
+    poll(*b, later(7 + i));
+    std::this_thread::sleep_for(20ms);
+  }
+  jb = b->job("pretrain");
+  EXPECT_TRUE(jb->cluster->leads);
+  EXPECT_EQ(jb->cluster->leader, "b");
+  EXPECT_EQ(jb->verdict.state, detect::State::kStalled) << jb->verdict.summary;
+  EXPECT_EQ(rx.count(), 1u);
+  from_b = b->incidents("pretrain", 10);
+  ASSERT_TRUE(from_b.ok());
+  EXPECT_EQ(std::to_string(from_b->front().id), incident_id);
+  EXPECT_TRUE(from_b->front().is_open());
+
+  // a comes back (SIGCONT): its old lease is gone, so it is at the back of the line and its
+  // runbook has nothing to write; nobody pages again.
+  for (int i = 0; i < 3; ++i) {
+    poll(*a, later(10 + i));
+    poll(*b, later(10 + i));
+  }
+  ja = a->job("pretrain");
+  EXPECT_FALSE(ja->cluster->leads);
+  EXPECT_EQ(ja->cluster->leader, "b");
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(rx.count(), 1u);
+  EXPECT_EQ(a->health().coord->jobs_led, 0u);
+  EXPECT_EQ(b->health().coord->jobs_led, 1u);
+}
+
+TEST_F(AgentCoordTest, ANodeWhoseSummaryLapsesTurnsItsRanksRankSilent) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_specs("pretrain", rx.url());
+  auto w0 = beacon("a", "pretrain", 0, 2);
+  auto w1 = beacon("b", "pretrain", 1, 2);
+  for (int i = 1; i <= 6; ++i) {
+    w0->step(i);
+    w1->step(i);
+  }
+  auto a = open("a", etcd.endpoint());
+  auto b = open("b", etcd.endpoint());
+  poll(*a, later(0));
+  poll(*b, later(0));
+  poll(*a, later(0.1));
+  ASSERT_EQ(a->job("pretrain")->observation.ranks.size(), 2u);
+  b.reset();  // node b dies: its agent is gone, its lease runs out
+  std::this_thread::sleep_for(2500ms);
+  w0->step(7);
+  poll(*a, later(0.2));
+  auto ja = a->job("pretrain");
+  EXPECT_EQ(ja->verdict.state, detect::State::kStalled) << ja->verdict.summary;
+  EXPECT_EQ(ja->verdict.cause, detect::Cause::kRankSilent) << ja->verdict.summary;
+  ASSERT_FALSE(ja->verdict.culprits.empty());
+  EXPECT_EQ(ja->verdict.culprits[0].rank, 1);
+  EXPECT_EQ(ja->verdict.culprits[0].host, "b");
+  ASSERT_TRUE(rx.wait_for(1));
+  EXPECT_EQ(json::parse(rx.body(0))["cause"], "rank-silent");
+}
+
+TEST_F(AgentCoordTest, WithoutEtcdAgentsPageLocallyAndNeverActThenHandBack) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_specs("pretrain", rx.url());
+  auto w0 = beacon("a", "pretrain", 0, 1);
+  for (int i = 1; i <= 6; ++i) w0->step(i);
+  auto a = open("a", etcd.endpoint());
+  poll(*a, later(0));
+  EXPECT_TRUE(a->health().coord->connected);
+  etcd.kill();
+  poll(*a, later(5));  // no step for 5 s: stalled, seen without etcd
+  auto h = a->health();
+  ASSERT_TRUE(h.coord);
+  EXPECT_FALSE(h.coord->connected);
+  EXPECT_FALSE(h.coord->error.empty());
+  ASSERT_TRUE(rx.wait_for(1));  // paged from this node's own incident
+  auto local = a->incidents("", 10);
+  ASSERT_TRUE(local.ok());
+  ASSERT_EQ(local->size(), 1u);
+  EXPECT_TRUE(local->front().is_open());
+
+  etcd.restart();  // same data dir: coordination resumes, the job's leader takes the incident
+  for (int i = 0; i < 3; ++i) poll(*a, later(6 + i));
+  EXPECT_TRUE(a->health().coord->connected);
+  local = a->incidents("", 10);
+  ASSERT_TRUE(local.ok());
+  bool local_open = false;
+  for (const auto& i : *local) {
+    if (i.id == 1 && i.is_open()) local_open = true;
+  }
+  EXPECT_FALSE(local_open);
+  auto job = a->incidents("pretrain", 10);
+  ASSERT_TRUE(job.ok());
+  ASSERT_FALSE(job->empty());
+  EXPECT_TRUE(job->front().is_open());  // the job's incident, in etcd, opened by its leader
+}
+
+}  // namespace
+}  // namespace stepwatch::agent
