@@ -179,6 +179,12 @@ TEST(AgentConfig, ShippedExampleIsValid) {
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->listen_port, kDefaultPort);
   EXPECT_EQ(c->beacon_roots, std::vector<std::string>{"/dev/shm/stepwatch"});
+  EXPECT_FALSE(c->coord.has_value());  // its [coord] is commented out: a single-node agent
+  auto m = load_agent_config(std::string(src) + "/deploy/agent-multinode.toml");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  ASSERT_TRUE(m->coord.has_value());
+  EXPECT_EQ(m->coord->endpoints.size(), 3u);
+  EXPECT_EQ(m->coord->lease_ttl_ns, 10 * kNsPerSec);
 }
 
 class TokenFile : public ::testing::Test {

@@ -57,6 +57,7 @@ need "$prefix/include/stepwatch/stepwatch.h" "$prefix/include/stepwatch/stepwatc
 # configuration and the alert rules.
 unit="$prefix/lib/systemd/system/stepwatch-agent.service"
 need "$unit" "$prefix/share/doc/stepwatch/examples/agent.toml" \
+  "$prefix/share/doc/stepwatch/examples/agent-multinode.toml" \
   "$prefix/share/stepwatch/prometheus/stepwatch-rules.yml"
 grep -qx "ExecStart=$prefix/bin/stepwatch agent --config /etc/stepwatch/agent.toml" "$unit" ||
   fail "the unit's ExecStart is not the installed binary: $(grep "^ExecStart=" "$unit")"
