@@ -57,6 +57,7 @@ bench: deps
 	./build/release/bench/detection/detection_bench
 	./build/release/bench/probe_bench --fake-nvml build/release/tests/probe/fake_nvml/libnvidia-ml.so
 	./build/release/bench/agent_bench
+	./build/release/bench/coord/coord_bench
 
 format:
 	clang-format-14 -i $$(git ls-files '*.cpp' '*.h' '*.hpp' '*.c')
