@@ -148,6 +148,31 @@ std::vector<watch::NodeState> JobCoord::nodes(Stamp now) const {
   return out;
 }
 
+void JobCoord::remember(const std::map<std::string, std::vector<int>>& roster, int world_size,
+                        int64_t incarnation, Stamp now) {
+  for (const auto& [node, ranks] : roster) {
+    if (node == session_.options().node || peers_.count(node)) continue;
+    Received rec;
+    rec.summary.node = node;
+    rec.summary.incarnation = incarnation;
+    for (int r : ranks) {
+      contract::RankSnapshot snap;
+      snap.job = job_;
+      snap.rank = r;
+      snap.world_size = std::max(world_size, r + 1);
+      snap.incarnation = static_cast<uint32_t>(incarnation);
+      rec.summary.observation.ranks.push_back(std::move(snap));
+    }
+    rec.received_mono_ns = now.mono_ns;
+    rec.lapsed_mono_ns = now.mono_ns;
+    log_warn(
+        "coord: job {}: node {} had ranks of this run and does not report: its ranks are "
+        "rank-silent",
+        job_, node);
+    peers_[node] = std::move(rec);
+  }
+}
+
 void JobCoord::retire() {
   if (session_.lease() == 0) return;
   auto n = session_.etcd().del(node_key(session_.options().node));

@@ -37,6 +37,10 @@ class JobCoord {
   // Every other node's summary, current or lapsed, while this node leads.
   std::vector<const Received*> remote() const;
   std::vector<watch::NodeState> nodes(Stamp now) const;
+  // Nodes a previous leader knew ranks on (the roster) that this node never read: held as
+  // lapsed, with those ranks, so they are named rank-silent rather than missing.
+  void remember(const std::map<std::string, std::vector<int>>& roster, int world_size,
+                int64_t incarnation, Stamp now);
   // Deletes this node's key (the job finished or vanished here).
   void retire();
   uint64_t puts() const { return puts_; }

@@ -1,0 +1,110 @@
+// What a multi-node job's leader orders and what each node reports back (multinode.md §5.4),
+// and the job's incarnation counter. All under <prefix>/jobs/<job>/:
+//
+//   orders/<incident>          {"incident","incarnation","collect","by","at_ns"}: collect an
+//                              artifact and preempt this incident's incarnation. Written once
+//                              (CREATE == 0), by the leader, fenced by its node key: a leader
+//                              that lost its lease cannot order anything.
+//   done/<incident>/<node>     what that node did: each process it ended (or could not), its
+//                              artifact, or why it refused. Written once per (incident, node)
+//                              by that node's agent: an order is never carried out twice.
+//   incarnation                {"incarnation","resume_from","resume_step","incident","by",
+//                              "at_ns"}: moved
+//                              N -> N+1 once, by the leader (fenced, CAS on its revision), after
+//                              every node reported; `stepwatch run --coord` relaunches on it.
+//   launchers/<node>           a `stepwatch run --coord` on that node (under its lease).
+//   roster                     {"incarnation","nodes":{node:[ranks]}}: every node the leader
+//                              knew ranks on, so a next leader names a dead leader's ranks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/common/result.h"
+#include "src/coord/etcd_client.h"
+#include "src/runbook/incident.h"
+
+namespace stepwatch::coord {
+
+struct Order {
+  int64_t incident = 0;
+  int64_t incarnation = 0;
+  bool collect = true;
+  std::string by;  // the leader that ordered it
+  int64_t at_ns = 0;
+};
+
+// One process as a node reports it after carrying out an order.
+struct DoneProcess {
+  int pid = 0;
+  std::string label;  // "rank 1"
+  bool gone = false;
+  std::string describe;  // ProcessOutcome::describe()
+};
+
+struct Done {
+  std::string node;
+  bool ok = false;       // every process it had to end is gone
+  std::string refused;   // why it did not act ("" when it did)
+  std::string artifact;  // one line: where and how much, or why it failed
+  std::string summary;   // PreemptReport::summary()
+  std::vector<DoneProcess> processes;
+  int64_t at_ns = 0;
+};
+
+struct Incarnation {
+  int64_t incarnation = 0;
+  std::string resume_from;             // the checkpoint id to resume from; "" none
+  std::optional<int64_t> resume_step;  // its step
+  int64_t incident = 0;
+  std::string by;
+  int64_t at_ns = 0;
+  int64_t mod_revision = 0;  // 0: the key is absent (incarnation 0)
+};
+
+// The job's keys, and this node (whose node key fences the leader's writes).
+class JobOrders {
+ public:
+  // `base`: <prefix>/jobs/<job>/ ; `fence_key`: this node's key under nodes/.
+  JobOrders(EtcdClient& etcd, std::string base, std::string node, std::string fence_key);
+
+  // The leader: orders the incident's collect and preempt. created = false: already ordered
+  // (a previous leader did): the order stands, unchanged.
+  Result<bool> order(const Order& o, int64_t fence);
+  // Every order of the job, oldest first.
+  Result<std::vector<Order>> orders();
+  // This node's report, once: false when it had already reported.
+  Result<bool> report(int64_t incident, const Done& d);
+  // Whether this node reported on the incident already.
+  Result<bool> reported(int64_t incident);
+  // Every node's report on the incident.
+  Result<std::vector<Done>> reports(int64_t incident);
+
+  Result<Incarnation> incarnation();
+  // N -> N+1, fenced, once: false when the counter is no longer at `from.incarnation` (moved
+  // by a previous leader already) or the fence failed.
+  Result<bool> advance(const Incarnation& from, const Incarnation& to, int64_t fence);
+  // How many `stepwatch run --coord` launchers are registered for the job.
+  Result<int64_t> launchers();
+
+  // The roster: nodes and their ranks, for an incarnation. Written by the leader (fenced) when
+  // it changed.
+  Status write_roster(int64_t incarnation, const std::map<std::string, std::vector<int>>& nodes,
+                      int64_t fence);
+  Result<std::optional<std::pair<int64_t, std::map<std::string, std::vector<int>>>>> roster();
+
+ private:
+  EtcdClient& etcd_;
+  std::string base_;
+  std::string node_;
+  std::string fence_key_;
+};
+
+// The merged report of every node's Done, as the leader's runbook reads it.
+runbook::ActReport merged_report(const std::vector<Done>& dones,
+                                 const std::vector<std::string>& missing);
+
+}  // namespace stepwatch::coord

@@ -1,0 +1,130 @@
+// A multi-node job's orders, reports, incarnation counter and roster in a real etcd: each
+// written once, the leader's fenced by its node key.
+#include "src/coord/orders.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/etcd_server.h"
+
+namespace stepwatch::coord {
+namespace {
+
+class OrdersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    etcd_ = std::make_unique<test::EtcdServer>();
+    client_ = std::make_unique<EtcdClient>(EtcdOptions{{etcd_->endpoint()}, "", kNsPerSec});
+    auto rev = client_->put("/sw/jobs/j/nodes/a", "{}");
+    ASSERT_TRUE(rev.ok()) << rev.error().message;
+    fence_ = *rev;
+  }
+  JobOrders on(const std::string& node) {
+    return JobOrders(*client_, "/sw/jobs/j/", node, "/sw/jobs/j/nodes/" + node);
+  }
+  std::unique_ptr<test::EtcdServer> etcd_;
+  std::unique_ptr<EtcdClient> client_;
+  int64_t fence_ = 0;
+};
+
+TEST_F(OrdersTest, AnOrderIsWrittenOnceAndOnlyByTheLeader) {
+  JobOrders a = on("a");
+  Order o{42, 3, true, "a", 1000};
+  auto first = a.order(o, fence_);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_TRUE(*first);
+  auto again = a.order(o, fence_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);  // a next leader finds it ordered: it stands
+  auto stale = a.order(Order{43, 3, true, "a", 1000}, fence_ + 1000);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_NE(stale.error().message.find("fence"), std::string::npos) << stale.error().message;
+  EXPECT_FALSE(on("c").order(Order{44, 3, true, "c", 1}, 0).ok());
+  auto all = on("b").orders();
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ(all->front().incident, 42);
+  EXPECT_EQ(all->front().incarnation, 3);
+  EXPECT_EQ(all->front().by, "a");
+}
+
+TEST_F(OrdersTest, EachNodeReportsOnceAndTheMergeNamesWhoDidNot) {
+  JobOrders a = on("a"), b = on("b");
+  auto none = b.reported(42);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(*none);
+  Done d;
+  d.ok = true;
+  d.artifact = "artifact /x: 3 files";
+  d.processes.push_back({101, "rank 1", true, "pid 101 (rank 1): exited after SIGTERM"});
+  auto sent = b.report(42, d);
+  ASSERT_TRUE(sent.ok()) << sent.error().message;
+  EXPECT_TRUE(*sent);
+  auto twice = b.report(42, d);
+  ASSERT_TRUE(twice.ok());
+  EXPECT_FALSE(*twice);  // never carried out (or reported) twice
+  EXPECT_TRUE(*b.reported(42));
+  Done refused;
+  refused.refused = "not in preempt_jobs";
+  ASSERT_TRUE(on("c").report(42, refused).ok());
+  auto all = a.reports(42);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  ASSERT_EQ(all->size(), 2u);
+  runbook::ActReport r = merged_report(*all, {"d"});
+  EXPECT_FALSE(r.preempt.ok);
+  EXPECT_EQ(r.preempt.processes.size(), 3u);  // rank 1 on b, and nodes c and d standing in
+  std::string summary = r.preempt.summary();
+  EXPECT_NE(summary.find("refused: not in preempt_jobs"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("did not report"), std::string::npos) << summary;
+  ASSERT_TRUE(r.artifact.has_value());
+  EXPECT_NE(r.artifact->find("b: artifact /x"), std::string::npos);
+  runbook::ActReport good = merged_report({(*all)[0]}, {});
+  EXPECT_TRUE(good.preempt.ok) << good.preempt.summary();
+}
+
+TEST_F(OrdersTest, TheIncarnationMovesOnceFencedAndTheRosterIsKept) {
+  JobOrders a = on("a");
+  auto zero = a.incarnation();
+  ASSERT_TRUE(zero.ok()) << zero.error().message;
+  EXPECT_EQ(zero->incarnation, 0);
+  EXPECT_EQ(zero->mod_revision, 0);
+  Incarnation to;
+  to.incarnation = 1;
+  to.resume_from = "step_200";
+  to.resume_step = 200;
+  to.incident = 42;
+  to.by = "a";
+  auto moved = a.advance(*zero, to, fence_);
+  ASSERT_TRUE(moved.ok()) << moved.error().message;
+  EXPECT_TRUE(*moved);
+  auto again = a.advance(*zero, to, fence_);  // from a read that is no longer current
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+  auto one = a.incarnation();
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->incarnation, 1);
+  EXPECT_EQ(one->resume_from, "step_200");
+  EXPECT_EQ(one->resume_step, 200);
+  Incarnation two = to;
+  two.incarnation = 2;
+  auto fenced = a.advance(*one, two, fence_ + 1000);
+  ASSERT_TRUE(fenced.ok());
+  EXPECT_FALSE(*fenced);  // a leader whose key is not the one it holds moves nothing
+  EXPECT_EQ(a.incarnation()->incarnation, 1);
+
+  EXPECT_EQ(*a.launchers(), 0);
+  ASSERT_TRUE(client_->put("/sw/jobs/j/launchers/a", "{}").ok());
+  EXPECT_EQ(*a.launchers(), 1);
+
+  auto empty = a.roster();
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->has_value());
+  ASSERT_TRUE(a.write_roster(1, {{"a", {0, 1}}, {"b", {2, 3}}}, fence_).ok());
+  EXPECT_FALSE(a.write_roster(1, {{"a", {0}}}, fence_ + 1000).ok());
+  auto roster = on("b").roster();
+  ASSERT_TRUE(roster.ok() && roster->has_value());
+  EXPECT_EQ((*roster)->first, 1);
+  EXPECT_EQ((*roster)->second.at("b"), (std::vector<int>{2, 3}));
+}
+
+}  // namespace
+}  // namespace stepwatch::coord
