@@ -338,6 +338,10 @@ Status Agent::poll_once(Stamp now) {
     bool expired =
         t.retired_at_wall_ns && now.wall_ns - *t.retired_at_wall_ns >= config_.retire_after_ns;
     if (expired && t.vanished && !t.runbook->acting()) {
+      if (t.coord) {  // its summary goes only once the job is forgotten here
+        coord_->puts_retired += t.coord->puts();
+        t.coord->retire();
+      }
       it = tracked_.erase(it);
       continue;
     }
@@ -455,7 +459,8 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   if (look.changed_from) transition(t, look.changed_from->first, v, now);
   if (v.state == detect::State::kFinished) {
     // Ranks that end under our own preempt have not finished: the preempt closes the incident.
-    if (!t.retired_at_wall_ns && !t.runbook->acting()) retire(t, now, "job finished");
+    if (!t.retired_at_wall_ns && !t.runbook->acting() && !preempting(t))
+      retire(t, now, "job finished");
   } else if (t.retired_at_wall_ns && !t.vanished) {
     log_info("agent: job {} runs again ({})", t.job, v.summary);  // a restart after finishing
     t.retired_at_wall_ns.reset();

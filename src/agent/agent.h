@@ -113,6 +113,20 @@ class Agent : public serve::JobSource {
   // coordination lost: paging only), or the job's in etcd while this node leads it.
   void step_runbook(Tracked& t, const detect::Verdict& v, Stamp now);
   void coord_retire(Tracked& t, Stamp now, const char* why);
+  // Whether the job's ranks end under a preempt of the job's (an order carried out here, or
+  // the job's runbook waiting for every node's report): they have not finished.
+  bool preempting(const Tracked& t) const;
+  // Carries out the job's preempt orders on this node's own proven processes, once per
+  // incident, and reports each; the leader gathers every node's report (agent_coord.cpp).
+  void follow_orders(Tracked& t, const detect::Verdict& v, Stamp now);
+  void gather_reports(Tracked& t, Stamp now);
+  // The leader's act: the order every node carries out; the future is its nodes' reports.
+  std::future<runbook::ActReport> order_preempt(Tracked& t, int64_t incident);
+  // After every node's report: the next incarnation (a `stepwatch run --coord` relaunches it)
+  // or the close.
+  runbook::AfterPreempt after_job_preempt(Tracked& t, const runbook::ActReport& report);
+  // The leader's roster of the job's nodes: written when it changes, read when it takes over.
+  void keep_roster(Tracked& t, const detect::Observation& merged, bool took_over, Stamp now);
   void coord_health(watch::AgentHealth& h, Stamp now) const;
 
   AgentConfig config_;

@@ -9,6 +9,7 @@
 //     destructive step without a fenced write. Once etcd answers again the local incident is
 //     closed and the leader's view takes over.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <functional>
@@ -79,9 +80,13 @@ void Agent::coord_tick(Stamp now) {
 }
 
 void Agent::coordinate(Tracked& t, detect::Observation& obs, Stamp now) {
-  if (!t.coord)
+  if (!t.coord) {
     t.coord = std::make_unique<coord::JobCoord>(coord_->session, t.job,
                                                 coord_->config.publish_interval_ns);
+    t.orders = std::make_unique<coord::JobOrders>(coord_->etcd, coord_->session.job_key(t.job),
+                                                  node_name(), coord_->keys(t.job).fence_key);
+  }
+  bool led = t.coord->leads();
   coord::NodeSummary s;
   s.node = node_name();
   s.poll_seq = polls_;
@@ -89,9 +94,24 @@ void Agent::coordinate(Tracked& t, detect::Observation& obs, Stamp now) {
   s.observation = obs;
   t.coord->poll(s, progress_signature(obs), now);
   if (t.coord->leads()) {
-    coord::Merged m = coord::merge(obs, node_name(), t.coord->remote(), now);
+    int64_t incarnation = s.incarnation;
+    int world = 0;
+    for (const auto& r : obs.ranks) world = std::max(world, r.world_size);
+    if (!led) {
+      // Taking the job over: the nodes a previous leader knew of this run, even silent ones.
+      auto roster = t.orders->roster();
+      if (roster && *roster && (*roster)->first == incarnation)
+        t.coord->remember((*roster)->second, world, incarnation, now);
+    }
+    // A node silent since an earlier run is not a silent rank of this one.
+    std::vector<const coord::Received*> remote;
+    for (const auto* r : t.coord->remote()) {
+      if (!r->lapsed_mono_ns || r->summary.incarnation >= incarnation) remote.push_back(r);
+    }
+    coord::Merged m = coord::merge(obs, node_name(), remote, now);
     for (const auto& p : m.problems) note_problem(fmt::format("job {}: {}", t.job, p));
     obs = std::move(m.observation);
+    keep_roster(t, obs, !led, now);
   }
   watch::ClusterState c;
   c.node = node_name();
@@ -111,7 +131,9 @@ void Agent::step_runbook(Tracked& t, const detect::Verdict& v, Stamp now) {
              t.job, t.coord->leader().empty() ? "unknown" : t.coord->leader());
     t.runbook->close(now, "coordination resumed: the job's leader owns its incident");
   }
+  if (t.coord && coord_->session.connected()) follow_orders(t, v, now);
   if (t.coord && t.coord->leads() && coord_->session.connected()) {
+    gather_reports(t, now);
     if (!t.job_runbook) {
       if (!t.job_ledger) {
         coord::JobCoord* jc = t.coord.get();
@@ -130,20 +152,243 @@ void Agent::step_runbook(Tracked& t, const detect::Verdict& v, Stamp now) {
     // The incarnation alone tells runs apart: wall clocks of other hosts are not compared.
     t.job_runbook->set_run(t.incarnation, 0);
     t.job_runbook->step(v, now);
-  } else if (t.job_runbook && !t.job_runbook->acting()) {
+  } else if (t.job_runbook) {
+    // Even mid-preempt: the next leader finds the order in etcd and gathers the reports itself.
     log_info("agent: job {}: this node no longer leads it ({} does): its incident is theirs", t.job,
              t.coord && !t.coord->leader().empty() ? t.coord->leader() : "unknown");
     t.job_runbook.reset();
+    t.job_act.reset();
   }
   if (t.job_deliveries) t.job_deliveries->reap(now);
 }
 
+void Agent::keep_roster(Tracked& t, const detect::Observation& merged, bool took_over,
+                        Stamp /*now*/) {
+  std::map<std::string, std::vector<int>> nodes;
+  int64_t incarnation = 0;
+  for (const auto& r : merged.ranks) {
+    nodes[r.host].push_back(r.rank);
+    incarnation = std::max<int64_t>(incarnation, r.incarnation);
+  }
+  if (!took_over && nodes == t.roster_written) return;
+  if (auto st = t.orders->write_roster(incarnation, nodes, t.coord->fence()); !st) {
+    coord_->session.note_failure(st.error());
+    return;
+  }
+  t.roster_written = std::move(nodes);
+}
+
+void Agent::follow_orders(Tracked& t, const detect::Verdict& v, Stamp now) {
+  if (!t.orders) return;
+  if (t.order_act && t.order_act->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    runbook::ActReport r = t.order_act->get();
+    t.order_act.reset();
+    coord::Order o = *t.order_running;
+    t.order_running.reset();
+    coord::Done d;
+    d.ok = r.preempt.ok;
+    d.artifact = r.artifact.value_or("");
+    d.summary = r.preempt.summary();
+    d.at_ns = now.wall_ns;
+    for (const auto& p : r.preempt.processes) {
+      d.processes.push_back({p.process.pid, p.process.label, p.gone(), p.describe()});
+      if (p.gone()) t.ended_by_orders.insert(p.process.pid);
+    }
+    auto sent = t.orders->report(o.incident, d);
+    if (!sent) {
+      coord_->session.note_failure(sent.error());
+      t.order_running = o;  // reported next poll: the processes are gone, the report is not
+      t.order_act.emplace(std::async(std::launch::deferred, [r] { return r; }));
+      return;
+    }
+    t.orders_done.insert(o.incident);
+    t.preempted_incarnation = std::max(t.preempted_incarnation, o.incarnation);
+    log_info("agent: job {}: incident {}: preempted on this node ({}) as ordered by {}: {}", t.job,
+             o.incident, node_name(), o.by, d.summary);
+    store::Action a;
+    a.job = t.job;
+    a.at_ns = now.wall_ns;
+    a.kind = std::string(store::action_kind::kPreempt);
+    a.ok = d.ok;
+    a.detail =
+        fmt::format("ordered by {} for the job's incident {}: {}", o.by, o.incident, d.summary);
+    if (auto st = store_.record_action(a); !st) note_store_error(st.error());
+    t.state.actions_total[std::string(store::action_kind::kPreempt)]++;
+  }
+  if (t.order_act) return;  // one at a time
+  auto orders = t.orders->orders();
+  if (!orders) {
+    coord_->session.note_failure(orders.error());
+    return;
+  }
+  for (const auto& o : *orders) {
+    if (t.orders_done.count(o.incident)) continue;
+    auto already = t.orders->reported(o.incident);
+    if (!already) {
+      coord_->session.note_failure(already.error());
+      return;
+    }
+    if (*already) {  // reported before this agent (re)started: never carried out twice
+      t.orders_done.insert(o.incident);
+      continue;
+    }
+    coord::Done d;
+    d.at_ns = now.wall_ns;
+    if (o.incarnation != t.incarnation) {  // an order for another run never ends this one
+      d.ok = true;
+      d.summary = fmt::format("incarnation {} does not run here (this node runs {})", o.incarnation,
+                              t.incarnation);
+      auto sent = t.orders->report(o.incident, d);
+      if (!sent) {
+        coord_->session.note_failure(sent.error());
+        return;
+      }
+      t.orders_done.insert(o.incident);
+      continue;
+    }
+    // This node's own rules for its processes: the job must be one it may preempt.
+    std::optional<std::string> refused = t.host->may_carry_out();
+    runbook::PreemptTargets targets;
+    if (!refused) targets = t.host->targets();
+    if (refused || targets.processes.empty()) {
+      d.ok = !refused && targets.refused.empty();
+      d.refused = !refused           ? targets.refused
+                  : refused->empty() ? std::string(
+                                           "this node's agent does not list the job in "
+                                           "preempt_jobs")
+                                     : *refused;
+      d.summary = refused ? "" : "no process of the job runs here";
+      auto sent = t.orders->report(o.incident, d);
+      if (!sent) {
+        coord_->session.note_failure(sent.error());
+        return;
+      }
+      t.orders_done.insert(o.incident);
+      log_info("agent: job {}: incident {}: ordered to preempt by {}: {}", t.job, o.incident, o.by,
+               refused ? "refused: " + *refused : d.summary);
+      continue;
+    }
+    log_warn("agent: job {}: incident {}: preempting {} proven process(es) here, as ordered by {}",
+             t.job, o.incident, targets.processes.size(), o.by);
+    t.order_running = o;
+    t.order_act = t.host->act(v, o.incident, std::move(targets));
+    return;
+  }
+}
+
+void Agent::gather_reports(Tracked& t, Stamp now) {
+  if (!t.job_act || !t.orders) return;
+  Tracked::JobAct& ja = *t.job_act;
+  auto reports = t.orders->reports(ja.incident);
+  if (!reports) {
+    coord_->session.note_failure(reports.error());
+    return;
+  }
+  std::set<std::string> have;
+  for (const auto& d : *reports) have.insert(d.node);
+  std::vector<std::string> missing;
+  for (const auto& n : ja.nodes) {
+    if (!have.count(n)) missing.push_back(n);
+  }
+  // A node that cannot report (dead, cut off) holds the runbook up to the preempt grace and a
+  // minute: then its processes are reported as not known to be gone.
+  int64_t limit = t.spec.runbook.preempt_grace_ns + 60 * kNsPerSec;
+  if (!missing.empty() && now.mono_ns - ja.ordered_mono_ns < limit) return;
+  ja.done.set_value(coord::merged_report(*reports, missing));
+  t.job_act.reset();
+}
+
+std::future<runbook::ActReport> Agent::order_preempt(Tracked& t, int64_t incident) {
+  coord::Order o;
+  o.incident = incident;
+  o.incarnation = t.incarnation;
+  o.by = node_name();
+  o.at_ns = wall_now_ns();
+  auto ordered = t.orders->order(o, t.coord->fence());
+  if (!ordered) {
+    runbook::ActReport failed;
+    runbook::ProcessOutcome why;
+    why.process.label = "every node";
+    why.note = "the preempt order was not written: " + ordered.error().message;
+    failed.preempt.survivors.push_back(why.process);
+    failed.preempt.processes.push_back(std::move(why));
+    std::promise<runbook::ActReport> p;
+    p.set_value(std::move(failed));
+    return p.get_future();
+  }
+  Tracked::JobAct ja;
+  ja.incident = incident;
+  ja.ordered_mono_ns = t.now.mono_ns;
+  std::set<std::string> nodes;
+  for (const auto& r : t.state.observation.ranks) nodes.insert(r.host);
+  ja.nodes.assign(nodes.begin(), nodes.end());
+  log_warn(
+      "agent: job {}: incident {}: {} every node ({}) to collect and preempt its proven "
+      "processes",
+      t.job, incident, *ordered ? "ordered" : "already ordered:", fmt::join(ja.nodes, ", "));
+  auto f = ja.done.get_future();
+  t.job_act = std::move(ja);
+  return f;
+}
+
+runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActReport& report) {
+  if (!report.preempt.ok) return {false, ""};  // survivors: paged again, kept open
+  std::set<std::string> nodes;
+  for (const auto& r : t.state.observation.ranks) nodes.insert(r.host);
+  std::string done =
+      fmt::format("preempted on {} node(s) ({})", nodes.size(), fmt::join(nodes, ", "));
+  if (!t.spec.runbook.resume) return {true, done + "; runbook.resume = false: left to its owner"};
+  auto launchers = t.orders->launchers();
+  if (!launchers) return {true, done + "; not relaunched: " + launchers.error().message};
+  if (*launchers == 0) {
+    return {true, done + "; no `stepwatch run --coord` runs for the job: nothing relaunches it"};
+  }
+  auto from = t.orders->incarnation();
+  if (!from) return {true, done + "; not relaunched: " + from.error().message};
+  if (from->incarnation != t.incarnation) {
+    return {true, fmt::format("{}; incarnation {} was started already", done, from->incarnation)};
+  }
+  // Resume from the newest checkpoint every rank committed.
+  std::optional<contract::CheckpointMark> common;
+  bool all = !t.state.observation.ranks.empty();
+  for (const auto& r : t.state.observation.ranks) {
+    if (!r.checkpoint) {
+      all = false;
+      break;
+    }
+    if (!common || r.checkpoint->step < common->step) common = r.checkpoint;
+  }
+  coord::Incarnation to;
+  to.incarnation = t.incarnation + 1;
+  if (all && common) {
+    to.resume_from = common->id;
+    to.resume_step = common->step;
+  }
+  to.incident = t.job_runbook && t.job_runbook->id() ? *t.job_runbook->id() : 0;
+  to.by = node_name();
+  to.at_ns = wall_now_ns();
+  auto moved = t.orders->advance(*from, to, t.coord->fence());
+  if (!moved || !*moved) {
+    log_warn("agent: job {}: moving it to incarnation {} failed ({}): the incident stays open",
+             t.job, to.incarnation,
+             moved ? "the counter moved or the fence failed" : moved.error().message);
+    return {false, ""};
+  }
+  log_info(
+      "agent: job {}: incarnation {} -> {}{}: its `stepwatch run --coord` launchers relaunch it",
+      t.job, t.incarnation, to.incarnation,
+      to.resume_from.empty() ? "" : " from " + to.resume_from);
+  return {true, fmt::format("{}; relaunched as incarnation {}{}", done, to.incarnation,
+                            to.resume_from.empty() ? "" : " from " + to.resume_from)};
+}
+
+bool Agent::preempting(const Tracked& t) const {
+  return t.order_act.has_value() || (t.job_runbook && t.job_runbook->acting());
+}
+
 void Agent::coord_retire(Tracked& t, Stamp now, const char* why) {
   if (t.job_runbook) t.job_runbook->close(now, why);
-  if (t.coord) {
-    coord_->puts_retired += t.coord->puts();
-    t.coord->retire();
-  }
+  // Its summary stays published (its ranks finished, not silent) until the job is forgotten.
 }
 
 void Agent::coord_health(watch::AgentHealth& h, Stamp now) const {

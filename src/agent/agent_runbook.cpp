@@ -34,11 +34,11 @@ void Agent::transition(Tracked& t, detect::State from, const detect::Verdict& v,
 
 bool Agent::preempted_by_us(const Tracked& t) const {
   const std::set<int>& ended = t.runbook->ended_pids();
-  if (ended.empty()) return false;
+  if (ended.empty() && t.ended_by_orders.empty()) return false;
   bool any = false;
   for (const auto& r : t.state.observation.ranks) {
     if (r.pid <= 0) continue;
-    if (!ended.count(r.pid)) return false;
+    if (!ended.count(r.pid) && !t.ended_by_orders.count(r.pid)) return false;
     any = true;
   }
   return any;
@@ -97,6 +97,13 @@ void Agent::JobHost::log(LogLevel level, const std::string& line) {
 
 bool Agent::JobHost::may_open(const detect::Verdict& v, Stamp now) {
   if (agent_.preempted_by_us(t_)) return false;  // the agent ended these processes: no new stall
+  if (t_.preempted_incarnation >= 0) {
+    // Ranks of an incarnation the job's orders preempted are ended, not stalled.
+    bool all_ended = !t_.state.observation.ranks.empty();
+    for (const auto& r : t_.state.observation.ranks)
+      all_ended = all_ended && static_cast<int64_t>(r.incarnation) <= t_.preempted_incarnation;
+    if (all_ended) return false;
+  }
   // One user's job directories open at most so many incidents an hour (they could be forged
   // by the thousand); the verdict stays in the API, the incident opens once there is room.
   auto& rate = agent_.incident_rate_;
@@ -112,25 +119,25 @@ bool Agent::JobHost::may_open(const detect::Verdict& v, Stamp now) {
   return true;
 }
 
-std::optional<std::string> Agent::JobHost::refuse_act() {
+std::optional<std::string> Agent::JobHost::may_carry_out() const {
   if (!may_preempt(agent_.config_, t_.job)) return std::string();  // observes and pages only
+  if (t_.spec.source.empty() || !t_.spec.auto_preempt.enabled) {
+    return fmt::format(
+        "listed in preempt_jobs, but {}: observing and paging only",
+        t_.spec.source.empty() ? "it has no spec" : "its spec sets auto_preempt.enabled = false");
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Agent::JobHost::refuse_act() {
+  if (auto no = may_carry_out()) return no;
   if (scope_ == Scope::kNode && agent_.coord_) {
     return std::string(
         "coordination lost (etcd does not answer): paging only, no destructive action without a "
         "fenced write");
   }
-  if (scope_ == Scope::kJob) {
-    if (!agent_.coord_->session.may_act(t_.now)) {
-      return std::string("this node's lease is not fresh enough to act on the job: waiting");
-    }
-    return std::string(
-        "a multi-node job: its preempt across nodes is not carried out by this version; the job "
-        "is left to its owner");
-  }
-  if (t_.spec.source.empty() || !t_.spec.auto_preempt.enabled) {
-    return fmt::format(
-        "listed in preempt_jobs, but {}: observing and paging only",
-        t_.spec.source.empty() ? "it has no spec" : "its spec sets auto_preempt.enabled = false");
+  if (scope_ == Scope::kJob && !agent_.coord_->session.may_act(t_.now)) {
+    return std::string("this node's lease is not fresh enough to order a preempt: waiting");
   }
   return std::nullopt;
 }
@@ -142,8 +149,15 @@ runbook::PreemptTargets Agent::JobHost::targets() {
   std::string dir = contract::job_dir(t_.root, t_.job);
   for (const auto& r : t_.state.observation.ranks) {
     if (r.status != contract::RankStatus::kRunning || r.pid <= 0) continue;
-    // Ranks of other nodes (a job this node leads) are never this node's to signal.
-    if (t_.state.cluster && r.host != t_.state.cluster->node) continue;
+    if (scope_ == Scope::kJob) {
+      // The job's preempt: every node proves and ends its own ranks (an order); these refs only
+      // say which ranks it is for.
+      out.processes.push_back(
+          {{r.pid, r.pid_start_ticks}, fmt::format("rank {} on {}", r.rank, r.host)});
+      continue;
+    }
+    // Ranks of other nodes (merged where this node leads) are never this node's to signal.
+    if (t_.state.cluster && t_.state.cluster->leads && r.host != t_.state.cluster->node) continue;
     Proof p = prove_rank_process(proc_root, dir, r);
     if (p.proven) {
       p.process.label = fmt::format("rank {}", r.rank);
@@ -157,6 +171,7 @@ runbook::PreemptTargets Agent::JobHost::targets() {
 
 std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, int64_t incident_id,
                                                     runbook::PreemptTargets targets) {
+  if (scope_ == Scope::kJob) return agent_.order_preempt(t_, incident_id);
   // The artifact of the proven processes, then the preempt, on a thread of their own: the poll
   // of every other job goes on meanwhile.
   runbook::ArtifactRequest req;
@@ -193,6 +208,7 @@ std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, in
 }
 
 runbook::AfterPreempt Agent::JobHost::after_preempt(const runbook::ActReport& report) {
+  if (scope_ == Scope::kJob) return agent_.after_job_preempt(t_, report);
   // Closed only when every process is gone: survivors keep it open (and paged again).
   return {report.preempt.ok, "preempted by the agent: " + report.preempt.summary()};
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -12,6 +13,7 @@
 #include "src/agent/agent.h"
 #include "src/coord/etcd_ledger.h"
 #include "src/coord/job_coord.h"
+#include "src/coord/orders.h"
 #include "src/coord/session.h"
 #include "src/detect/detector.h"
 #include "src/runbook/incident.h"
@@ -42,6 +44,9 @@ class Agent::JobHost final : public runbook::IncidentHost {
   void recorded(int64_t id, bool created) override;
   void ledger_failed(const Error& e) override;
   void counted(std::string_view action_kind) override;
+  // Whether this node's own rules let it preempt the job's processes (preempt_jobs, the spec's
+  // auto_preempt): nullopt, they do; "" no, silently; else why not.
+  std::optional<std::string> may_carry_out() const;
 
  private:
   Agent& agent_;
@@ -87,6 +92,22 @@ struct Agent::Tracked {
   std::unique_ptr<runbook::PageDeliveries> job_deliveries;
   std::unique_ptr<JobHost> job_host;
   std::unique_ptr<runbook::Incident> job_runbook;
+  std::unique_ptr<coord::JobOrders> orders;
+  // Orders of the job's incidents: those this node reported on, and the one it carries out now.
+  std::set<int64_t> orders_done;
+  std::optional<coord::Order> order_running;
+  std::optional<std::future<runbook::ActReport>> order_act;
+  // The leader, once it ordered a preempt: every node's report completes the runbook's act.
+  struct JobAct {
+    int64_t incident = 0;
+    std::vector<std::string> nodes;  // the nodes with ranks when it ordered
+    int64_t ordered_mono_ns = 0;
+    std::promise<runbook::ActReport> done;
+  };
+  std::optional<JobAct> job_act;
+  int64_t preempted_incarnation = -1;  // the highest incarnation an order preempted here
+  std::set<int> ended_by_orders;       // pids this node ended as ordered: not a new stall
+  std::map<std::string, std::vector<int>> roster_written;  // what the leader last wrote
 };
 
 }  // namespace stepwatch::agent

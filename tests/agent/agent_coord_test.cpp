@@ -5,6 +5,8 @@
 // offset, so a stall needs no sleeping, a lease expiry does.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -183,6 +185,11 @@ TEST_F(AgentCoordTest, OneLeaderMergesBothNodesRanksAndPagesOnceNamingTheRemoteC
   EXPECT_TRUE(jb->cluster->leads);
   EXPECT_EQ(jb->cluster->leader, "b");
   EXPECT_EQ(jb->verdict.state, detect::State::kStalled) << jb->verdict.summary;
+  // b never read a's summary, but the roster a left names a's rank: rank-silent, not missing.
+  EXPECT_EQ(jb->observation.ranks.size(), 2u);
+  EXPECT_EQ(jb->verdict.cause, detect::Cause::kRankSilent) << jb->verdict.summary;
+  ASSERT_FALSE(jb->verdict.culprits.empty());
+  EXPECT_EQ(jb->verdict.culprits[0].host, "a");
   EXPECT_EQ(rx.count(), 1u);
   from_b = b->incidents("pretrain", 10);
   ASSERT_TRUE(from_b.ok());
@@ -269,6 +276,167 @@ TEST_F(AgentCoordTest, WithoutEtcdAgentsPageLocallyAndNeverActThenHandBack) {
   ASSERT_TRUE(job.ok());
   ASSERT_FALSE(job->empty());
   EXPECT_TRUE(job->front().is_open());  // the job's incident, in etcd, opened by its leader
+}
+
+// The job's preempt: the leader orders it once the ack timeout passed, each node's agent ends its
+// own proven rank and reports, and the leader moves the job to its next incarnation for the
+// registered `stepwatch run --coord` launcher.
+class AgentCoordPreemptTest : public AgentCoordTest {
+ protected:
+  void TearDown() override {
+    for (pid_t c : children_) {
+      ::kill(c, SIGKILL);
+      ::waitpid(c, nullptr, 0);
+    }
+    AgentCoordTest::TearDown();
+  }
+  // A trainer rank in its own process under node's root: 8 quick steps, then it hangs.
+  pid_t hung_rank(const std::string& node, int rank) {
+    int ready[2];
+    EXPECT_EQ(::pipe(ready), 0);
+    pid_t c = ::fork();
+    if (c == 0) {
+      ::close(ready[0]);
+      contract::Identity id;
+      id.dir = root(node);
+      id.job = "pretrain";
+      id.host = short_hostname();
+      id.rank = rank;
+      id.world_size = 2;
+      auto w = contract::BeaconWriter::create(id);
+      if (!w) ::_exit(2);
+      for (int i = 1; i <= 8; ++i) (*w)->step(i);
+      (*w)->checkpoint_committed("step_8", 8);
+      if (::write(ready[1], "r", 1) != 1) ::_exit(3);
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char ch = 0;
+    EXPECT_EQ(::read(ready[0], &ch, 1), 1);
+    ::close(ready[0]);
+    children_.push_back(c);
+    return c;
+  }
+  bool ended_within(pid_t pid, int ms, int* status) {
+    for (int i = 0; i < ms / 10; ++i) {
+      if (::waitpid(pid, status, WNOHANG) == pid) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  std::unique_ptr<Agent> open_preempting(const std::string& node, const std::string& endpoint) {
+    AgentConfig c = config(node, endpoint);
+    c.preempt_jobs = {"pretrain"};
+    auto a = Agent::open(c);
+    EXPECT_TRUE(a.ok()) << a.error().message;
+    return a.ok() ? std::move(*a) : nullptr;
+  }
+  void write_preempt_specs(const std::string& url) {
+    for (const char* n : {"a", "b"}) {
+      std::ofstream((base_ / n / "specs" / "pretrain.toml").string()) << fmt::format(
+          "owner = \"team-llm\"\nexpected_interval = \"100ms\"\ngrace_intervals = 2\n"
+          "[runbook]\nack_timeout = \"1s\"\npreempt_grace = \"2s\"\n"
+          "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\ntimeout = \"2s\"\n",
+          url);
+    }
+  }
+  std::vector<pid_t> children_;
+};
+
+TEST_F(AgentCoordPreemptTest, EachNodeEndsItsOwnRankOnceAndTheJobMovesToItsNextIncarnation) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_preempt_specs(rx.url());
+  pid_t r0 = hung_rank("a", 0);
+  pid_t r1 = hung_rank("b", 1);
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  // A `stepwatch run --coord` of the job is registered: relaunching is someone's job.
+  ASSERT_TRUE(etcd_client.put("/stepwatch/v1/jobs/pretrain/launchers/a", "{}").ok());
+  auto a = open_preempting("a", etcd.endpoint());
+  auto b = open_preempting("b", etcd.endpoint());
+  std::this_thread::sleep_for(400ms);
+  poll(*a, later(0));
+  poll(*b, later(0));
+  poll(*a, later(0.1));
+  ASSERT_EQ(a->job("pretrain")->verdict.state, detect::State::kStalled)
+      << a->job("pretrain")->verdict.summary;
+  int status = 0;
+  EXPECT_FALSE(ended_within(r0, 50, &status)) << "the owner has the ack timeout to answer";
+  // Past the ack timeout: the leader orders, both nodes carry it out, the leader gathers.
+  for (int i = 0; i < 200; ++i) {
+    poll(*a, later(1.5 + 0.01 * i));
+    poll(*b, later(1.5 + 0.01 * i));
+    auto inc = etcd_client.range("/stepwatch/v1/jobs/pretrain/incarnation");
+    if (inc.ok() && !inc->kvs.empty()) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(ended_within(r0, 5000, &status));
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  ASSERT_TRUE(ended_within(r1, 5000, &status));
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  children_.clear();
+
+  auto inc = etcd_client.range("/stepwatch/v1/jobs/pretrain/incarnation");
+  ASSERT_TRUE(inc.ok());
+  ASSERT_EQ(inc->kvs.size(), 1u) << "the job was not moved to its next incarnation";
+  json next = json::parse(inc->kvs[0].value);
+  EXPECT_EQ(next["incarnation"], 1);
+  EXPECT_EQ(next["resume_from"], "step_8");
+  EXPECT_EQ(next["by"], "a");
+  auto done = etcd_client.range("/stepwatch/v1/jobs/pretrain/done/", {true});
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->kvs.size(), 2u);  // one report per node
+  auto incidents = b->incidents("pretrain", 10);
+  ASSERT_TRUE(incidents.ok());
+  ASSERT_FALSE(incidents->empty());
+  EXPECT_FALSE(incidents->front().is_open());
+  EXPECT_NE(incidents->front().resolution.find("relaunched as incarnation 1 from step_8"),
+            std::string::npos)
+      << incidents->front().resolution;
+  // The ended ranks are not a new stall, and nothing is ordered or paged again.
+  for (int i = 0; i < 5; ++i) {
+    poll(*a, later(10 + i));
+    poll(*b, later(10 + i));
+  }
+  EXPECT_EQ(rx.count(), 1u);
+  done = etcd_client.range("/stepwatch/v1/jobs/pretrain/done/", {true});
+  EXPECT_EQ(done->kvs.size(), 2u);
+  auto orders = etcd_client.range("/stepwatch/v1/jobs/pretrain/orders/", {true});
+  EXPECT_EQ(orders->kvs.size(), 1u);
+  EXPECT_EQ(a->job("pretrain")->actions_total.count("preempt"), 1u);
+  EXPECT_EQ(b->job("pretrain")->actions_total.count("preempt"), 1u);
+}
+
+TEST_F(AgentCoordPreemptTest, ANodeThatMayNotPreemptRefusesAndTheLeaderPagesItsSurvivors) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_preempt_specs(rx.url());
+  pid_t r0 = hung_rank("a", 0);
+  pid_t r1 = hung_rank("b", 1);
+  auto a = open_preempting("a", etcd.endpoint());
+  auto b = open("b", etcd.endpoint());  // b's agent does not list the job in preempt_jobs
+  std::this_thread::sleep_for(400ms);
+  poll(*a, later(0));
+  poll(*b, later(0));
+  for (int i = 0; i < 100; ++i) {
+    poll(*a, later(1.5 + 0.01 * i));
+    poll(*b, later(1.5 + 0.01 * i));
+    if (rx.count() >= 2) break;  // the page, then the one saying the preempt left survivors
+    std::this_thread::sleep_for(20ms);
+  }
+  int status = 0;
+  ASSERT_TRUE(ended_within(r0, 5000, &status)) << "a ends its own rank";
+  EXPECT_FALSE(ended_within(r1, 200, &status)) << "b's agent may not preempt: rank 1 lives";
+  ASSERT_TRUE(rx.wait_for(2));
+  json escalation = json::parse(rx.body(1));
+  EXPECT_NE(escalation["summary"].get<std::string>().find("preempt failed"), std::string::npos)
+      << escalation.dump();
+  auto done = coord::EtcdClient(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec})
+                  .range("/stepwatch/v1/jobs/pretrain/done/", {true});
+  ASSERT_TRUE(done.ok());
+  ASSERT_EQ(done->kvs.size(), 2u);
+  EXPECT_NE(done->kvs[1].value.find("does not list the job in preempt_jobs"), std::string::npos)
+      << done->kvs[1].value;
 }
 
 }  // namespace
