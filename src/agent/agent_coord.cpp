@@ -345,8 +345,9 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
   }
   auto from = t.orders->incarnation();
   if (!from) return {true, done + "; not relaunched: " + from.error().message};
-  if (from->incarnation != t.incarnation) {
-    return {true, fmt::format("{}; incarnation {} was started already", done, from->incarnation)};
+  if (from->record.incarnation != t.incarnation) {
+    return {true,
+            fmt::format("{}; incarnation {} was started already", done, from->record.incarnation)};
   }
   // Resume from the newest checkpoint every rank committed.
   std::optional<contract::CheckpointMark> common;
@@ -358,7 +359,7 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
     }
     if (!common || r.checkpoint->step < common->step) common = r.checkpoint;
   }
-  coord::Incarnation to;
+  coord::IncarnationRecord to;
   to.incarnation = t.incarnation + 1;
   if (all && common) {
     to.resume_from = common->id;

@@ -11,6 +11,7 @@
 #include "src/common/duration.h"
 #include "src/common/host.h"
 #include "src/common/text_file.h"
+#include "src/coord/incarnation.h"
 #include "src/spec/toml_reader.h"
 
 namespace stepwatch::agent {
@@ -48,16 +49,6 @@ constexpr std::string_view kKeys[] = {"beacon_roots",
 constexpr std::string_view kCoordKeys[] = {"endpoints", "prefix",           "lease_ttl",
                                            "node_name", "publish_interval", "request_timeout",
                                            "token_file"};
-
-bool valid_node_name(const std::string& n) {
-  if (n.empty() || n.size() > 63) return false;
-  for (char ch : n) {
-    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 using spec::TomlReader;
 using spec::TomlType;
@@ -131,7 +122,7 @@ void read_coord(TomlReader& in, const TomlValue& table, CoordConfig& c) {
           }
         } else if (key == "node_name") {
           if (!in.get(v, k, &c.node_name)) return;
-          if (!valid_node_name(c.node_name)) {
+          if (!coord::valid_node_name(c.node_name)) {
             in.error(v, k, "must be 1-63 characters from [A-Za-z0-9._-]");
           }
         } else if (key == "token_file") {

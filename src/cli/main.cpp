@@ -86,6 +86,18 @@ int main(int argc, char** argv) {
   run->add_option("--poll", run_args.poll,
                   "Poll period (default: from the spec or the expected interval)");
   run->add_flag("--new-store", run_args.new_store, kNewStoreHelp);
+  run->add_option("--coord", run_args.coord,
+                  "Multi-node: be this node's launcher of the job, relaunching when its "
+                  "incarnation in etcd moves; etcd endpoints, comma-separated http:// URLs");
+  run->add_option("--node", run_args.node, "With --coord: this node in etcd (default: host name)");
+  run->add_option("--prefix", run_args.prefix, "With --coord: key prefix (default /stepwatch/v1)");
+  run->add_option("--lease-ttl", run_args.lease_ttl,
+                  "With --coord: the launcher key's lease, whole seconds (default 10s)");
+  run->add_option("--resume-wait", run_args.resume_wait,
+                  "With --coord: after the job exits non-zero, how long to wait for its "
+                  "incarnation to move before giving up (default 10m)");
+  run->add_option("--grace", run_args.grace,
+                  "With --coord: SIGTERM to SIGKILL when ending the local job (default 30s)");
   run->add_option("command", run_args.argv, "The job: -- COMMAND [ARGS...]")->required();
 
   stepwatch::cli::AckArgs ack_args;

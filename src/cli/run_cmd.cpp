@@ -7,10 +7,13 @@
 
 #include "src/cli/agent_client.h"
 #include "src/common/duration.h"
+#include "src/common/host.h"
 #include "src/contract/names.h"
+#include "src/coord/incarnation.h"
 #include "src/probe/nvml.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
+#include "src/supervise/launcher.h"
 #include "src/supervise/supervisor.h"
 
 namespace stepwatch::cli {
@@ -35,6 +38,15 @@ int run_supervisor(const RunArgs& a) {
     return supervise::kExitUsage;
   };
   if (a.argv.empty()) return fail("no command: stepwatch run [options] -- COMMAND [ARGS...]");
+  if (!a.coord.empty()) return run_launcher(a);
+  for (const auto& [flag, value] : {std::pair{"--node", &a.node},
+                                    {"--prefix", &a.prefix},
+                                    {"--lease-ttl", &a.lease_ttl},
+                                    {"--resume-wait", &a.resume_wait},
+                                    {"--grace", &a.grace}}) {
+    if (!value->empty())
+      return fail(fmt::format("{} is for the multi-node launcher: give --coord too", flag));
+  }
   supervise::RunOptions o;
   o.argv = a.argv;
   spec::JobSpec spec = spec::default_spec();
@@ -74,6 +86,89 @@ int run_supervisor(const RunArgs& a) {
   }
   supervise::Supervisor s(std::move(o), std::move(spec));
   return s.run();
+}
+
+int run_launcher(const RunArgs& a) {
+  auto fail = [](const std::string& m) {
+    fmt::print(stderr, "stepwatch run --coord: {}\n", m);
+    return supervise::kExitUsage;
+  };
+  if (a.argv.empty()) return fail("no command: stepwatch run --coord ... -- COMMAND [ARGS...]");
+  // Detection and the runbook are the node agents' in this mode: the single-node supervisor's
+  // flags would be silently ignored, so they are refused.
+  for (const auto& [flag, given] : {std::pair{"--spec", !a.spec_path.empty()},
+                                    {"--state-dir", !a.state_dir.empty()},
+                                    {"--trace", !a.trace.empty()},
+                                    {"--ack-port", a.ack_port != 0},
+                                    {"--nvml-lib", !a.nvml_lib.empty()},
+                                    {"--new-store", a.new_store}}) {
+    if (given) {
+      return fail(fmt::format(
+          "{} has no place with --coord: the node agents watch the job and run its runbook; "
+          "the launcher only launches and relaunches",
+          flag));
+    }
+  }
+  supervise::LauncherOptions o;
+  o.argv = a.argv;
+  for (size_t from = 0; from <= a.coord.size();) {
+    size_t comma = a.coord.find(',', from);
+    if (comma == std::string::npos) comma = a.coord.size();
+    std::string e = a.coord.substr(from, comma - from);
+    from = comma + 1;
+    if (e.empty()) continue;
+    if (e.rfind("http://", 0) != 0 || e.size() <= 7) {
+      return fail(fmt::format(
+          "--coord: \"{}\" is not an etcd client URL \"http://HOST:PORT\" (the gateway is "
+          "spoken over plain HTTP; put TLS in front of it); separate several with commas",
+          e));
+    }
+    o.endpoints.push_back(e);
+  }
+  if (o.endpoints.empty()) return fail("--coord: no etcd endpoint given");
+  o.job = !a.job.empty() ? a.job : (env("STEPWATCH_JOB") ? env("STEPWATCH_JOB") : "");
+  if (o.job.empty()) return fail("no job id: give --job or set STEPWATCH_JOB");
+  if (auto st = contract::validate_job_id(o.job); !st) return fail("--job: " + st.error().message);
+  o.node = !a.node.empty() ? a.node : short_hostname();
+  if (o.node.empty()) return fail("cannot read this host's name: give --node");
+  if (!coord::valid_node_name(o.node)) {
+    return fail(fmt::format("--node \"{}\" must be 1-63 characters from [A-Za-z0-9._-]", o.node));
+  }
+  if (!a.prefix.empty()) {
+    if (a.prefix.size() < 2 || a.prefix[0] != '/' || a.prefix.back() == '/')
+      return fail("--prefix must start with / and not end with one, e.g. /stepwatch/v1");
+    o.prefix = a.prefix;
+  }
+  // A duration flag: its value, above zero (whole seconds when `whole`).
+  auto duration = [](const char* flag, const std::string& text, bool whole,
+                     int64_t* out) -> std::string {
+    if (text.empty()) return {};
+    auto d = parse_duration(text);
+    if (!d) return fmt::format("{}: {}", flag, d.error().message);
+    if (*d <= 0) return fmt::format("{} must be above zero, got {}", flag, text);
+    if (whole && (*d < kNsPerSec || *d % kNsPerSec != 0)) {
+      return fmt::format(
+          "{} must be whole seconds, at least 1s (etcd grants leases in seconds), got {}", flag,
+          text);
+    }
+    *out = *d;
+    return {};
+  };
+  for (const auto& m : {duration("--lease-ttl", a.lease_ttl, true, &o.lease_ttl_ns),
+                        duration("--resume-wait", a.resume_wait, false, &o.resume_wait_ns),
+                        duration("--grace", a.grace, false, &o.grace_ns),
+                        duration("--poll", a.poll, false, &o.poll_ns)}) {
+    if (!m.empty()) return fail(m);
+  }
+  o.beacon_root = !a.dir.empty()
+                      ? a.dir
+                      : (env("STEPWATCH_DIR") ? env("STEPWATCH_DIR") : contract::kDefaultDir);
+  o.master_port = a.master_port;
+  if (!o.master_port) {
+    if (const char* p = env("MASTER_PORT")) o.master_port = std::atoi(p);
+  }
+  supervise::Launcher launcher(std::move(o));
+  return launcher.run();
 }
 
 int run_ack(const AckArgs& a) {

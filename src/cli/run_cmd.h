@@ -23,13 +23,22 @@ struct RunArgs {
   std::optional<int> master_port;
   std::string poll;        // a duration; empty: from the spec
   bool new_store = false;  // --new-store: an empty (0-byte) stepwatch.db becomes a new store
+  // Multi-node (--coord): the per-node launcher; every one empty when not given.
+  std::string coord;        // etcd endpoints, comma-separated http:// URLs
+  std::string node;         // default: the short host name
+  std::string prefix;       // default /stepwatch/v1
+  std::string lease_ttl;    // default 10s
+  std::string resume_wait;  // default 10m
+  std::string grace;        // default 30s
 };
 
 // The state directory when none is given: $STEPWATCH_STATE_DIR, $XDG_STATE_HOME/stepwatch,
 // ~/.local/state/stepwatch.
 std::string default_state_dir();
 
+// `stepwatch run`; with --coord, the per-node launcher of a multi-node job (run_launcher).
 int run_supervisor(const RunArgs& args);
+int run_launcher(const RunArgs& args);
 
 struct AckArgs {
   std::string job;

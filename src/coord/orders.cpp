@@ -127,44 +127,21 @@ Result<std::vector<Done>> JobOrders::reports(int64_t incident) {
   return out;
 }
 
-Result<Incarnation> JobOrders::incarnation() {
-  auto r = etcd_.range(base_ + "incarnation");
-  if (!r) return r.error();
-  Incarnation inc;
-  if (r->kvs.empty()) return inc;
-  auto j = parse(r->kvs[0]);
-  if (!j) return j.error();
-  try {
-    inc.incarnation = j->at("incarnation").get<int64_t>();
-    inc.resume_from = j->value("resume_from", "");
-    if (auto it = j->find("resume_step"); it != j->end() && it->is_number_integer())
-      inc.resume_step = it->get<int64_t>();
-    inc.incident = j->value("incident", int64_t{0});
-    inc.by = j->value("by", "");
-    inc.at_ns = j->value("at_ns", int64_t{0});
-  } catch (const std::exception& e) {
-    return Error{Errc::kParse,
-                 fmt::format("etcd key {}: not an incarnation: {}", r->kvs[0].key, e.what())};
-  }
-  inc.mod_revision = r->kvs[0].mod_revision;
-  return inc;
+Result<JobIncarnation> JobOrders::incarnation() {
+  return read_incarnation(etcd_, base_ + "incarnation");
 }
 
-Result<bool> JobOrders::advance(const Incarnation& from, const Incarnation& to, int64_t fence) {
+Result<bool> JobOrders::advance(const JobIncarnation& from, const IncarnationRecord& to,
+                                int64_t fence) {
   if (fence == 0) {
     return Error{Errc::kBusy,
                  fmt::format("this node ({}) does not lead the job: the incarnation stays", node_)};
   }
   std::string key = base_ + "incarnation";
-  json j = {{"incarnation", to.incarnation},
-            {"resume_from", to.resume_from},
-            {"incident", to.incident},
-            {"by", to.by},
-            {"at_ns", to.at_ns}};
-  if (to.resume_step) j["resume_step"] = *to.resume_step;
   Compare same = from.mod_revision == 0 ? Compare::create_rev(key, 0)
                                         : Compare::mod_rev(key, from.mod_revision);
-  auto t = etcd_.txn({same, Compare::create_rev(fence_key_, fence)}, {TxnOp::put(key, j.dump())});
+  auto t = etcd_.txn({same, Compare::create_rev(fence_key_, fence)},
+                     {TxnOp::put(key, incarnation_to_json(to))});
   if (!t) return t.error();
   return t->succeeded;
 }
@@ -173,7 +150,7 @@ Result<int64_t> JobOrders::launchers() {
   RangeOptions o;
   o.prefix = true;
   o.keys_only = true;
-  auto r = etcd_.range(base_ + "launchers/", o);
+  auto r = etcd_.range(base_ + "launchers/", o);  // launchers_prefix(): the same keys
   if (!r) return r.error();
   return r->count;
 }

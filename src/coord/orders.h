@@ -25,6 +25,7 @@
 
 #include "src/common/result.h"
 #include "src/coord/etcd_client.h"
+#include "src/coord/incarnation.h"
 #include "src/runbook/incident.h"
 
 namespace stepwatch::coord {
@@ -55,16 +56,6 @@ struct Done {
   int64_t at_ns = 0;
 };
 
-struct Incarnation {
-  int64_t incarnation = 0;
-  std::string resume_from;             // the checkpoint id to resume from; "" none
-  std::optional<int64_t> resume_step;  // its step
-  int64_t incident = 0;
-  std::string by;
-  int64_t at_ns = 0;
-  int64_t mod_revision = 0;  // 0: the key is absent (incarnation 0)
-};
-
 // The job's keys, and this node (whose node key fences the leader's writes).
 class JobOrders {
  public:
@@ -83,10 +74,10 @@ class JobOrders {
   // Every node's report on the incident.
   Result<std::vector<Done>> reports(int64_t incident);
 
-  Result<Incarnation> incarnation();
-  // N -> N+1, fenced, once: false when the counter is no longer at `from.incarnation` (moved
-  // by a previous leader already) or the fence failed.
-  Result<bool> advance(const Incarnation& from, const Incarnation& to, int64_t fence);
+  Result<JobIncarnation> incarnation();
+  // N -> N+1, fenced, once: false when the counter is no longer as read in `from` (moved by a
+  // previous leader already) or the fence failed.
+  Result<bool> advance(const JobIncarnation& from, const IncarnationRecord& to, int64_t fence);
   // How many `stepwatch run --coord` launchers are registered for the job.
   Result<int64_t> launchers();
 

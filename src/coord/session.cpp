@@ -26,10 +26,7 @@ void NodeSession::note_failure(const Error& e) {
   if (connected_ || !ever_connected_) {
     if (connected_) ++losses_;
     if (connected_ || last_error_ != e.message) {
-      log_warn(
-          "coord: coordination lost ({}): observing and paging locally, no destructive "
-          "action until a fenced write succeeds again",
-          e.message);
+      log_warn("coord: coordination lost ({}): {}", e.message, options_.while_lost);
     }
   }
   connected_ = false;
@@ -47,10 +44,9 @@ void NodeSession::grant(Stamp now) {
   ++generation_;
   if (replaced) {
     log_warn(
-        "coord: node {}: its lease had expired (the agent was stopped, slow or cut off for "
-        "longer than {}s): a new lease; its jobs are published again and it goes to the back "
-        "of each job's leader line",
-        options_.node, ttl_s);
+        "coord: node {}: its lease had expired (the process was stopped, slow or cut off for "
+        "longer than {}s): a new lease; {}",
+        options_.node, ttl_s, options_.after_new_lease);
   }
 }
 

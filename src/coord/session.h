@@ -24,6 +24,12 @@ struct SessionOptions {
   std::string prefix = "/stepwatch/v1";
   std::string node;
   int64_t ttl_ns = 10 * kNsPerSec;
+  // What losing etcd means for this process, said once when it is lost (the agent's default).
+  std::string while_lost =
+      "observing and paging locally, no destructive action until a fenced write succeeds again";
+  // What a replaced lease means for it (its keys under the old one are gone).
+  std::string after_new_lease =
+      "its jobs are published again and it goes to the back of each job's leader line";
 };
 
 class NodeSession {

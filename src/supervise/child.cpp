@@ -91,6 +91,18 @@ class Splitter {
 
 }  // namespace
 
+std::map<std::string, std::string> job_environment(const std::string& beacon_root,
+                                                   const std::string& job, int64_t incarnation,
+                                                   std::optional<int> master_port) {
+  std::map<std::string, std::string> env;
+  env["STEPWATCH_DIR"] = beacon_root;
+  env["STEPWATCH_JOB"] = job;
+  env["STEPWATCH_INCARNATION"] = std::to_string(incarnation);
+  env["PYTHONUNBUFFERED"] = "1";
+  if (master_port) env["MASTER_PORT"] = std::to_string(*master_port);
+  return env;
+}
+
 Result<std::unique_ptr<Child>> Child::start(const LaunchSpec& spec, LineSink sink) {
   if (spec.argv.empty()) return Error{Errc::kInvalidArgument, "no command to run"};
   int out[2], err[2], exec_err[2];
@@ -258,6 +270,19 @@ std::optional<int> Child::poll_exit() {
 
 void Child::signal_group(int sig) const {
   if (pid_ > 0) ::kill(-pid_, sig);
+}
+
+int Child::stop(int sig, int64_t grace_ns, const std::function<void(int64_t)>& sleep,
+                const std::function<void()>& on_kill) {
+  signal_group(sig);  // also when the leader is gone: what is left of its group gets it
+  int64_t deadline = mono_ns() + grace_ns;
+  while (!poll_exit() && mono_ns() < deadline) sleep(50'000'000);
+  if (!poll_exit()) {
+    if (on_kill) on_kill();
+    signal_group(SIGKILL);
+    while (!poll_exit()) sleep(20'000'000);
+  }
+  return *poll_exit();
 }
 
 void Child::join_output() {

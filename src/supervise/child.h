@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +22,13 @@ enum class Stream { kStdout, kStderr };
 
 // Receives every line (split on '\n' and '\r', without them). Called from the output thread.
 using LineSink = std::function<void(Stream, std::string_view)>;
+
+// The environment every launch of a job gets (docs/run.md): STEPWATCH_DIR, STEPWATCH_JOB,
+// STEPWATCH_INCARNATION, PYTHONUNBUFFERED=1 (the log contract needs lines as they are written),
+// and MASTER_PORT when the rendezvous port is known.
+std::map<std::string, std::string> job_environment(const std::string& beacon_root,
+                                                   const std::string& job, int64_t incarnation,
+                                                   std::optional<int> master_port);
 
 struct LaunchSpec {
   std::vector<std::string> argv;
@@ -41,6 +49,10 @@ class Child {
   std::optional<int> poll_exit();
   // Sends `sig` to the job's whole process group (we created it: it is ours).
   void signal_group(int sig) const;
+  // Ends the job: `sig` to its group, up to `grace_ns` for it to exit (waiting through `sleep`,
+  // given ns), then SIGKILL to the group (`on_kill` first, to say so); returns its exit status.
+  int stop(int sig, int64_t grace_ns, const std::function<void(int64_t)>& sleep,
+           const std::function<void()>& on_kill = {});
   // Waits for the output thread to drain (after the process exited).
   void join_output();
   // Output bytes dropped rather than block the job: passed through (our stdout or stderr was

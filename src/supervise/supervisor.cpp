@@ -16,34 +16,14 @@
 #include "src/contract/names.h"
 #include "src/detect/spec_adapter.h"
 #include "src/probe/nvml.h"
-#include "src/probe/ports.h"
 #include "src/runbook/hygiene.h"
 #include "src/runbook/preempt.h"
 #include "src/serve/ack_routes.h"
 #include "src/spec/command_template.h"
+#include "src/supervise/rendezvous.h"
+#include "src/supervise/signals.h"
 
 namespace stepwatch::supervise {
-
-namespace {
-
-sigset_t watched_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGCHLD);
-  return set;
-}
-
-// Sleeps up to `ns`, waking early for a signal; returns the signal or 0.
-int wait_signal(int64_t ns) {
-  sigset_t set = watched_signals();
-  timespec ts{static_cast<time_t>(ns / kNsPerSec), static_cast<long>(ns % kNsPerSec)};
-  int sig = ::sigtimedwait(&set, nullptr, &ts);
-  return sig < 0 ? 0 : sig;
-}
-
-}  // namespace
 
 Supervisor::Supervisor(RunOptions options, spec::JobSpec spec)
     : opt_(std::move(options)), spec_(std::move(spec)) {}
@@ -205,33 +185,10 @@ void Supervisor::hygiene() {
 
 void Supervisor::wait_for_port() {
   if (!opt_.master_port) return;
-  int port = *opt_.master_port;
-  int64_t from = mono_now_ns();
-  auto sleep = [](int64_t ns) { wait_signal(ns); };
-  auto held =
-      probe::wait_port_free(opt_.proc_root, port, kPortWaitNs, SystemClock::instance(), sleep);
-  if (!held) {
-    say(fmt::format("cannot check the rendezvous port {}: {}", port, held.error().message));
-    return;
+  if (auto held = wait_rendezvous_port(opt_.proc_root, *opt_.master_port,
+                                       [this](const std::string& l) { say(l); })) {
+    leftovers_.push_back(*held);
   }
-  int64_t waited = mono_now_ns() - from;
-  if (held->empty()) {
-    if (waited >= 100 * kNsPerMs)
-      say(fmt::format("rendezvous port {} free after {}", port, format_duration(waited)));
-    return;
-  }
-  std::vector<uint64_t> inodes;
-  for (const auto& l : *held) inodes.push_back(l.inode);
-  std::string owners;
-  for (const auto& o : probe::socket_owners(opt_.proc_root, inodes).owners) {
-    owners += fmt::format("{}pid {} ({})", owners.empty() ? "" : ", ", o.pid, o.comm);
-  }
-  std::string line = fmt::format(
-      "rendezvous port {} still bound after {} by {}: launching anyway; the new "
-      "incarnation may hang at init",
-      port, format_duration(waited), owners.empty() ? "a process not visible here" : owners);
-  say(line);
-  leftovers_.push_back(line);
 }
 
 Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& checkpoint,
@@ -241,11 +198,7 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
   ++launches_;
   LaunchSpec ls;
   ls.argv = opt_.argv;
-  ls.env["STEPWATCH_DIR"] = opt_.beacon_root;
-  ls.env["STEPWATCH_JOB"] = opt_.job;
-  ls.env["STEPWATCH_INCARNATION"] = std::to_string(state_.incarnation);
-  ls.env["PYTHONUNBUFFERED"] = "1";  // the log contract needs lines as they are written
-  if (opt_.master_port) ls.env["MASTER_PORT"] = std::to_string(*opt_.master_port);
+  ls.env = job_environment(opt_.beacon_root, opt_.job, state_.incarnation, opt_.master_port);
   if (checkpoint) {
     ls.env["STEPWATCH_RESUME_CHECKPOINT"] = checkpoint->first;
     ls.env["STEPWATCH_RESUME_STEP"] = std::to_string(checkpoint->second);
@@ -343,16 +296,11 @@ int Supervisor::shutdown(int sig) {
   say(fmt::format("received {}: passing it to the job and stopping", strsignal(sig)));
   deliveries_->wait(SystemClock::instance().now());
   if (child_) {
-    child_->signal_group(sig);
-    int64_t deadline = mono_now_ns() + spec_.runbook.preempt_grace_ns;
-    while (!child_->poll_exit() && mono_now_ns() < deadline) wait_signal(50 * kNsPerMs);
-    if (!child_->poll_exit()) {
-      say("the job did not stop within the preempt grace: SIGKILL");
-      child_->signal_group(SIGKILL);
-      while (!child_->poll_exit()) wait_signal(20 * kNsPerMs);
-    }
+    int status = child_->stop(
+        sig, spec_.runbook.preempt_grace_ns, [](int64_t ns) { wait_signal(ns); },
+        [this] { say("the job did not stop within the preempt grace: SIGKILL"); });
     join_output();
-    return *child_->poll_exit();
+    return status;
   }
   return 128 + sig;
 }
@@ -387,8 +335,7 @@ int Supervisor::ended(int status, const detect::Verdict& v) {
 }
 
 int Supervisor::run() {
-  sigset_t set = watched_signals();
-  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: they inherit it
+  block_watched_signals();  // before any thread starts: they inherit it
   if (auto st = setup(); !st) {
     say(st.error().message);
     return kExitUsage;

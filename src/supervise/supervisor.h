@@ -64,9 +64,6 @@ class Supervisor final : private runbook::IncidentHost {
   // What the loop does after a turn of the runbook.
   enum class Next { kContinue, kRelaunched, kExit };
 
-  // How long a launch waits for the rendezvous port to be freed after restart hygiene.
-  static constexpr int64_t kPortWaitNs = 5 * kNsPerSec;
-
   Status setup();
   // One turn of the runbook over this verdict.
   Next runbook_turn(const detect::Verdict& v, const detect::Observation& obs,

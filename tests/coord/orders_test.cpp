@@ -85,9 +85,9 @@ TEST_F(OrdersTest, TheIncarnationMovesOnceFencedAndTheRosterIsKept) {
   JobOrders a = on("a");
   auto zero = a.incarnation();
   ASSERT_TRUE(zero.ok()) << zero.error().message;
-  EXPECT_EQ(zero->incarnation, 0);
+  EXPECT_EQ(zero->record.incarnation, 0);
   EXPECT_EQ(zero->mod_revision, 0);
-  Incarnation to;
+  IncarnationRecord to;
   to.incarnation = 1;
   to.resume_from = "step_200";
   to.resume_step = 200;
@@ -101,15 +101,15 @@ TEST_F(OrdersTest, TheIncarnationMovesOnceFencedAndTheRosterIsKept) {
   EXPECT_FALSE(*again);
   auto one = a.incarnation();
   ASSERT_TRUE(one.ok());
-  EXPECT_EQ(one->incarnation, 1);
-  EXPECT_EQ(one->resume_from, "step_200");
-  EXPECT_EQ(one->resume_step, 200);
-  Incarnation two = to;
+  EXPECT_EQ(one->record.incarnation, 1);
+  EXPECT_EQ(one->record.resume_from, "step_200");
+  EXPECT_EQ(one->record.resume_step, 200);
+  IncarnationRecord two = to;
   two.incarnation = 2;
   auto fenced = a.advance(*one, two, fence_ + 1000);
   ASSERT_TRUE(fenced.ok());
   EXPECT_FALSE(*fenced);  // a leader whose key is not the one it holds moves nothing
-  EXPECT_EQ(a.incarnation()->incarnation, 1);
+  EXPECT_EQ(a.incarnation()->record.incarnation, 1);
 
   EXPECT_EQ(*a.launchers(), 0);
   ASSERT_TRUE(client_->put("/sw/jobs/j/launchers/a", "{}").ok());

@@ -1,0 +1,142 @@
+// The incarnation and launcher records; nlohmann-json stays in this file (STYLE rule 11).
+#include "src/coord/incarnation.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace stepwatch::coord {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The object, or an error naming the source; `what` names the record kind.
+Result<json> parse_object(std::string_view text, std::string_view source) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Error{Errc::kParse, fmt::format("{}: not a JSON object: {:.80}", source, text)};
+  }
+  return j;
+}
+
+// An optional field of the given kind: absent or null keeps `out`; a wrong type is an error.
+bool read_int(const json& j, const char* field, int64_t* out, std::string* error) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_number_integer()) {
+    *error = fmt::format("field \"{}\" must be an integer, got {}", field, it->dump());
+    return false;
+  }
+  *out = it->get<int64_t>();
+  return true;
+}
+
+bool read_string(const json& j, const char* field, std::string* out, std::string* error) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_string()) {
+    *error = fmt::format("field \"{}\" must be a string, got {}", field, it->dump());
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+}  // namespace
+
+std::string incarnation_key(std::string_view prefix, std::string_view job) {
+  return fmt::format("{}/jobs/{}/incarnation", prefix, job);
+}
+
+std::string launchers_prefix(std::string_view prefix, std::string_view job) {
+  return fmt::format("{}/jobs/{}/launchers/", prefix, job);
+}
+
+std::string launcher_key(std::string_view prefix, std::string_view job, std::string_view node) {
+  return launchers_prefix(prefix, job) + std::string(node);
+}
+
+std::string incarnation_to_json(const IncarnationRecord& r) {
+  json j{{"incarnation", r.incarnation},
+         {"resume_from", r.resume_from},
+         {"incident", r.incident},
+         {"by", r.by},
+         {"at_ns", r.at_ns}};
+  if (r.resume_step) j["resume_step"] = *r.resume_step;
+  return j.dump();
+}
+
+Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::string_view source) {
+  auto j = parse_object(text, source);
+  if (!j) return j.error();
+  if (!j->contains("incarnation")) {
+    return Error{Errc::kParse, fmt::format("{}: field \"incarnation\" is missing", source)};
+  }
+  IncarnationRecord r;
+  std::string e;
+  if (!read_int(*j, "incarnation", &r.incarnation, &e) ||
+      !read_string(*j, "resume_from", &r.resume_from, &e) ||
+      !read_int(*j, "incident", &r.incident, &e) || !read_string(*j, "by", &r.by, &e) ||
+      !read_int(*j, "at_ns", &r.at_ns, &e)) {
+    return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
+  }
+  if (j->contains("resume_step")) {
+    int64_t step = 0;
+    if (!read_int(*j, "resume_step", &step, &e))
+      return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
+    r.resume_step = step;
+  }
+  if (r.incarnation < 0) {
+    return Error{Errc::kParse, fmt::format("{}: field \"incarnation\" must be >= 0, got {}", source,
+                                           r.incarnation)};
+  }
+  return r;
+}
+
+std::string launcher_to_json(const LauncherRecord& r) {
+  return json{{"node", r.node},
+              {"pid", r.pid},
+              {"incarnation", r.incarnation},
+              {"started_at_ns", r.started_at_ns}}
+      .dump();
+}
+
+Result<LauncherRecord> launcher_from_json(std::string_view text, std::string_view source) {
+  auto j = parse_object(text, source);
+  if (!j) return j.error();
+  LauncherRecord r;
+  int64_t pid = 0;
+  std::string e;
+  if (!read_string(*j, "node", &r.node, &e) || !read_int(*j, "pid", &pid, &e) ||
+      !read_int(*j, "incarnation", &r.incarnation, &e) ||
+      !read_int(*j, "started_at_ns", &r.started_at_ns, &e)) {
+    return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
+  }
+  r.pid = static_cast<int>(pid);
+  return r;
+}
+
+Result<JobIncarnation> read_incarnation(EtcdClient& etcd, const std::string& key) {
+  auto got = etcd.range(key);
+  if (!got) return got.error();
+  JobIncarnation out;
+  if (got->kvs.empty()) return out;  // never bumped: incarnation 0
+  auto r = incarnation_from_json(got->kvs.front().value, "etcd key " + key);
+  if (!r) return r.error();
+  out.record = std::move(*r);
+  out.mod_revision = got->kvs.front().mod_revision;
+  return out;
+}
+
+bool valid_node_name(std::string_view n) {
+  if (n.empty() || n.size() > 63) return false;
+  for (char ch : n) {
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace stepwatch::coord

@@ -1,0 +1,279 @@
+#include "src/supervise/launcher.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "src/common/duration.h"
+#include "src/common/proc_stat.h"
+#include "src/contract/names.h"
+#include "src/probe/procfs.h"
+#include "src/runbook/hygiene.h"
+#include "src/supervise/rendezvous.h"
+#include "src/supervise/signals.h"
+#include "src/supervise/supervisor.h"
+
+namespace stepwatch::supervise {
+
+namespace {
+
+coord::SessionOptions session_options(const LauncherOptions& o) {
+  coord::SessionOptions s;
+  s.prefix = o.prefix;
+  s.node = o.node;
+  s.ttl_ns = o.lease_ttl_ns;
+  s.while_lost =
+      "the job keeps running as it is; nothing is relaunched until etcd answers with a moved "
+      "incarnation";
+  s.after_new_lease = "its launcher key is registered again";
+  return s;
+}
+
+}  // namespace
+
+Launcher::Launcher(LauncherOptions options)
+    : opt_(std::move(options)),
+      etcd_(coord::EtcdOptions{opt_.endpoints, "", opt_.request_timeout_ns}),
+      session_(etcd_, session_options(opt_)),
+      incarnation_key_(coord::incarnation_key(opt_.prefix, opt_.job)),
+      launcher_key_(coord::launcher_key(opt_.prefix, opt_.job, opt_.node)) {}
+
+Launcher::~Launcher() = default;
+
+void Launcher::say(const std::string& line) const {
+  std::fprintf(stderr, "stepwatch: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+std::optional<coord::JobIncarnation> Launcher::read() {
+  auto r = coord::read_incarnation(etcd_, incarnation_key_);
+  if (!r) {
+    session_.note_failure(r.error());  // said once per loss
+    return std::nullopt;
+  }
+  session_.note_ok();
+  if (r->record.incarnation < incarnation_ && told_behind_ != r->record.incarnation) {
+    told_behind_ = r->record.incarnation;
+    say(fmt::format(
+        "{}: incarnation {} in etcd is below this node's {}: ignored (only a higher incarnation "
+        "relaunches)",
+        incarnation_key_, r->record.incarnation, incarnation_));
+  }
+  return std::move(*r);
+}
+
+void Launcher::publish() {
+  if (session_.lease() == 0) return;
+  if (published_ && published_generation_ == session_.generation()) return;
+  coord::LauncherRecord rec{opt_.node, static_cast<int>(::getpid()), incarnation_, started_at_ns_};
+  auto put = etcd_.put(launcher_key_, coord::launcher_to_json(rec), session_.lease());
+  if (!put) return session_.note_failure(put.error());
+  session_.note_ok();
+  published_ = true;
+  published_generation_ = session_.generation();
+}
+
+void Launcher::deregister() {
+  if (session_.lease() == 0) return;
+  // The key lives on the lease: revoking it removes the key at once.
+  if (auto st = etcd_.revoke(session_.lease()); !st) {
+    say(fmt::format("cannot remove {} ({}): it goes when its lease expires, within {}",
+                    launcher_key_, st.error().message, format_duration(opt_.lease_ttl_ns)));
+  }
+}
+
+void Launcher::remember_session() {
+  // Every process of the job's session, while its leader's pid still names it: what hygiene
+  // may clean up before the next launch (a process that left the session is not ours to judge).
+  old_session_.clear();
+  old_incarnation_ = incarnation_;
+  probe::ProcessProbe procs(opt_.proc_root);
+  probe::Selector sel;
+  sel.sid = child_id_.pid;
+  probe::ScanOptions so;
+  so.io = false;
+  so.wchan = false;
+  auto tree = procs.scan(sel, so);
+  if (!tree) return;
+  for (const auto& [pid, p] : tree->procs) {
+    // Started with or after the leader: a pid reused since cannot pass for one of the job's.
+    if (p.start_ticks >= child_id_.start_ticks) old_session_.push_back({pid, p.start_ticks});
+  }
+}
+
+void Launcher::join_output() {
+  if (!child_) return;
+  child_->join_output();
+  if (uint64_t n = child_->dropped_passthrough_bytes()) {
+    say(fmt::format(
+        "{} bytes of the job's output were dropped because stepwatch's stdout or stderr was not "
+        "read (the job was never made to wait)",
+        n));
+  }
+}
+
+void Launcher::end_local() {
+  remember_session();
+  exit_ = child_->stop(
+      SIGTERM, opt_.grace_ns, [](int64_t ns) { wait_signal(ns); },
+      [this] { say("incarnation did not stop within the grace: SIGKILL to its process group"); });
+}
+
+void Launcher::hygiene(int64_t next_incarnation) {
+  runbook::HygieneInput in;
+  in.job = opt_.job;
+  in.incarnation = static_cast<uint32_t>(next_incarnation);
+  in.port = opt_.master_port;
+  in.beacon_dir = contract::job_dir(opt_.beacon_root, opt_.job);
+  in.proc_root = opt_.proc_root;
+  for (const auto& p : old_session_) {
+    in.recorded.push_back({p.pid, p.start_ticks, static_cast<uint32_t>(old_incarnation_),
+                           p.pid == child_id_.pid ? "launcher" : "child"});
+  }
+  auto found = runbook::find_leftovers(in);
+  if (!found.empty()) {
+    for (const auto& l : found) {
+      say(fmt::format("leftover before incarnation {}: {} {}: {}{}", next_incarnation,
+                      runbook::leftover_kind_name(l.kind), l.what, l.evidence,
+                      l.provable ? "" : " (not provably this job's: left alone)"));
+    }
+    runbook::CleanupOptions co;
+    co.grace_ns = opt_.grace_ns;
+    auto report = runbook::cleanup(found, in, co);
+    for (const auto& d : report.done) say("cleanup: " + d);
+    for (const auto& f : report.failed) say("cleanup failed: " + f);
+    for (const auto& r : report.remaining)
+      say(fmt::format("still there: {} {}", r.what, r.evidence));
+  }
+  old_session_.clear();
+  if (opt_.master_port) {
+    wait_rendezvous_port(opt_.proc_root, *opt_.master_port,
+                         [this](const std::string& l) { say(l); });
+  }
+}
+
+Status Launcher::launch(const coord::IncarnationRecord& record) {
+  if (child_) {
+    hygiene(record.incarnation);
+    join_output();
+    child_.reset();
+  } else if (opt_.master_port) {
+    wait_rendezvous_port(opt_.proc_root, *opt_.master_port,
+                         [this](const std::string& l) { say(l); });
+  }
+  incarnation_ = record.incarnation;
+  LaunchSpec ls;
+  ls.argv = opt_.argv;
+  ls.env = job_environment(opt_.beacon_root, opt_.job, incarnation_, opt_.master_port);
+  // The resume point as a single-node run passes it (docs/spec.md).
+  if (!record.resume_from.empty()) ls.env["STEPWATCH_RESUME_CHECKPOINT"] = record.resume_from;
+  if (record.resume_step) ls.env["STEPWATCH_RESUME_STEP"] = std::to_string(*record.resume_step);
+  auto child = Child::start(ls, {});
+  if (!child) return child.error();
+  child_ = std::move(*child);
+  child_id_ = {child_->pid(), 0};
+  if (auto ps = read_proc_stat(opt_.proc_root, child_->pid()))
+    child_id_.start_ticks = ps->start_ticks;
+  exit_.reset();
+  failed_at_.reset();
+  started_at_ns_ = wall_now_ns();
+  published_ = false;
+  say(fmt::format("job {} on {}: launched incarnation {}{} (pid {}): {}", opt_.job, opt_.node,
+                  incarnation_,
+                  record.resume_from.empty() ? "" : " resuming from " + record.resume_from,
+                  child_->pid(), fmt::join(ls.argv, " ")));
+  return {};
+}
+
+int Launcher::shutdown(int sig) {
+  say(fmt::format("received {}: passing it to the job and stopping", strsignal(sig)));
+  int status = 128 + sig;
+  if (child_ && !exit_) {
+    status = child_->stop(
+        sig, opt_.grace_ns, [](int64_t ns) { wait_signal(ns); },
+        [this] { say("the job did not stop within the grace: SIGKILL"); });
+  }
+  join_output();
+  deregister();
+  return status;
+}
+
+int Launcher::run() {
+  block_watched_signals();  // before any thread starts: they inherit it
+  // The first launch needs the job's incarnation: a node that guessed 0 would start an old one.
+  std::optional<coord::JobIncarnation> first;
+  int64_t give_up = mono_now_ns() + opt_.resume_wait_ns;
+  for (;;) {
+    first = read();
+    if (first) break;
+    if (mono_now_ns() >= give_up) {
+      say(fmt::format("cannot read {} from etcd ({}) within {}: nothing was launched",
+                      incarnation_key_, session_.last_error(),
+                      format_duration(opt_.resume_wait_ns)));
+      return kExitLaunchFailed;
+    }
+    if (int sig = wait_signal(opt_.poll_ns); sig == SIGINT || sig == SIGTERM) return 128 + sig;
+  }
+  session_.tick(SystemClock::instance().now());
+  if (auto st = launch(first->record); !st) {
+    say(st.error().message);
+    deregister();
+    return kExitLaunchFailed;
+  }
+  publish();
+  for (;;) {
+    if (int sig = wait_signal(opt_.poll_ns); sig == SIGINT || sig == SIGTERM) return shutdown(sig);
+    Stamp now = SystemClock::instance().now();
+    session_.tick(now);
+    publish();
+    auto seen = read();
+    bool moved = seen && seen->record.incarnation > incarnation_;
+    if (!exit_) exit_ = child_->poll_exit();
+    if (!exit_) {
+      if (!moved) continue;
+      say(fmt::format(
+          "the job's incarnation moved to {} (by {}, incident {}) while incarnation {} runs "
+          "here: ending it and relaunching",
+          seen->record.incarnation, seen->record.by.empty() ? "?" : seen->record.by,
+          seen->record.incident, incarnation_));
+      end_local();
+    } else if (*exit_ == 0) {
+      join_output();
+      say(fmt::format("job {} finished on {} (incarnation {})", opt_.job, opt_.node, incarnation_));
+      deregister();
+      return 0;
+    } else if (!moved) {
+      if (!failed_at_) {
+        failed_at_ = now.mono_ns;
+        remember_session();
+        say(fmt::format(
+            "incarnation {} ended with status {}: waiting up to {} for the job's incarnation to "
+            "move past {} (its leader moves it once every node has preempted)",
+            incarnation_, *exit_, format_duration(opt_.resume_wait_ns), incarnation_));
+      }
+      if (now.mono_ns - *failed_at_ < opt_.resume_wait_ns) continue;
+      join_output();
+      say(fmt::format(
+          "job {}: the incarnation never moved past {} within {}{}: exiting with the job's status "
+          "{}",
+          opt_.job, incarnation_, format_duration(opt_.resume_wait_ns),
+          session_.connected() ? "" : " (etcd is not answering: " + session_.last_error() + ")",
+          *exit_));
+      deregister();
+      return *exit_;
+    } else if (!failed_at_) {
+      remember_session();  // exited and moved in the same poll
+    }
+    if (auto st = launch(seen->record); !st) {
+      say(st.error().message);
+      deregister();
+      return kExitLaunchFailed;
+    }
+    publish();
+  }
+}
+
+}  // namespace stepwatch::supervise

@@ -1,0 +1,92 @@
+// `stepwatch run --coord`: the per-node launcher of a multi-node job (docs/run.md, "Multi-node:
+// --coord"). It launches and relaunches, nothing else: detection and the runbook are the node
+// agents' (their job leader preempts and then moves the job's incarnation in etcd).
+//   - It reads the job's incarnation N (coord/incarnation.h; absent: 0), launches the command as
+//     a Child (its own session and process group, output passed through) with
+//     STEPWATCH_INCARNATION=N and STEPWATCH_RESUME_CHECKPOINT when the record names a checkpoint,
+//     and registers <prefix>/jobs/<job>/launchers/<node> under a lease renewed from its loop.
+//   - Each poll it reads the incarnation key. Moved past N while the job runs here (preempted and
+//     relaunched elsewhere): it ends the local process group and relaunches. The job exited
+//     non-zero (often: this node's agent preempted its ranks): it waits up to resume_wait for
+//     the incarnation to move, then cleans what is left of the old group and relaunches; or, if
+//     it never moves, exits with the job's status. Exit 0: the job finished here.
+// It never relaunches without having read a moved incarnation from etcd: while etcd does not
+// answer, the job runs on as it is.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/common/clock.h"
+#include "src/common/process_id.h"
+#include "src/coord/etcd_client.h"
+#include "src/coord/incarnation.h"
+#include "src/coord/session.h"
+#include "src/supervise/child.h"
+
+namespace stepwatch::supervise {
+
+struct LauncherOptions {
+  std::vector<std::string> argv;
+  std::vector<std::string> endpoints;  // etcd client URLs, "http://HOST:PORT", tried in order
+  std::string prefix = "/stepwatch/v1";
+  std::string job;
+  std::string node;                       // this node's name in etcd (launchers/<node>)
+  std::string beacon_root;                // STEPWATCH_DIR for the job
+  int64_t lease_ttl_ns = 10 * kNsPerSec;  // the launcher key's lease; whole seconds
+  // How long an incarnation that exited non-zero waits for the job's incarnation to move.
+  int64_t resume_wait_ns = 10 * 60 * kNsPerSec;
+  int64_t grace_ns = 30 * kNsPerSec;  // SIGTERM to SIGKILL when ending the local group
+  int64_t poll_ns = 200 * kNsPerMs;
+  int64_t request_timeout_ns = 2 * kNsPerSec;  // per etcd request and endpoint
+  std::optional<int> master_port;              // checked free before every launch
+  std::string proc_root = "/proc";
+};
+
+class Launcher {
+ public:
+  explicit Launcher(LauncherOptions options);
+  ~Launcher();
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  // Runs the job on this node to its end; returns the exit status of `stepwatch run --coord`.
+  int run();
+
+ private:
+  // The incarnation key read this poll; nullopt when etcd did not answer (or the key is bad).
+  std::optional<coord::JobIncarnation> read();
+  Status launch(const coord::IncarnationRecord& record);
+  // Ends the running incarnation: its group gets SIGTERM, the grace, SIGKILL.
+  void end_local();
+  // What is left of the ended incarnation's session, proven by pid and start time, cleaned up
+  // before the next launch (runbook/hygiene.h), then the rendezvous port.
+  void hygiene(int64_t next_incarnation);
+  void remember_session();  // the current child's session members, for hygiene()
+  void publish();           // the launcher key, after each launch and each new lease
+  void deregister();
+  void join_output();
+  int shutdown(int sig);
+  void say(const std::string& line) const;
+
+  LauncherOptions opt_;
+  coord::EtcdClient etcd_;
+  coord::NodeSession session_;
+  std::string incarnation_key_, launcher_key_;
+  std::unique_ptr<Child> child_;
+  ProcessId child_id_;
+  std::optional<int> exit_;           // of the current incarnation, once it exited
+  std::optional<int64_t> failed_at_;  // monotonic ns when it was seen to exit non-zero
+  int64_t incarnation_ = 0;
+  int64_t started_at_ns_ = 0;
+  std::vector<ProcessId> old_session_;  // the ended incarnation's processes
+  int64_t old_incarnation_ = 0;
+  bool published_ = false;
+  uint64_t published_generation_ = 0;
+  std::optional<int64_t> told_behind_;  // the lower incarnation already reported
+};
+
+}  // namespace stepwatch::supervise

@@ -1,0 +1,367 @@
+// `stepwatch run --coord`, the per-node launcher of a multi-node job: the real binary, real
+// child processes and signals, and a real etcd (tests/support/etcd_server.h). The test plays
+// the job's leader: it writes <prefix>/jobs/<job>/incarnation as the leader would.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/coord/etcd_client.h"
+#include "src/coord/incarnation.h"
+#include "tests/cli/run_binary.h"
+#include "tests/support/etcd_server.h"
+#include "tests/support/temp_dir.h"
+
+namespace stepwatch {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+constexpr const char* kPrefix = "/swtest";
+
+// The job: says what it was given, optionally leaves a process of its group behind, and runs
+// until the test creates $DONE.
+constexpr const char* kJobScript = R"(#!/bin/sh
+echo "inc=$STEPWATCH_INCARNATION resume=$STEPWATCH_RESUME_CHECKPOINT job=$STEPWATCH_JOB pid=$$" >> "$LOG"
+if [ -n "$BG" ]; then sleep 300 & echo "bg=$!" >> "$LOG"; fi
+while [ ! -e "$DONE" ]; do sleep 0.05; done
+exit 0
+)";
+
+bool eventually(const std::function<bool()>& pred, double seconds) {
+  auto until = SteadyClock::now() + std::chrono::duration<double>(seconds);
+  while (SteadyClock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+bool alive(pid_t pid) {
+  return ::kill(pid, 0) == 0;
+}
+
+// A process's state letter from /proc ('Z' zombie); '?' when gone.
+char proc_state(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), {});
+  auto close = s.rfind(')');
+  return close == std::string::npos || close + 2 >= s.size() ? '?' : s[close + 2];
+}
+
+struct Line {
+  std::string inc, resume, job;
+  pid_t pid = 0;
+};
+
+class RunCoord : public ::testing::Test {
+ protected:
+  // One etcd for the whole suite, created on the main thread (it dies with that thread).
+  static void SetUpTestSuite() { etcd_ = new test::EtcdServer(); }
+  static void TearDownTestSuite() {
+    delete etcd_;
+    etcd_ = nullptr;
+  }
+
+  void SetUp() override {
+    job_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    script_ = dir_ / "job.sh";
+    std::ofstream(script_) << kJobScript;
+  }
+
+  void TearDown() override {
+    if (launcher_ > 0 && !exit_) {
+      ::kill(launcher_, SIGKILL);
+      ::waitpid(launcher_, nullptr, 0);
+    }
+    for (pid_t p : pids_to_reap_) ::kill(p, SIGKILL);
+  }
+
+  coord::EtcdClient& etcd() {
+    if (!client_) client_.emplace(coord::EtcdOptions{{etcd_->endpoint()}, "", kNsPerSec});
+    return *client_;
+  }
+
+  // Starts `stepwatch run --coord` in the background, its output in files of the test's dir.
+  void start(std::vector<std::string> extra = {}, const std::string& bg = "") {
+    const char* bin = std::getenv("STEPWATCH_BIN");
+    ASSERT_NE(bin, nullptr) << "ctest passes STEPWATCH_BIN";
+    std::vector<std::string> args = {
+        bin,       "run",      "--coord", etcd_->endpoint(), "--job", job_,    "--node",
+        "n1",      "--prefix", kPrefix,   "--lease-ttl",     "2s",    "--dir", dir_ / "beacons",
+        "--grace", "2s"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--", "/bin/sh", script_});
+    std::string out = dir_ / "stdout", err = dir_ / "stderr", log = dir_ / "log",
+                done = dir_ / "done";
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(126);
+      ::setenv("LOG", log.c_str(), 1);
+      ::setenv("DONE", done.c_str(), 1);
+      if (!bg.empty()) ::setenv("BG", bg.c_str(), 1);
+      ::unsetenv("STEPWATCH_JOB");
+      ::unsetenv("MASTER_PORT");
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(bin, argv.data());
+      ::_exit(127);
+    }
+    ASSERT_GT(pid, 0);
+    launcher_ = pid;
+  }
+
+  // The launcher's exit status once it exited within `seconds`.
+  std::optional<int> wait_exit(double seconds) {
+    eventually(
+        [&] {
+          int st = 0;
+          if (::waitpid(launcher_, &st, WNOHANG) == launcher_)
+            exit_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          return exit_.has_value();
+        },
+        seconds);
+    return exit_;
+  }
+
+  std::vector<Line> lines() const {
+    std::vector<Line> out;
+    std::ifstream f(dir_ / "log");
+    std::string l;
+    while (std::getline(f, l)) {
+      if (l.rfind("inc=", 0) != 0) continue;
+      Line x;
+      auto field = [&](const std::string& name) {
+        auto at = l.find(name + "=");
+        if (at == std::string::npos) return std::string();
+        at += name.size() + 1;
+        return l.substr(at, l.find(' ', at) - at);
+      };
+      x.inc = field("inc");
+      x.resume = field("resume");
+      x.job = field("job");
+      x.pid = std::atoi(field("pid").c_str());
+      out.push_back(x);
+    }
+    return out;
+  }
+
+  std::optional<pid_t> background_pid() const {
+    std::ifstream f(dir_ / "log");
+    std::string l;
+    while (std::getline(f, l)) {
+      if (l.rfind("bg=", 0) == 0) return std::atoi(l.c_str() + 3);
+    }
+    return std::nullopt;
+  }
+
+  bool launches(size_t n, double seconds = 5) {
+    return eventually([&] { return lines().size() >= n; }, seconds);
+  }
+
+  std::optional<coord::LauncherRecord> launcher_key() {
+    auto r = etcd().range(coord::launcher_key(kPrefix, job_, "n1"));
+    if (!r || r->kvs.empty()) return std::nullopt;
+    auto rec = coord::launcher_from_json(r->kvs[0].value, "launcher key");
+    if (!rec) return std::nullopt;
+    return *rec;
+  }
+
+  void bump(int64_t incarnation, const std::string& resume_from = "") {
+    coord::IncarnationRecord r{incarnation, resume_from,   std::nullopt,
+                               7,           "leader-node", wall_now_ns()};
+    auto put = etcd().put(coord::incarnation_key(kPrefix, job_), coord::incarnation_to_json(r));
+    ASSERT_TRUE(put.ok()) << put.error().message;
+  }
+
+  void finish() { std::ofstream(dir_ / "done") << "done\n"; }
+
+  std::string err() const { return test::read_file(dir_ / "stderr"); }
+
+  static test::EtcdServer* etcd_;
+  test::TempDir dir_;
+  std::string job_, script_;
+  std::optional<coord::EtcdClient> client_;
+  pid_t launcher_ = 0;
+  std::optional<int> exit_;
+  std::vector<pid_t> pids_to_reap_;
+};
+
+test::EtcdServer* RunCoord::etcd_ = nullptr;
+
+TEST_F(RunCoord, LaunchesIncarnationZeroRegistersAndFinishes) {
+  start();
+  ASSERT_TRUE(launches(1)) << err();
+  auto l = lines();
+  EXPECT_EQ(l[0].inc, "0");
+  EXPECT_EQ(l[0].resume, "");
+  EXPECT_EQ(l[0].job, job_);
+  ASSERT_TRUE(eventually([&] { return launcher_key().has_value(); }, 3)) << err();
+  auto key = *launcher_key();
+  EXPECT_EQ(key.node, "n1");
+  EXPECT_EQ(key.pid, launcher_);
+  EXPECT_EQ(key.incarnation, 0);
+  EXPECT_GT(key.started_at_ns, 0);
+
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+  EXPECT_FALSE(launcher_key().has_value()) << "the launcher key goes with the launcher";
+  EXPECT_NE(err().find("finished on n1"), std::string::npos) << err();
+}
+
+TEST_F(RunCoord, RelaunchesWhenTheIncarnationMovesWhileRunning) {
+  start();
+  ASSERT_TRUE(launches(1)) << err();
+  pid_t first = lines()[0].pid;
+  bump(1, "step_20");
+  ASSERT_TRUE(launches(2)) << err();
+  auto l = lines();
+  EXPECT_EQ(l[1].inc, "1");
+  EXPECT_EQ(l[1].resume, "step_20");
+  EXPECT_NE(l[1].pid, first);
+  EXPECT_FALSE(alive(first)) << "the old incarnation's group was ended";
+  ASSERT_TRUE(eventually([&] { return launcher_key() && launcher_key()->incarnation == 1; }, 3))
+      << err();
+  EXPECT_NE(err().find("moved to 1 (by leader-node, incident 7)"), std::string::npos) << err();
+
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+  EXPECT_EQ(lines().size(), 2u);
+}
+
+TEST_F(RunCoord, AJobKilledElsewhereWaitsForTheBumpThenCleansAndRelaunches) {
+  start({}, "yes");
+  ASSERT_TRUE(launches(1)) << err();
+  ASSERT_TRUE(eventually([&] { return background_pid().has_value(); }, 3));
+  pid_t first = lines()[0].pid, left = *background_pid();
+  pids_to_reap_.push_back(left);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);  // as this node's agent preempting its ranks would
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  EXPECT_EQ(lines().size(), 1u) << "no relaunch before the incarnation moves";
+  EXPECT_FALSE(wait_exit(0).has_value()) << err();
+  EXPECT_TRUE(alive(left));
+  EXPECT_TRUE(launcher_key().has_value()) << "still registered while it waits: " << err();
+  EXPECT_NE(err().find("ended with status 137: waiting up to"), std::string::npos) << err();
+
+  bump(1);
+  ASSERT_TRUE(launches(2)) << err();
+  EXPECT_EQ(lines()[1].inc, "1");
+  EXPECT_EQ(lines()[1].resume, "");
+  char st = proc_state(left);
+  EXPECT_TRUE(st == '?' || st == 'Z')
+      << "the old group's leftover was cleaned up, state " << st << ": " << err();
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+TEST_F(RunCoord, AJobKilledWithoutABumpEndsWithItsStatus) {
+  start({"--resume-wait", "700ms"});
+  ASSERT_TRUE(launches(1)) << err();
+  ASSERT_EQ(::kill(lines()[0].pid, SIGKILL), 0);
+  EXPECT_EQ(wait_exit(5), 137) << err();
+  EXPECT_NE(err().find("never moved past 0 within 700ms"), std::string::npos) << err();
+  EXPECT_FALSE(launcher_key().has_value());
+  EXPECT_EQ(lines().size(), 1u);
+}
+
+TEST_F(RunCoord, EtcdLostKeepsTheJobRunningAndNothingRelaunches) {
+  start();
+  ASSERT_TRUE(launches(1)) << err();
+  pid_t first = lines()[0].pid;
+  ASSERT_TRUE(eventually([&] { return launcher_key().has_value(); }, 3));
+  etcd_->kill();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(alive(first));
+  EXPECT_EQ(lines().size(), 1u);
+  EXPECT_FALSE(wait_exit(0).has_value()) << err();
+  etcd_->restart();
+  ASSERT_TRUE(eventually([&] { return launcher_key().has_value(); }, 8)) << err();
+  std::string e = err();
+  size_t first_lost = e.find("coordination lost");
+  ASSERT_NE(first_lost, std::string::npos) << e;
+  EXPECT_EQ(e.find("coordination lost", first_lost + 1), std::string::npos) << "said once: " << e;
+  EXPECT_NE(e.find("the job keeps running as it is"), std::string::npos) << e;
+
+  bump(1);
+  ASSERT_TRUE(launches(2, 8)) << err();
+  EXPECT_EQ(lines()[1].inc, "1");
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+TEST_F(RunCoord, SigtermGoesToTheJobAndDeregisters) {
+  start();
+  ASSERT_TRUE(launches(1)) << err();
+  pid_t first = lines()[0].pid;
+  ASSERT_TRUE(eventually([&] { return launcher_key().has_value(); }, 3));
+  ASSERT_EQ(::kill(launcher_, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(5), 128 + SIGTERM) << err();
+  EXPECT_FALSE(alive(first));
+  EXPECT_FALSE(launcher_key().has_value());
+}
+
+TEST_F(RunCoord, StartsWithTheIncarnationInEtcd) {
+  bump(4, "ckpt-9");
+  start();
+  ASSERT_TRUE(launches(1)) << err();
+  EXPECT_EQ(lines()[0].inc, "4");
+  EXPECT_EQ(lines()[0].resume, "ckpt-9");
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+// Flags: each mistake is named, nothing is launched (exit 2); etcd unreachable at start: 3.
+TEST(RunCoordFlags, ErrorsNameTheFlag) {
+  test::TempDir dir;
+  std::string marker = dir / "launched";
+  std::vector<std::string> cmd = {"--", "/bin/sh", "-c", "touch " + marker};
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    const char* says;
+  } cases[] = {
+      {{"--coord", "http://127.0.0.1:1"}, 2, "give --job or set STEPWATCH_JOB"},
+      {{"--coord", "etcd://127.0.0.1:2379", "--job", "j"}, 2, "--coord: \"etcd://127.0.0.1:2379\""},
+      {{"--coord", ",", "--job", "j"}, 2, "--coord: no etcd endpoint"},
+      {{"--coord", "http://127.0.0.1:1", "--job", "j", "--spec", "x.toml"},
+       2,
+       "--spec has no place"},
+      {{"--coord", "http://127.0.0.1:1", "--job", "j", "--lease-ttl", "1500ms"},
+       2,
+       "--lease-ttl must be whole seconds"},
+      {{"--coord", "http://127.0.0.1:1", "--job", "j", "--resume-wait", "soon"},
+       2,
+       "--resume-wait"},
+      {{"--coord", "http://127.0.0.1:1", "--job", "j", "--node", "a/b"}, 2, "--node \"a/b\""},
+      {{"--coord", "http://127.0.0.1:1", "--job", "j", "--prefix", "sw/"}, 2, "--prefix must"},
+      {{"--coord", "http://127.0.0.1:1", "--job", "../j"}, 2, "--job: "},
+      {{"--job", "j", "--node", "n1"}, 2, "--node is for the multi-node launcher"},
+      {{"--coord", "http://127.0.0.1:1", "--job", "j", "--resume-wait", "300ms"},
+       3,
+       "nothing was launched"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    auto r = run(args, dir.path(), {"STEPWATCH_JOB"});
+    EXPECT_EQ(r.exit_code, c.code) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_FALSE(std::ifstream(marker).good()) << "nothing is launched: " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace stepwatch
