@@ -12,7 +12,8 @@ namespace stepwatch::probe {
 
 namespace {
 
-constexpr std::string_view kListenState = "0A";  // TCP_LISTEN in /proc/net/tcp
+constexpr std::string_view kListenState = "0A";       // TCP_LISTEN in /proc/net/tcp
+constexpr std::string_view kEstablishedState = "01";  // TCP_ESTABLISHED
 
 bool parse_hex32(std::string_view s, uint32_t* out) {
   if (s.size() != 8) return false;
@@ -69,6 +70,8 @@ namespace {
 // inode ...". nullopt for a malformed one.
 struct SocketLine {
   Listener local;  // address, port, uid, inode, v6
+  std::string remote_address;
+  int remote_port = 0;
   std::string state;
 };
 
@@ -91,6 +94,16 @@ std::optional<SocketLine> parse_socket_line(std::string_view line, bool v6) {
   s.local.port = port_value;
   s.local.address = *addr;
   s.state = std::string(f[3]);
+  size_t rcolon = f[2].rfind(':');
+  if (rcolon != std::string_view::npos) {
+    auto raddr = decode_address(f[2].substr(0, rcolon), v6);
+    uint16_t rport = 0;
+    std::string_view rp = f[2].substr(rcolon + 1);
+    if (raddr && rp.size() == 4 && number(rp, &rport, 16)) {
+      s.remote_address = *raddr;
+      s.remote_port = rport;
+    }
+  }
   return s;
 }
 
@@ -138,15 +151,21 @@ std::vector<Listener> parse_proc_net_tcp(std::string_view text, bool v6, int* ma
 }
 
 std::optional<uint32_t> connected_socket_uid(const std::string& proc_root,
-                                             const std::string& address, int port) {
+                                             const std::string& address, int port,
+                                             const std::string& server_address, int server_port) {
   const std::string_view want = without_v4_mapping(address);
+  const std::string_view server = without_v4_mapping(server_address);
   std::optional<uint32_t> uid;
   for (bool v6 : {false, true}) {
     auto text = ProcFs(proc_root).net_tcp(v6);
     if (!text) continue;
     each_socket_line(*text, v6, [&](SocketLine s) {
-      if (uid || s.state == kListenState || s.local.port != port) return;
-      if (without_v4_mapping(s.local.address) == want) uid = s.local.uid;
+      if (uid || s.state != kEstablishedState || s.local.port != port ||
+          s.remote_port != server_port)
+        return;
+      if (without_v4_mapping(s.local.address) == want &&
+          without_v4_mapping(s.remote_address) == server)
+        uid = s.local.uid;
     });
   }
   return uid;

@@ -28,12 +28,16 @@ struct Listener {
 // The LISTEN sockets of one /proc/net/tcp or tcp6 text. Malformed lines are skipped and counted.
 std::vector<Listener> parse_proc_net_tcp(std::string_view text, bool v6, int* malformed = nullptr);
 
-// The uid that owns the connected TCP socket whose local end is address:port: a loopback
-// client's socket, as a server sees its peer (request.remote_addr, remote_port), from
-// <proc_root>/net/tcp and tcp6. "::ffff:127.0.0.1" and "127.0.0.1" are the same address.
+// The uid that owns the connected TCP socket of a loopback client, as a server sees its peer:
+// the ESTABLISHED socket whose local end is address:port (request.remote_addr, remote_port)
+// and whose remote end is the server's own server_address:server_port (request.local_addr,
+// local_port), from <proc_root>/net/tcp and tcp6. The whole 4-tuple, and the state, matter: a
+// client port is reused at once for other destinations, and a TIME_WAIT socket of an earlier
+// connection on it is listed as uid 0. "::ffff:127.0.0.1" and "127.0.0.1" are the same address.
 // nullopt when no such socket is listed (gone, or not on this host).
 std::optional<uint32_t> connected_socket_uid(const std::string& proc_root,
-                                             const std::string& address, int port);
+                                             const std::string& address, int port,
+                                             const std::string& server_address, int server_port);
 
 // LISTEN sockets on `port` from <proc_root>/net/tcp and tcp6. A missing file (no IPv6) is no
 // socket; kNotFound only when neither file exists.

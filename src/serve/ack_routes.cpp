@@ -23,7 +23,13 @@ void serve_ack(const httplib::Request& req, httplib::Response& res, const std::s
   // The bearer token, when configured, was checked before the body was read (HttpListener).
   auto body = parse_ack_body(req.body);
   if (!body) return error_reply(res, 400, body.error().message);
-  AckRequest a{job, std::move(body->by), std::move(body->note), req.remote_addr, req.remote_port};
+  AckRequest a{job,
+               std::move(body->by),
+               std::move(body->note),
+               req.remote_addr,
+               req.remote_port,
+               req.local_addr,
+               req.local_port};
   if (gate) {
     if (auto refused = gate(a)) return error_reply(res, refused->status, refused->message);
   }

@@ -32,6 +32,8 @@ struct AckRequest {
   std::string note;         // free text from the acker
   std::string remote_addr;  // the peer's IP address
   int remote_port = 0;
+  std::string local_addr;  // this server's end of the connection
+  int local_port = 0;
 };
 
 // The acked incident; nullopt when the job has no open incident (404). An error is a 500.

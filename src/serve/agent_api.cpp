@@ -84,7 +84,8 @@ struct ApiServer::Impl {
     auto job = source->job(a.job);
     if (!job) return AckRefusal{404, fmt::format("no job {} on this agent", a.job)};
     if (!config.bearer_token.empty()) return std::nullopt;
-    auto peer = probe::connected_socket_uid(source->proc_root(), a.remote_addr, a.remote_port);
+    auto peer = probe::connected_socket_uid(source->proc_root(), a.remote_addr, a.remote_port,
+                                            a.local_addr, a.local_port);
     const uint32_t me = ::geteuid();
     if (peer && (*peer == 0 || *peer == me || (job->owner_uid && *peer == *job->owner_uid)))
       return std::nullopt;

@@ -75,10 +75,17 @@ TEST(Ports, APortIsFourHexDigitsAsTheKernelPrintsIt) {
 TEST(Ports, AConnectedSocketsOwnerIsFoundByItsLocalEnd) {
   const std::string root = fake_root();
   // Line 2 of the checked-in tcp: 127.0.0.1:29500 -> 127.0.0.1:50000, ESTABLISHED, uid 1000.
-  EXPECT_EQ(connected_socket_uid(root, "127.0.0.1", 29500), std::optional<uint32_t>(1000));
-  EXPECT_EQ(connected_socket_uid(root, "::ffff:127.0.0.1", 29500), std::optional<uint32_t>(1000));
-  EXPECT_EQ(connected_socket_uid(root, "127.0.0.1", 22), std::nullopt);  // only a listener there
-  EXPECT_EQ(connected_socket_uid(root, "127.0.0.2", 29500), std::nullopt);
+  EXPECT_EQ(connected_socket_uid(root, "127.0.0.1", 29500, "127.0.0.1", 50000),
+            std::optional<uint32_t>(1000));
+  EXPECT_EQ(connected_socket_uid(root, "::ffff:127.0.0.1", 29500, "::ffff:127.0.0.1", 50000),
+            std::optional<uint32_t>(1000));
+  EXPECT_EQ(connected_socket_uid(root, "127.0.0.1", 22, "127.0.0.1", 50000),
+            std::nullopt);  // only a listener there
+  EXPECT_EQ(connected_socket_uid(root, "127.0.0.2", 29500, "127.0.0.1", 50000), std::nullopt);
+  // The same client port towards another server is another connection.
+  EXPECT_EQ(connected_socket_uid(root, "127.0.0.1", 29500, "127.0.0.1", 50001), std::nullopt);
+  // Line 4 is a TIME_WAIT socket (uid 0): a closed connection owns nothing.
+  EXPECT_EQ(connected_socket_uid(root, "10.0.0.10", 29500, "10.0.0.11", 54321), std::nullopt);
 
   // A real client socket on this machine belongs to us.
   int server = ::socket(AF_INET, SOCK_STREAM, 0), client = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -94,7 +101,8 @@ TEST(Ports, AConnectedSocketsOwnerIsFoundByItsLocalEnd) {
   sockaddr_in mine{};
   len = sizeof mine;
   ASSERT_EQ(::getsockname(client, reinterpret_cast<sockaddr*>(&mine), &len), 0);
-  EXPECT_EQ(connected_socket_uid("/proc", "127.0.0.1", ntohs(mine.sin_port)),
+  EXPECT_EQ(connected_socket_uid("/proc", "127.0.0.1", ntohs(mine.sin_port), "127.0.0.1",
+                                 ntohs(addr.sin_port)),
             std::optional<uint32_t>(::geteuid()));
   ::close(client);
   ::close(server);
