@@ -143,8 +143,9 @@ _API_RE = re.compile(r"API on 127\.0\.0\.1:(\d+)$", re.M)
 
 class NodeAgent:
     """One node of a multi-node job: a real `stepwatch agent` with its own node name, beacon root,
-    state and specs directories under base/<name>, a [coord] section naming `endpoint`, and the
-    API on 127.0.0.1:0 (the port it bound is read from its log: "... API on 127.0.0.1:PORT").
+    state and specs directories under base/<name>, a [coord] section naming `endpoint` (none when
+    it is None: a single-node agent), and the API on 127.0.0.1:0 (the port it bound is read from
+    its log: "... API on 127.0.0.1:PORT").
     start() may be called again after kill(): same directories, a new port."""
 
     def __init__(self, bin, base, name, endpoint, ttl="1s", poll="200ms", request_timeout="500ms", extra=""):
@@ -158,9 +159,10 @@ class NodeAgent:
         self.config = os.path.join(self.dir, "agent.toml")
         with open(self.config, "w") as f:
             f.write(f'beacon_roots = ["{self.root}"]\nstate_dir = "{self.dir}/state"\nspecs_dir = "{self.specs}"\n'
-                    f'listen = "127.0.0.1:0"\npoll_interval = "{poll}"\n{extra}\n'
-                    f'[coord]\nendpoints = ["{endpoint}"]\nnode_name = "{name}"\nlease_ttl = "{ttl}"\n'
-                    f'request_timeout = "{request_timeout}"\n')
+                    f'listen = "127.0.0.1:0"\npoll_interval = "{poll}"\n{extra}\n')
+            if endpoint is not None:  # None: a single-node agent, no [coord]
+                f.write(f'[coord]\nendpoints = ["{endpoint}"]\nnode_name = "{name}"\nlease_ttl = "{ttl}"\n'
+                        f'request_timeout = "{request_timeout}"\n')
         self.proc = None
         self.api = None
 
