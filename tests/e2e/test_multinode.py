@@ -189,6 +189,10 @@ class MultiNodeTorchJob(MultiNodeBase):
         jb = self.wait_for("b's verdict on the whole job", lambda: (lambda j: j if j["state"] == "stalled" else None)(
             b.job(JOB)))
         self.assertEqual(jb["cluster"]["leader"], "b")
+        # Not asserted (docs/multinode.md, "not there yet"): b never read a's summary, so it judges
+        # the ranks still reported, rank 1 alone (stalled/phase-overrun), not rank 0 rank-silent.
+        print(f"new leader's view: {jb['state']}/{jb['cause']}, ranks {[r['rank'] for r in jb['ranks']]}",
+              file=sys.stderr)
         inc = self.incidents(b)
         self.assertEqual([(str(i["id"]), i["status"], i["acked_by"]) for i in inc], [(incident_id, "acked", "alice")])
         time.sleep(1.0)
