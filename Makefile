@@ -58,6 +58,7 @@ bench: deps
 	./build/release/bench/probe_bench --fake-nvml build/release/tests/probe/fake_nvml/libnvidia-ml.so
 	./build/release/bench/agent_bench
 	./build/release/bench/coord/coord_bench
+	/usr/bin/python3 bench/multinode_latency.py --build-dir build/release
 
 format:
 	clang-format-14 -i $$(git ls-files '*.cpp' '*.h' '*.hpp' '*.c')

@@ -3,7 +3,8 @@
 # stepwatch Python package and supervised by `stepwatch run`: a rank stalls in its data loader,
 # the owner is paged, an artifact is collected, the job is preempted, resumed from its last
 # committed checkpoint, and finishes. A node agent (`stepwatch agent`, with its dashboard) watches
-# the same job on its own. Then the detector on recorded stall scenarios.
+# the same job on its own. Then the detector on recorded stall scenarios. Then a job split across
+# two node agents coordinating through a real etcd (examples/demo_multinode.sh).
 set -euo pipefail
 build=${1:-build/release}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -109,4 +110,5 @@ for s in checkpoint-rank0 rank-dies; do
   "$sw" replay "$work/traces/$s.jsonl" | grep -v "^             rank [0-9]*: starting"
 done
 say "done; everything is in $work"
+"$here/examples/demo_multinode.sh" "$build"
 exit "$rc"

@@ -1,13 +1,17 @@
-"""What the agent's end-to-end tests share: ranks that step and then hang, ports, HTTP gets, and
-a test base that starts real processes and stops them all afterwards."""
+"""What the agent's end-to-end tests share: ranks that step and then hang, ports, HTTP gets, a
+webhook receiver, a node agent of a multi-node job, and a test base that starts real processes
+and stops them all afterwards."""
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.request
@@ -102,3 +106,114 @@ class AgentBase(unittest.TestCase):
                 last = e
             time.sleep(0.5)
         self.fail(f"timed out waiting for {what}: {last}")
+
+
+class Receiver:
+    """A real local webhook receiver that records every page, and when it came (time.time())."""
+
+    def __init__(self):
+        import http.server
+
+        self.pages = []
+        self.times = []
+        pages, times = self.pages, self.times
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                times.append(time.time())
+                pages.append(body)
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/page"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+_API_RE = re.compile(r"API on 127\.0\.0\.1:(\d+)$", re.M)
+
+
+class NodeAgent:
+    """One node of a multi-node job: a real `stepwatch agent` with its own node name, beacon root,
+    state and specs directories under base/<name>, a [coord] section naming `endpoint` (none when
+    it is None: a single-node agent), and the API on 127.0.0.1:0 (the port it bound is read from
+    its log: "... API on 127.0.0.1:PORT").
+    start() may be called again after kill(): same directories, a new port."""
+
+    def __init__(self, bin, base, name, endpoint, ttl="1s", poll="200ms", request_timeout="500ms", extra=""):
+        self.bin, self.name = bin, name
+        self.dir = os.path.join(base, name)
+        self.root = os.path.join(self.dir, "beacons")
+        self.specs = os.path.join(self.dir, "specs")
+        for d in (self.root, self.specs):
+            os.makedirs(d, exist_ok=True)
+        self.log = os.path.join(self.dir, "agent.log")
+        self.config = os.path.join(self.dir, "agent.toml")
+        with open(self.config, "w") as f:
+            f.write(f'beacon_roots = ["{self.root}"]\nstate_dir = "{self.dir}/state"\nspecs_dir = "{self.specs}"\n'
+                    f'listen = "127.0.0.1:0"\npoll_interval = "{poll}"\n{extra}\n')
+            if endpoint is not None:  # None: a single-node agent, no [coord]
+                f.write(f'[coord]\nendpoints = ["{endpoint}"]\nnode_name = "{name}"\nlease_ttl = "{ttl}"\n'
+                        f'request_timeout = "{request_timeout}"\n')
+        self.proc = None
+        self.api = None
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def start(self, timeout=15):
+        offset = os.path.getsize(self.log) if os.path.exists(self.log) else 0
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([self.bin, "agent", "--config", self.config], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(self.log, errors="replace") as f:
+                f.seek(offset)
+                m = _API_RE.search(f.read())
+            if m:
+                self.api = f"http://127.0.0.1:{m.group(1)}"
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"agent {self.name} did not start; its log ends:\n{self.log_tail()}")
+
+    def log_tail(self, n=3000):
+        with open(self.log, errors="replace") as f:
+            return f.read()[-n:]
+
+    def json(self, path, timeout=5):
+        return json.loads(get(self.api + path, timeout))
+
+    def job(self, job):
+        return self.json(f"/api/v1/jobs/{job}")
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def kill(self):
+        """SIGKILL, as a node or agent that dies; reaped."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGCONT)  # a stopped agent cannot act on SIGTERM
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

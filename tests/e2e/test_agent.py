@@ -18,7 +18,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-from agent_support import AS_NOBODY, RANKS, AgentBase, free_port, get, write_paged_spec  # noqa: E402
+from agent_support import AS_NOBODY, RANKS, AgentBase, Receiver, free_port, get, write_paged_spec  # noqa: E402
 from swtest import python_env  # noqa: E402
 
 PROMETHEUS = shutil.which("prometheus")
@@ -70,34 +70,6 @@ class PrometheusScrape(AgentBase):
         detail = json.loads(get(api + "/api/v1/jobs/scraped"))
         self.assertEqual(detail["state"], "stalled")
         self.assertEqual(detail["last_step"], 79)
-
-
-class Receiver:
-    """A real local webhook receiver that records every page."""
-
-    def __init__(self):
-        import http.server
-        import threading
-
-        self.pages = []
-        pages = self.pages
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                pages.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0)))))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/page"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class AgentKilled(AgentBase):
