@@ -141,7 +141,7 @@ took=$(/usr/bin/python3 -c "print(f'{$EPOCHREALTIME - $start:.1f}')")
 echo "  ${api[$other]}/api/v1/jobs/ddp, $took s after the kill:"
 jq_py "${api[$other]}/api/v1/jobs/ddp" '"  cluster.leader = %s, leads = %s, state %s/%s" % (j["cluster"]["leader"],
   j["cluster"]["leads"], j["state"], j["cause"])'
-echo "  (a new leader that never read the old one's summary judges the ranks still reported: rank 1 alone)"
+echo "  (it never read $leader's summary; the roster $leader kept in etcd names $leader's rank: rank-silent)"
 jq_py "${api[$other]}/api/v1/incidents?job=ddp" '"  incident %s, adopted from etcd: %s" % (j["incidents"][0]["id"],
   j["incidents"][0]["status"])'
 sleep 1

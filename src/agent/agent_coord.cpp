@@ -154,8 +154,15 @@ void Agent::step_runbook(Tracked& t, const detect::Verdict& v, Stamp now) {
     t.job_runbook->step(v, now);
   } else if (t.job_runbook) {
     // Even mid-preempt: the next leader finds the order in etcd and gathers the reports itself.
-    log_info("agent: job {}: this node no longer leads it ({} does): its incident is theirs", t.job,
-             t.coord && !t.coord->leader().empty() ? t.coord->leader() : "unknown");
+    if (!coord_->session.connected()) {
+      log_info(
+          "agent: job {}: etcd does not answer: this node leads it no more (its incident is "
+          "in etcd, for the leader to go on with)",
+          t.job);
+    } else {
+      log_info("agent: job {}: this node no longer leads it ({} does): its incident is theirs",
+               t.job, t.coord && !t.coord->leader().empty() ? t.coord->leader() : "unknown");
+    }
     t.job_runbook.reset();
     t.job_act.reset();
   }
