@@ -452,6 +452,8 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   t.state.verdict = v;
   t.state.observation = std::move(obs);
   t.observed = true;
+  t.showing_view = false;
+  if (coord_) share_view(t, now);
   // Process details only for ranks quiet for an expected interval (the poll interval while it
   // is still being learned): a rank that keeps committing steps costs one liveness check.
   t.watch->observer().set_detail_after(v.expected_interval_ns > 0 ? v.expected_interval_ns

@@ -127,6 +127,9 @@ class Agent : public serve::JobSource {
   runbook::AfterPreempt after_job_preempt(Tracked& t, const runbook::ActReport& report);
   // The leader's roster of the job's nodes: written when it changes, read when it takes over.
   void keep_roster(Tracked& t, const detect::Observation& merged, bool took_over, Stamp now);
+  // The leader writes its view of the whole job (on a change of verdict, and every publish
+  // interval); another node shows the leader's view in place of its own ranks' verdict.
+  void share_view(Tracked& t, Stamp now);
   void coord_health(watch::AgentHealth& h, Stamp now) const;
 
   AgentConfig config_;

@@ -390,6 +390,40 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
                             to.resume_from.empty() ? "" : " from " + to.resume_from)};
 }
 
+void Agent::share_view(Tracked& t, Stamp now) {
+  if (!t.coord || !t.orders || !coord_->session.connected()) return;
+  if (t.coord->leads()) {
+    const std::string said =
+        fmt::format("{}/{} {}", detect::state_name(t.state.verdict.state),
+                    detect::cause_name(t.state.verdict.cause), t.state.verdict.summary);
+    bool due = !t.view_written_mono_ns ||
+               now.mono_ns - *t.view_written_mono_ns >= coord_->config.publish_interval_ns;
+    if (said == t.view_written && !due) return;
+    coord::JobView v{node_name(), now.wall_ns, t.state.verdict, t.state.observation};
+    if (auto st = t.orders->write_view(v, t.coord->fence()); !st) {
+      coord_->session.note_failure(st.error());
+      return;
+    }
+    t.view_written = said;
+    t.view_written_mono_ns = now.mono_ns;
+    return;
+  }
+  auto v = t.orders->view();
+  if (!v) {
+    note_problem(fmt::format("job {}: the leader's view: {}", t.job, v.error().message));
+    return;
+  }
+  if (!*v || (*v)->leader != t.coord->leader()) return;  // none yet, or an earlier leader's
+  // The job's verdict is the leader's; ages are as the leader last judged them, and its ranks'
+  // monotonic stamps are of the leader's clock: shown by wall time here.
+  t.own = std::move(t.state.observation);
+  t.showing_view = true;
+  t.state.verdict = std::move((*v)->verdict);
+  t.state.observation = std::move((*v)->observation);
+  t.state.observation.one_clock = false;
+  t.state.observation.local_host.clear();
+}
+
 bool Agent::preempting(const Tracked& t) const {
   return t.order_act.has_value() || (t.job_runbook && t.job_runbook->acting());
 }

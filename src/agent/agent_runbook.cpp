@@ -36,7 +36,7 @@ bool Agent::preempted_by_us(const Tracked& t) const {
   const std::set<int>& ended = t.runbook->ended_pids();
   if (ended.empty() && t.ended_by_orders.empty()) return false;
   bool any = false;
-  for (const auto& r : t.state.observation.ranks) {
+  for (const auto& r : t.own_look().ranks) {
     if (r.pid <= 0) continue;
     if (!ended.count(r.pid) && !t.ended_by_orders.count(r.pid)) return false;
     any = true;
@@ -99,8 +99,8 @@ bool Agent::JobHost::may_open(const detect::Verdict& v, Stamp now) {
   if (agent_.preempted_by_us(t_)) return false;  // the agent ended these processes: no new stall
   if (t_.preempted_incarnation >= 0) {
     // Ranks of an incarnation the job's orders preempted are ended, not stalled.
-    bool all_ended = !t_.state.observation.ranks.empty();
-    for (const auto& r : t_.state.observation.ranks)
+    bool all_ended = !t_.own_look().ranks.empty();
+    for (const auto& r : t_.own_look().ranks)
       all_ended = all_ended && static_cast<int64_t>(r.incarnation) <= t_.preempted_incarnation;
     if (all_ended) return false;
   }
@@ -147,7 +147,7 @@ runbook::PreemptTargets Agent::JobHost::targets() {
   runbook::PreemptTargets out;
   const std::string& proc_root = agent_.config_.proc_root;
   std::string dir = contract::job_dir(t_.root, t_.job);
-  for (const auto& r : t_.state.observation.ranks) {
+  for (const auto& r : t_.own_look().ranks) {
     if (r.status != contract::RankStatus::kRunning || r.pid <= 0) continue;
     if (scope_ == Scope::kJob) {
       // The job's preempt: every node proves and ends its own ranks (an order); these refs only
@@ -156,8 +156,11 @@ runbook::PreemptTargets Agent::JobHost::targets() {
           {{r.pid, r.pid_start_ticks}, fmt::format("rank {} on {}", r.rank, r.host)});
       continue;
     }
-    // Ranks of other nodes (merged where this node leads) are never this node's to signal.
-    if (t_.state.cluster && t_.state.cluster->leads && r.host != t_.state.cluster->node) continue;
+    // Ranks of other nodes (merged where this node leads, or the leader's view shown here) are
+    // never this node's to signal: only its own (named by its node, or by the host the beacon
+    // says when this node's own look is shown).
+    if (t_.state.cluster && r.host != t_.state.cluster->node && r.host != agent_.deps_.host)
+      continue;
     Proof p = prove_rank_process(proc_root, dir, r);
     if (p.proven) {
       p.process.label = fmt::format("rank {}", r.rank);
@@ -184,7 +187,7 @@ std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, in
   for (const auto& p : targets.processes) {
     runbook::JobProcess jp;
     jp.process = p;
-    for (const auto& r : t_.state.observation.ranks) {
+    for (const auto& r : t_.own_look().ranks) {
       if (r.pid == p.pid) jp.rank = r.rank;
     }
     req.processes.push_back(jp);

@@ -108,6 +108,13 @@ struct Agent::Tracked {
   int64_t preempted_incarnation = -1;  // the highest incarnation an order preempted here
   std::set<int> ended_by_orders;       // pids this node ended as ordered: not a new stall
   std::map<std::string, std::vector<int>> roster_written;  // what the leader last wrote
+  // A follower shows its leader's view of the whole job in `state`; its own look at its own
+  // ranks (which only it may prove and preempt) stays here meanwhile.
+  detect::Observation own;
+  bool showing_view = false;
+  const detect::Observation& own_look() const { return showing_view ? own : state.observation; }
+  std::string view_written;  // the verdict summary of the view last written
+  std::optional<int64_t> view_written_mono_ns;
 };
 
 }  // namespace stepwatch::agent

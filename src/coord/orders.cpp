@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/detect/trace.h"
+
 namespace stepwatch::coord {
 
 namespace {
@@ -186,6 +188,49 @@ JobOrders::roster() {
     return Error{Errc::kParse,
                  fmt::format("etcd key {}: not a roster: {}", r->kvs[0].key, e.what())};
   }
+}
+
+Status JobOrders::write_view(const JobView& v, int64_t fence) {
+  if (fence == 0) return Error{Errc::kBusy, "not the leader: no view"};
+  json obs = json::parse(detect::observation_to_json(v.observation));
+  obs.erase("type");
+  json j = {{"leader", v.leader},
+            {"at_wall_ns", v.at_wall_ns},
+            {"verdict", json::parse(detect::verdict_to_json(v.verdict))},
+            {"obs", obs}};
+  auto t =
+      etcd_.txn({Compare::create_rev(fence_key_, fence)}, {TxnOp::put(base_ + "view", j.dump())});
+  if (!t) return t.error();
+  if (!t->succeeded) return Error{Errc::kBusy, "the job's view was refused by the fence"};
+  return {};
+}
+
+Result<std::optional<JobView>> JobOrders::view() {
+  auto r = etcd_.range(base_ + "view");
+  if (!r) return r.error();
+  if (r->kvs.empty()) return std::optional<JobView>{};
+  auto j = parse(r->kvs[0]);
+  if (!j) return j.error();
+  const std::string& key = r->kvs[0].key;
+  JobView v;
+  try {
+    v.leader = j->at("leader").get<std::string>();
+    v.at_wall_ns = j->at("at_wall_ns").get<int64_t>();
+  } catch (const std::exception& e) {
+    return Error{Errc::kParse, fmt::format("etcd key {}: not a view: {}", key, e.what())};
+  }
+  auto verdict = detect::verdict_from_json(j->value("verdict", json::object()).dump());
+  if (!verdict)
+    return Error{Errc::kParse,
+                 fmt::format("etcd key {}: verdict: {}", key, verdict.error().message)};
+  json obs = j->value("obs", json::object());
+  obs["type"] = "obs";
+  auto line = detect::parse_trace_line(obs.dump());
+  if (!line)
+    return Error{Errc::kParse, fmt::format("etcd key {}: obs: {}", key, line.error().message)};
+  v.verdict = std::move(*verdict);
+  v.observation = std::move(line->obs);
+  return std::optional<JobView>{std::move(v)};
 }
 
 runbook::ActReport merged_report(const std::vector<Done>& dones,

@@ -15,6 +15,9 @@
 //   launchers/<node>           a `stepwatch run --coord` on that node (under its lease).
 //   roster                     {"incarnation","nodes":{node:[ranks]}}: every node the leader
 //                              knew ranks on, so a next leader names a dead leader's ranks.
+//   view                       {"leader","at_wall_ns","verdict":{...},"obs":{...}}: the
+//                              leader's verdict on the whole job and its merged ranks, for the
+//                              other nodes' status, API and dashboard.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,8 @@
 #include "src/common/result.h"
 #include "src/coord/etcd_client.h"
 #include "src/coord/incarnation.h"
+#include "src/detect/observation.h"
+#include "src/detect/verdict.h"
 #include "src/runbook/incident.h"
 
 namespace stepwatch::coord {
@@ -54,6 +59,14 @@ struct Done {
   std::string summary;   // PreemptReport::summary()
   std::vector<DoneProcess> processes;
   int64_t at_ns = 0;
+};
+
+// The leader's view of the whole job, as the other nodes show it.
+struct JobView {
+  std::string leader;
+  int64_t at_wall_ns = 0;  // when the leader judged it
+  detect::Verdict verdict;
+  detect::Observation observation;  // every node's ranks, each with its node as host
 };
 
 // The job's keys, and this node (whose node key fences the leader's writes).
@@ -86,6 +99,10 @@ class JobOrders {
   Status write_roster(int64_t incarnation, const std::map<std::string, std::vector<int>>& nodes,
                       int64_t fence);
   Result<std::optional<std::pair<int64_t, std::map<std::string, std::vector<int>>>>> roster();
+
+  // The leader's view (fenced); the others read it.
+  Status write_view(const JobView& v, int64_t fence);
+  Result<std::optional<JobView>> view();
 
  private:
   EtcdClient& etcd_;

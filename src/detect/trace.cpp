@@ -291,6 +291,93 @@ std::string verdict_to_json(const Verdict& v, std::string_view job) {
   return j.dump();
 }
 
+namespace {
+
+template <class E, size_t N>
+E enum_of(const json& v, const char* key, const E (&all)[N], const char* (*name)(E)) {
+  std::string text = as_str(v, key);
+  for (E e : all) {
+    if (text == name(e)) return e;
+  }
+  throw FieldError{fmt::format("field \"{}\": unknown value \"{}\"", key, text)};
+}
+
+constexpr State kStates[] = {State::kStarting, State::kHealthy, State::kSlow,    State::kSuspect,
+                             State::kStalled,  State::kDead,    State::kFinished};
+constexpr Cause kCauses[] = {Cause::kNone,       Cause::kCollective, Cause::kIo,
+                             Cause::kHost,       Cause::kInit,       Cause::kPhaseOverrun,
+                             Cause::kRankSilent, Cause::kUnknown};
+constexpr IntervalSource kSources[] = {IntervalSource::kSpec, IntervalSource::kLearned,
+                                       IntervalSource::kLearning};
+
+// Seconds (a JSON number, or null) back to ns; `none` for null or absent.
+int64_t ns_of(const json& o, const char* key, int64_t none) {
+  auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return none;
+  return static_cast<int64_t>(std::llround(as_num(*it, key) * 1e9));
+}
+
+}  // namespace
+
+Result<Verdict> verdict_from_json(std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return Error{Errc::kParse, "a verdict must be a JSON object"};
+  try {
+    Verdict v;
+    v.state = enum_of(need(j, "state"), "state", kStates, state_name);
+    v.cause = enum_of(need(j, "cause"), "cause", kCauses, cause_name);
+    v.since_wall_ns = ns_of(j, "since_unix", 0);
+    if (j.contains("last_step") && !j["last_step"].is_null())
+      v.last_step = as_int(j["last_step"], "last_step");
+    v.last_step_age_ns = ns_of(j, "last_step_age_seconds", -1);
+    v.expected_interval_ns = ns_of(j, "expected_interval_seconds", 0);
+    if (j.contains("interval_source"))
+      v.interval_source =
+          enum_of(j["interval_source"], "interval_source", kSources, interval_source_name);
+    opt(j, "phase", v.phase, as_str);
+    if (int64_t b = ns_of(j, "phase_budget_seconds", -1); b >= 0) v.phase_budget_ns = b;
+    opt(j, "summary", v.summary, as_str);
+    for (const auto& rj : need(j, "ranks")) {
+      RankVerdict r;
+      r.rank = static_cast<int>(as_int(need(rj, "rank"), "ranks.rank"));
+      r.state = enum_of(need(rj, "state"), "ranks.state", kStates, state_name);
+      r.cause = enum_of(need(rj, "cause"), "ranks.cause", kCauses, cause_name);
+      if (rj.contains("step") && !rj["step"].is_null()) r.step = as_int(rj["step"], "ranks.step");
+      r.step_age_ns = ns_of(rj, "step_age_seconds", -1);
+      opt(rj, "phase", r.phase, as_str);
+      r.phase_age_ns = ns_of(rj, "phase_age_seconds", -1);
+      if (int64_t b = ns_of(rj, "budget_seconds", -1); b >= 0) r.budget_ns = b;
+      opt(rj, "note", r.note, as_str);
+      v.ranks.push_back(std::move(r));
+    }
+    if (j.contains("culprits")) {
+      for (const auto& cj : j["culprits"]) {
+        std::string host;
+        opt(cj, "host", host, as_str);
+        v.culprits.emplace_back(static_cast<int>(as_int(need(cj, "rank"), "culprits.rank")),
+                                as_str(need(cj, "reason"), "culprits.reason"), host);
+      }
+    }
+    if (j.contains("evidence")) {
+      for (const auto& ej : j["evidence"]) {
+        Evidence e;
+        e.name = as_str(need(ej, "name"), "evidence.name");
+        e.value = as_str(need(ej, "value"), "evidence.value");
+        if (ej.contains("rank") && !ej["rank"].is_null())
+          e.rank = static_cast<int>(as_int(ej["rank"], "evidence.rank"));
+        e.age_ns = ns_of(ej, "age_seconds", -1);
+        v.evidence.push_back(std::move(e));
+      }
+    }
+    return v;
+  } catch (const FieldError& e) {
+    return Error{Errc::kParse, e.message};
+  } catch (const std::exception& e) {
+    return Error{Errc::kParse, fmt::format("not a verdict: {}", e.what())};
+  }
+}
+
 Result<TraceLine> parse_trace_line(std::string_view line) {
   json j = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{Errc::kParse, "not valid JSON"};

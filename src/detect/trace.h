@@ -43,6 +43,9 @@ struct TraceHeader {
 std::string header_to_json(const TraceHeader& h);
 std::string observation_to_json(const Observation& o);
 std::string verdict_to_json(const Verdict& v, std::string_view job = "");
+// Reads what verdict_to_json wrote (seconds back to ns, names back to enums): a multi-node
+// job's follower shows its leader's verdict. Errors name the field at fault.
+Result<Verdict> verdict_from_json(std::string_view text);
 
 // Parses one line. Errors name the field at fault (the caller adds file:line).
 struct TraceLine {

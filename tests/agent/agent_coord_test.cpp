@@ -131,7 +131,11 @@ TEST_F(AgentCoordTest, OneLeaderMergesBothNodesRanksAndPagesOnceNamingTheRemoteC
   ASSERT_TRUE(jb && jb->cluster);
   EXPECT_FALSE(jb->cluster->leads);
   EXPECT_EQ(jb->cluster->leader, "a");
-  EXPECT_EQ(jb->observation.ranks.size(), 1u);  // a follower judges only its own ranks
+  // A follower shows the leader's view of the whole job (written when a judged it).
+  poll(*b, later(0.2));
+  jb = b->job("pretrain");
+  EXPECT_EQ(jb->observation.ranks.size(), 2u);
+  EXPECT_EQ(jb->verdict.summary, a->job("pretrain")->verdict.summary);
 
   // Rank 1, on node b, hangs in a data fetch; rank 0, on a, waits in the next collective.
   w1->phase_begin("data");

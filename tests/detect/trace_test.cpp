@@ -228,4 +228,42 @@ TEST(Trace, VerdictJsonNamesACulpritsHostOnlyWhenKnown) {
 }
 
 }  // namespace
+
+TEST(VerdictJson, ReadsBackWhatItWrites) {
+  Verdict v;
+  v.state = State::kStalled;
+  v.cause = Cause::kCollective;
+  v.since_wall_ns = 1'700'000'000'000'000'000;
+  v.last_step = 41;
+  v.last_step_age_ns = 95 * kNsPerSec;
+  v.expected_interval_ns = 2 * kNsPerSec;
+  v.interval_source = IntervalSource::kLearned;
+  v.phase = "train";
+  v.phase_budget_ns = 60 * kNsPerSec;
+  RankVerdict r;
+  r.rank = 1;
+  r.state = State::kStalled;
+  r.cause = Cause::kPhaseOverrun;
+  r.step = 41;
+  r.step_age_ns = 95 * kNsPerSec;
+  r.phase = "data";
+  r.phase_age_ns = 90 * kNsPerSec;
+  r.budget_ns = 60 * kNsPerSec;
+  r.note = "phase data for 1m30s";
+  v.ranks.push_back(r);
+  v.culprits.emplace_back(1, "in data", "b");
+  v.evidence.push_back({"phase", "data", 1, 90 * kNsPerSec});
+  v.summary = "stalled/collective: culprit rank 1 on b";
+  auto back = verdict_from_json(verdict_to_json(v, "j"));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(verdict_to_json(*back, "j"), verdict_to_json(v, "j"));  // the same, field for field
+  EXPECT_EQ(back->culprits[0].host, "b");
+  EXPECT_EQ(back->ranks[0].budget_ns, 60 * kNsPerSec);
+
+  auto bad = verdict_from_json(R"({"state": "sleepy", "cause": "none", "ranks": []})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("state"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(verdict_from_json("[1]").ok());
+  EXPECT_FALSE(verdict_from_json(R"({"state": "healthy", "cause": "none"})").ok());  // no ranks
+}
 }  // namespace stepwatch::detect

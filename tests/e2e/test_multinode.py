@@ -155,6 +155,14 @@ class MultiNodeTorchJob(MultiNodeBase):
         cb = self.wait_for("b's view of the leader", lambda: (lambda c: c if c["leader"] else None)(self.cluster(b)))
         self.assertEqual(cb["leader"], "a")
         self.assertFalse(cb["leads"])
+        # The follower shows the leader's view of the whole job: both ranks, each with its node.
+        vb = self.wait_for("b showing the whole job", lambda: (lambda j: j if len(j["ranks"]) == 2 else None)(
+            b.job(JOB)))
+        self.assertEqual({r["rank"]: r["beacon"]["host"] for r in vb["ranks"]}, {0: "a", 1: "b"})
+        status = subprocess.run([self.bin, "status", JOB, "--agent", b.api], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, timeout=30)
+        self.assertEqual(status.returncode, 0, status.stdout)
+        self.assertIn("leader a", status.stdout)
         self.assertEqual(rx.pages, [])
 
         # b. Rank 1 (on b) hangs in its data loader before step 50; rank 0 (on a) waits in the
