@@ -399,7 +399,8 @@ void Agent::share_view(Tracked& t, Stamp now) {
     bool due = !t.view_written_mono_ns ||
                now.mono_ns - *t.view_written_mono_ns >= coord_->config.publish_interval_ns;
     if (said == t.view_written && !due) return;
-    coord::JobView v{node_name(), now.wall_ns, t.state.verdict, t.state.observation};
+    coord::JobView v{node_name(), now.wall_ns, t.state.verdict, t.state.observation,
+                     t.state.cluster ? t.state.cluster->nodes : std::vector<watch::NodeState>{}};
     if (auto st = t.orders->write_view(v, t.coord->fence()); !st) {
       coord_->session.note_failure(st.error());
       return;
@@ -422,6 +423,8 @@ void Agent::share_view(Tracked& t, Stamp now) {
   t.state.observation = std::move((*v)->observation);
   t.state.observation.one_clock = false;
   t.state.observation.local_host.clear();
+  // Every node as the leader knows it, its summary ages as of the leader's look.
+  if (t.state.cluster && !(*v)->nodes.empty()) t.state.cluster->nodes = std::move((*v)->nodes);
 }
 
 bool Agent::preempting(const Tracked& t) const {

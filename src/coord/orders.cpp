@@ -194,10 +194,19 @@ Status JobOrders::write_view(const JobView& v, int64_t fence) {
   if (fence == 0) return Error{Errc::kBusy, "not the leader: no view"};
   json obs = json::parse(detect::observation_to_json(v.observation));
   obs.erase("type");
+  json nodes = json::array();
+  for (const auto& n : v.nodes) {
+    nodes.push_back({{"node", n.node},
+                     {"leader", n.leader},
+                     {"lapsed", n.lapsed},
+                     {"summary_age_ns", n.summary_age_ns},
+                     {"ranks", n.ranks}});
+  }
   json j = {{"leader", v.leader},
             {"at_wall_ns", v.at_wall_ns},
             {"verdict", json::parse(detect::verdict_to_json(v.verdict))},
-            {"obs", obs}};
+            {"obs", obs},
+            {"nodes", nodes}};
   auto t =
       etcd_.txn({Compare::create_rev(fence_key_, fence)}, {TxnOp::put(base_ + "view", j.dump())});
   if (!t) return t.error();
@@ -216,6 +225,15 @@ Result<std::optional<JobView>> JobOrders::view() {
   try {
     v.leader = j->at("leader").get<std::string>();
     v.at_wall_ns = j->at("at_wall_ns").get<int64_t>();
+    for (const auto& n : j->value("nodes", json::array())) {
+      watch::NodeState ns;
+      ns.node = n.at("node").get<std::string>();
+      ns.leader = n.value("leader", false);
+      ns.lapsed = n.value("lapsed", false);
+      ns.summary_age_ns = n.value("summary_age_ns", int64_t{-1});
+      ns.ranks = n.value("ranks", std::vector<int>{});
+      v.nodes.push_back(std::move(ns));
+    }
   } catch (const std::exception& e) {
     return Error{Errc::kParse, fmt::format("etcd key {}: not a view: {}", key, e.what())};
   }

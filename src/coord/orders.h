@@ -32,6 +32,7 @@
 #include "src/detect/observation.h"
 #include "src/detect/verdict.h"
 #include "src/runbook/incident.h"
+#include "src/watch/job_state.h"
 
 namespace stepwatch::coord {
 
@@ -66,7 +67,8 @@ struct JobView {
   std::string leader;
   int64_t at_wall_ns = 0;  // when the leader judged it
   detect::Verdict verdict;
-  detect::Observation observation;  // every node's ranks, each with its node as host
+  detect::Observation observation;      // every node's ranks, each with its node as host
+  std::vector<watch::NodeState> nodes;  // every node as the leader knows it
 };
 
 // The job's keys, and this node (whose node key fences the leader's writes).

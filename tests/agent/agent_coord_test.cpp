@@ -136,6 +136,8 @@ TEST_F(AgentCoordTest, OneLeaderMergesBothNodesRanksAndPagesOnceNamingTheRemoteC
   jb = b->job("pretrain");
   EXPECT_EQ(jb->observation.ranks.size(), 2u);
   EXPECT_EQ(jb->verdict.summary, a->job("pretrain")->verdict.summary);
+  ASSERT_TRUE(jb->cluster);
+  EXPECT_EQ(jb->cluster->nodes.size(), 2u);  // every node, as the leader knows them
 
   // Rank 1, on node b, hangs in a data fetch; rank 0, on a, waits in the next collective.
   w1->phase_begin("data");

@@ -163,6 +163,7 @@ class MultiNodeTorchJob(MultiNodeBase):
                                 stderr=subprocess.STDOUT, text=True, timeout=30)
         self.assertEqual(status.returncode, 0, status.stdout)
         self.assertIn("leader a", status.stdout)
+        self.assertEqual([n["node"] for n in vb["cluster"]["nodes"]], ["a", "b"])  # as the leader knows them
         self.assertEqual(rx.pages, [])
 
         # b. Rank 1 (on b) hangs in its data loader before step 50; rank 0 (on a) waits in the
