@@ -8,25 +8,17 @@
 #include <chrono>
 #include <vector>
 
+#include "src/runbook/pager.h"
+
 namespace stepwatch::coord {
 
 namespace {
 
 constexpr size_t kMaxReplyBytes = 64 << 20;  // far past any range we make; a runaway is cut
 
+// The one wording of a client-side HTTP failure (runbook/pager.h).
 std::string describe(httplib::Error e) {
-  switch (e) {
-    case httplib::Error::Connection:
-      return "cannot connect (refused or unreachable)";
-    case httplib::Error::ConnectionTimeout:
-      return "connect timed out";
-    case httplib::Error::Read:
-      return "no complete reply (connection closed or read timed out)";
-    case httplib::Error::Write:
-      return "sending the request failed";
-    default:
-      return "request failed: " + httplib::to_string(e);
-  }
+  return runbook::http_error_text(static_cast<int>(e));
 }
 
 std::string shortened(const std::string& body) {

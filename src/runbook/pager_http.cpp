@@ -55,14 +55,16 @@ Result<ParsedUrl> parse_url(const std::string& url) {
   return p;
 }
 
-std::string describe(httplib::Error e) {
-  switch (e) {
+}  // namespace
+
+std::string http_error_text(int code) {
+  switch (static_cast<httplib::Error>(code)) {
     case httplib::Error::Connection:
       return "cannot connect (refused or unreachable)";
     case httplib::Error::ConnectionTimeout:
       return "connect timed out";
     case httplib::Error::Read:
-      return "no complete response (connection closed or read timed out)";
+      return "no complete reply (connection closed or read timed out)";
     case httplib::Error::Write:
       return "sending the request failed";
     case httplib::Error::SSLConnection:
@@ -72,8 +74,14 @@ std::string describe(httplib::Error e) {
     case httplib::Error::SSLServerVerification:
       return "TLS server certificate verification failed";
     default:
-      return "request failed: " + httplib::to_string(e);
+      return "request failed: " + httplib::to_string(static_cast<httplib::Error>(code));
   }
+}
+
+namespace {
+
+std::string describe(httplib::Error e) {
+  return http_error_text(static_cast<int>(e));
 }
 
 }  // namespace
