@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -349,6 +350,23 @@ class AgentCoordPreemptTest : public AgentCoordTest {
   std::vector<pid_t> children_;
 };
 
+// Polls past the ack timeout until the caller has what it waits for. The fake clock moves 10 ms
+// a poll, from 1.5 s to at most 3.5 s; the ranks' ends are real, and a loaded machine stretches
+// them, so the polls go on for up to 30 s of real time rather than a fixed count.
+class PollPast {
+ public:
+  bool next() {
+    if (i_ > 0) std::this_thread::sleep_for(20ms);
+    ++i_;
+    return std::chrono::steady_clock::now() < give_up_;
+  }
+  double at() const { return 1.5 + 0.01 * std::min(i_ - 1, 200); }
+
+ private:
+  int i_ = 0;
+  std::chrono::steady_clock::time_point give_up_ = std::chrono::steady_clock::now() + 30s;
+};
+
 TEST_F(AgentCoordPreemptTest, EachNodeEndsItsOwnRankOnceAndTheJobMovesToItsNextIncarnation) {
   test::EtcdServer etcd;
   test::Receiver rx;
@@ -369,12 +387,11 @@ TEST_F(AgentCoordPreemptTest, EachNodeEndsItsOwnRankOnceAndTheJobMovesToItsNextI
   int status = 0;
   EXPECT_FALSE(ended_within(r0, 50, &status)) << "the owner has the ack timeout to answer";
   // Past the ack timeout: the leader orders, both nodes carry it out, the leader gathers.
-  for (int i = 0; i < 200; ++i) {
-    poll(*a, later(1.5 + 0.01 * i));
-    poll(*b, later(1.5 + 0.01 * i));
+  for (PollPast past; past.next();) {
+    poll(*a, later(past.at()));
+    poll(*b, later(past.at()));
     auto inc = etcd_client.range("/stepwatch/v1/jobs/pretrain/incarnation");
     if (inc.ok() && !inc->kvs.empty()) break;
-    std::this_thread::sleep_for(20ms);
   }
   ASSERT_TRUE(ended_within(r0, 5000, &status));
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
@@ -424,11 +441,10 @@ TEST_F(AgentCoordPreemptTest, ANodeThatMayNotPreemptRefusesAndTheLeaderPagesItsS
   std::this_thread::sleep_for(400ms);
   poll(*a, later(0));
   poll(*b, later(0));
-  for (int i = 0; i < 100; ++i) {
-    poll(*a, later(1.5 + 0.01 * i));
-    poll(*b, later(1.5 + 0.01 * i));
+  for (PollPast past; past.next();) {
+    poll(*a, later(past.at()));
+    poll(*b, later(past.at()));
     if (rx.count() >= 2) break;  // the page, then the one saying the preempt left survivors
-    std::this_thread::sleep_for(20ms);
   }
   int status = 0;
   ASSERT_TRUE(ended_within(r0, 5000, &status)) << "a ends its own rank";
