@@ -13,9 +13,15 @@ endfunction()
 function(sw_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_compile_options(${name} PRIVATE ${STEPWATCH_WARNINGS})
+  # -pthread and fmt (its FMT_SHARED) for every test, as for their shared precompiled header
+  # (tests/CMakeLists.txt): most tests have both through the modules they link (RE2's pkg-config
+  # flags, stepwatch_common), and a header compiled with other macros is refused.
+  target_compile_options(${name} PRIVATE ${STEPWATCH_WARNINGS} -pthread)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} fmt::fmt GTest::gtest GTest::gmock GTest::gtest_main)
+  if(TARGET stepwatch_test_pch)
+    target_precompile_headers(${name} REUSE_FROM stepwatch_test_pch)
+  endif()
   add_test(NAME ${name} COMMAND ${name})
   set(timeout 300)
   if(ARG_TIMEOUT)

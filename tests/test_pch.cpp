@@ -1,0 +1,2 @@
+// The program that builds the tests' shared precompiled header (tests/CMakeLists.txt).
+int main() { return 0; }
