@@ -62,6 +62,13 @@ need "$unit" "$prefix/share/doc/stepwatch/examples/agent.toml" \
 grep -qx "ExecStart=$prefix/bin/stepwatch agent --config /etc/stepwatch/agent.toml" "$unit" ||
   fail "the unit's ExecStart is not the installed binary: $(grep "^ExecStart=" "$unit")"
 
+# The monitoring examples beside the rules (docs/deploy.md): Prometheus, Alertmanager, Grafana.
+need "$prefix/share/stepwatch/prometheus/prometheus.yml" \
+  "$prefix/share/stepwatch/alertmanager/alertmanager.yml" \
+  "$prefix/share/stepwatch/grafana/stepwatch-dashboard.json"
+/usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
+  "$prefix/share/stepwatch/grafana/stepwatch-dashboard.json" || fail "the installed dashboard is not JSON"
+
 # The Python package, imported from where it was installed.
 if [ -n "$pydir" ]; then
   need "$prefix/$pydir/stepwatch/__init__.py"
