@@ -62,13 +62,6 @@ need "$unit" "$prefix/share/doc/stepwatch/examples/agent.toml" \
 grep -qx "ExecStart=$prefix/bin/stepwatch agent --config /etc/stepwatch/agent.toml" "$unit" ||
   fail "the unit's ExecStart is not the installed binary: $(grep "^ExecStart=" "$unit")"
 
-# The monitoring examples beside the rules (docs/deploy.md): Prometheus, Alertmanager, Grafana.
-need "$prefix/share/stepwatch/prometheus/prometheus.yml" \
-  "$prefix/share/stepwatch/alertmanager/alertmanager.yml" \
-  "$prefix/share/stepwatch/grafana/stepwatch-dashboard.json"
-/usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
-  "$prefix/share/stepwatch/grafana/stepwatch-dashboard.json" || fail "the installed dashboard is not JSON"
-
 # The Python package, imported from where it was installed.
 if [ -n "$pydir" ]; then
   need "$prefix/$pydir/stepwatch/__init__.py"
@@ -103,5 +96,12 @@ grep -q '^ExecStart=/usr/local/bin/stepwatch ' "$tmp/stage/usr/local/lib/systemd
   fail "a DESTDIR install's unit names $(grep "^ExecStart=" "$tmp/stage/usr/local/lib/systemd/system/stepwatch-agent.service")"
 grep -qx 'prefix=/usr/local' "$tmp/stage/usr/local/$libdir/pkgconfig/stepwatch.pc" ||
   fail "a DESTDIR install's stepwatch.pc says $(grep '^prefix=' "$tmp/stage/usr/local/$libdir/pkgconfig/stepwatch.pc")"
+
+# The monitoring examples beside the rules (docs/deploy.md): Prometheus, Alertmanager, Grafana.
+need "$prefix/share/stepwatch/prometheus/prometheus.yml" \
+  "$prefix/share/stepwatch/alertmanager/alertmanager.yml" \
+  "$prefix/share/stepwatch/grafana/stepwatch-dashboard.json"
+/usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
+  "$prefix/share/stepwatch/grafana/stepwatch-dashboard.json" || fail "the installed dashboard is not JSON"
 
 echo "install_test: ok ($(find "$prefix" -type f | wc -l) files under the prefix)"
