@@ -5,6 +5,7 @@ and answers queries about it, until the job stalls and the agent says so.
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -22,6 +24,28 @@ from agent_support import AS_NOBODY, RANKS, AgentBase, Receiver, free_port, get,
 from swtest import python_env  # noqa: E402
 
 PROMETHEUS = shutil.which("prometheus")
+SOURCE_DIR = os.environ.get("STEPWATCH_SOURCE_DIR", os.path.join(HERE, "..", ".."))
+DASHBOARD = os.path.join(SOURCE_DIR, "deploy", "grafana", "stepwatch-dashboard.json")
+
+# Dashboard panels that cannot have data for a single-node agent watching two CPU-only ranks,
+# each with the reason; their queries must still parse.
+DASHBOARD_PANELS_WITHOUT_DATA = {
+    "GPU SM utilisation (evidence, not the verdict)": "the ranks hold no GPU (no NVML series)",
+    "Multi-node: coordination through etcd": "a single-node agent exports no stepwatch_agent_coord_*",
+    "Multi-node: job leaders": "a single-node agent exports no stepwatch_job_leader",
+}
+
+
+def grafana_substitute(expr, values):
+    """What Grafana sends Prometheus for one selected value per variable: $var and ${var} replaced
+    by the value regex-escaped (the panels match with =~), $__rate_interval by 1m."""
+    expr = expr.replace("$__rate_interval", "1m").replace("${__rate_interval}", "1m")
+
+    def value(m):
+        name = m.group(1) or m.group(2)
+        return re.escape(values[name]).replace("\\", "\\\\")  # a backslash in a PromQL string is \\
+
+    return re.sub(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)", value, expr)
 
 
 class PrometheusScrape(AgentBase):
@@ -31,8 +55,9 @@ class PrometheusScrape(AgentBase):
         port = free_port()
         specs = os.path.join(self.tmp, "specs")
         os.makedirs(specs)
-        with open(os.path.join(specs, "scraped.toml"), "w") as f:
-            f.write('job = "scraped"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n')
+        receiver = Receiver()  # a page, so that the dashboard's runbook actions have one to show
+        self.addCleanup(receiver.close)
+        write_paged_spec(specs, "scraped", receiver.url)
         cfg = self.agent_config(beacons, specs, port)
         env = python_env()
         env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="scraped")
@@ -70,6 +95,55 @@ class PrometheusScrape(AgentBase):
         detail = json.loads(get(api + "/api/v1/jobs/scraped"))
         self.assertEqual(detail["state"], "stalled")
         self.assertEqual(detail["last_step"], 79)
+        self.wait_for("the page action in Prometheus",
+                      lambda: query('stepwatch_job_actions_total{job_id="scraped",action="page"}'))
+        self.check_dashboard(prom_port, port)
+
+    def check_dashboard(self, prom_port, agent_port):
+        """Every query of deploy/grafana/stepwatch-dashboard.json, its variables set to the stalled
+        job, its host and its agent, parses in this Prometheus and returns data for the job
+        (but for the panels that cannot have any here, DASHBOARD_PANELS_WITHOUT_DATA)."""
+        with open(DASHBOARD) as f:
+            dashboard = json.load(f)
+
+        def prometheus(q):
+            url = f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+            try:
+                reply = json.loads(get(url))
+            except urllib.error.HTTPError as e:  # 400 with {"status": "error", "error": ...}
+                reply = json.loads(e.read().decode())
+            self.assertEqual(reply["status"], "success", f"{q}\n{reply.get('error')}")
+            return reply["data"]["result"]
+
+        (info,) = prometheus('stepwatch_job_info{job_id="scraped"}')
+        values = {"job": "scraped", "host": info["metric"]["host"], "instance": f"127.0.0.1:{agent_port}"}
+        # The variables' own queries, label_values(SELECTOR, LABEL), offer those values.
+        for var in dashboard["templating"]["list"]:
+            if var["type"] != "query":
+                continue
+            m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", var["definition"])
+            self.assertTrue(m, var["definition"])
+            offered = {r["metric"].get(m.group(2)) for r in prometheus(grafana_substitute(m.group(1), values))}
+            self.assertIn(values[var["name"]], offered, var["definition"])
+
+        titles = {p["title"] for p in dashboard["panels"]}
+        self.assertLessEqual(set(DASHBOARD_PANELS_WITHOUT_DATA), titles, "a panel listed without data is gone")
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                with self.subTest(panel=panel["title"], target=target["refId"]):
+                    result = prometheus(grafana_substitute(target["expr"], values))
+                    if panel["title"] in DASHBOARD_PANELS_WITHOUT_DATA:
+                        continue
+                    self.assertTrue(result, f"no data for {target['expr']}")
+                    jobs = {r["metric"]["job_id"] for r in result if "job_id" in r["metric"]}
+                    if jobs:  # a job's panel; the agent's panels have no job_id
+                        self.assertIn("scraped", jobs, result)
+                    if panel["title"] == "Jobs now: verdict, cause, owner":
+                        self.assertEqual([r["metric"]["state"] for r in result], ["stalled"])
+                        self.assertNotEqual(result[0]["metric"]["cause"], "none")
+                    if panel["title"] == "Verdict over time":  # the state as a number, named by the value mappings
+                        (mapping,) = panel["fieldConfig"]["defaults"]["mappings"]
+                        self.assertEqual([mapping["options"][r["value"][1]]["text"] for r in result], ["stalled"])
 
 
 class AgentKilled(AgentBase):

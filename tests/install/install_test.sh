@@ -97,4 +97,11 @@ grep -q '^ExecStart=/usr/local/bin/stepwatch ' "$tmp/stage/usr/local/lib/systemd
 grep -qx 'prefix=/usr/local' "$tmp/stage/usr/local/$libdir/pkgconfig/stepwatch.pc" ||
   fail "a DESTDIR install's stepwatch.pc says $(grep '^prefix=' "$tmp/stage/usr/local/$libdir/pkgconfig/stepwatch.pc")"
 
+# The monitoring examples beside the rules (docs/deploy.md): Prometheus, Alertmanager, Grafana.
+need "$prefix/share/stepwatch/prometheus/prometheus.yml" \
+  "$prefix/share/stepwatch/alertmanager/alertmanager.yml" \
+  "$prefix/share/stepwatch/grafana/stepwatch-dashboard.json"
+/usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
+  "$prefix/share/stepwatch/grafana/stepwatch-dashboard.json" || fail "the installed dashboard is not JSON"
+
 echo "install_test: ok ($(find "$prefix" -type f | wc -l) files under the prefix)"
