@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 # make install PREFIX=/usr DESTDIR=/tmp/stage (docs/install.md)
 PREFIX ?= /usr/local
 
-.PHONY: all deps build install package test unit-test asan-test fuzz-test demo bench fuzz format format-check clean
+.PHONY: all deps build install package package-test test unit-test asan-test fuzz-test demo bench fuzz format format-check clean
 
 all: build
 
@@ -36,9 +36,14 @@ package: deps
 	cmake --build --preset release -j $(JOBS)
 	cpack --config build/release/CPackConfig.cmake
 
-# Unit, concurrency, C-compiled, Python and end-to-end tests; then the fuzzers for a bounded
-# time; then the C++ tests again under AddressSanitizer + UBSan.
-test: format-check unit-test fuzz-test asan-test
+# Installs the package into this system with apt-get, checks it, and purges it (root).
+package-test: package
+	./tests/package/deb_test.sh $(DEB)
+
+# Unit, concurrency, C-compiled, Python and end-to-end tests; the Debian package, installed and
+# purged; then the fuzzers for a bounded time; then the C++ tests again under AddressSanitizer +
+# UBSan.
+test: format-check unit-test package-test fuzz-test asan-test
 
 unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
