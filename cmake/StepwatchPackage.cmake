@@ -85,7 +85,8 @@ endif()
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
-  ${sw_deb_dir}/conffiles ${sw_deb_dir}/triggers ${sw_deb_dir}/postinst ${sw_deb_dir}/postrm)
+  ${sw_deb_dir}/conffiles ${sw_deb_dir}/triggers ${sw_deb_dir}/postinst ${sw_deb_dir}/prerm
+  ${sw_deb_dir}/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 include(CPack)

@@ -88,9 +88,9 @@ say "Depends: $depends"
 for lib in libc6 libstdc++6 libre2 libfmt libsqlite3 python3; do
   grep -q "\b$lib" <<<"$depends" || fail "Depends lacks $lib"
 done
-for name in $(tr ',|' '\n\n' <<<"$depends" | awk '{print $1}'); do
+for name in $(tr ',|' '\n' <<<"$depends" | awk '{print $1}'); do
   case "$name" in
-    *-dev | cmake | ninja-build | gcc* | g++* | cpp* | build-essential | pkg-config | dpkg-dev)
+    *-dev | cmake | ninja-build | gcc* | g++* | cpp* | build-essential | pkg-config)
       fail "Depends names a build tool: $name" ;;
   esac
 done
@@ -137,6 +137,12 @@ where="$(cd "$tmp" && PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c \
   'import stepwatch._native, os; print(os.path.dirname(stepwatch._native.__file__))')" ||
   fail "python3 cannot import stepwatch._native"
 [ "$where" = /usr/lib/python3/dist-packages/stepwatch ] || fail "python3 imported stepwatch from $where"
+ls /usr/lib/python3/dist-packages/stepwatch/__pycache__/__init__.*.pyc >/dev/null 2>&1 ||
+  fail "postinst did not byte-compile the Python package"
+# Its version, where the package states one, is the one version too.
+pyversion="$(cd "$tmp" && PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c \
+  'import stepwatch; print(getattr(stepwatch, "__version__", ""))')"
+[ -z "$pyversion" ] || [ "$pyversion" = "$version" ] || fail "python3: stepwatch.__version__ is $pyversion"
 
 # The unit: valid, names the package's binary, neither enabled nor started.
 # /usr/lib, where the prefix /usr puts it (/lib/systemd/system is the same directory on a
@@ -200,6 +206,8 @@ apt-get remove "${apt_opts[@]}" stepwatch >"$tmp/remove.log" 2>&1 || {
 }
 [ ! -e /usr/bin/stepwatch ] || fail "/usr/bin/stepwatch is left after remove"
 [ -f /etc/stepwatch/agent.toml ] || fail "remove deleted /etc/stepwatch/agent.toml (a conffile stays until purge)"
+# No byte-code left behind either (postinst compiles it, prerm removes it).
+[ ! -e /usr/lib/python3/dist-packages/stepwatch ] || fail "remove left $(find /usr/lib/python3/dist-packages/stepwatch | head -3)"
 [ -f "$marker" ] || fail "remove deleted $marker"
 apt-get purge "${apt_opts[@]}" stepwatch >"$tmp/purge.log" 2>&1 || {
   cat "$tmp/purge.log" >&2
