@@ -45,6 +45,8 @@ set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/package)
 set(CPACK_INSTALL_CMAKE_PROJECTS
   "${CMAKE_BINARY_DIR};stepwatch;ALL;/"
   "${CMAKE_BINARY_DIR};stepwatch;deb;/")
+# The configured prefix: the library and Python directories depend on it (make package sets /usr;
+# a bare cpack after `make install` would package /usr/local).
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
   OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
@@ -72,12 +74,12 @@ the Python package for python3, and Prometheus alert rules.")
 # libstdc++, ...). The Python extension is built for Debian 12's python3 (3.11) only.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 if(STEPWATCH_PYTHON)
-  string(REPLACE "." ";" sw_py_next "${STEPWATCH_PYTHON_VERSION}")
-  list(GET sw_py_next 1 sw_py_minor)
-  math(EXPR sw_py_minor "${sw_py_minor} + 1")
-  list(GET sw_py_next 0 sw_py_next)
+  string(REPLACE "." ";" sw_py "${STEPWATCH_PYTHON_VERSION}")
+  list(GET sw_py 0 sw_py_major)
+  list(GET sw_py 1 sw_py_minor)
+  math(EXPR sw_py_next_minor "${sw_py_minor} + 1")
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "python3 (>= ${STEPWATCH_PYTHON_VERSION}), python3 (<< ${sw_py_next}.${sw_py_minor})")
+    "python3 (>= ${STEPWATCH_PYTHON_VERSION}), python3 (<< ${sw_py_major}.${sw_py_next_minor})")
 endif()
 # A shlibs file for libstepwatch.so.1. CPack writes ldconfig calls into postinst and postrm only
 # when the package brings neither; ours do, so deploy/debian/triggers runs ldconfig (as
