@@ -59,13 +59,13 @@ cleanup() {
   local rc=$?
   if [ "$installed" = 1 ]; then
     apt-get purge "${apt_opts[@]}" stepwatch >"$tmp/cleanup.log" 2>&1 || dpkg --purge stepwatch || true
+    [ "$rc" -eq 0 ] || echo "deb_test: failed; the package was purged" >&2
   fi
   if [ -n "$saved_policy" ]; then mv -f "$saved_policy" "$policy"; else rm -f "$policy"; fi
   rm -f "$marker"
   # Only a directory this test made; an existing incident store is never touched.
   if [ "$made_state" = 1 ]; then rmdir "$state" 2>/dev/null || true; fi
   rm -rf "$tmp"
-  [ "$rc" -eq 0 ] || echo "deb_test: failed; the package was purged" >&2
 }
 trap cleanup EXIT
 
@@ -95,11 +95,12 @@ for name in $(tr ',|' '\n' <<<"$depends" | awk '{print $1}'); do
   esac
 done
 
+# Set first: a failed install may leave the package half-configured, and the trap purges it.
+installed=1
 apt-get install "${apt_opts[@]}" --no-install-recommends "$deb" >"$tmp/install.log" 2>&1 || {
   cat "$tmp/install.log" >&2
   fail "apt-get install $deb failed"
 }
-installed=1
 dpkg -L stepwatch >"$tmp/files"
 say "installed $(dpkg-query -W -f='${Version}' stepwatch): $(wc -l <"$tmp/files") paths"
 
