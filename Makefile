@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 # make install PREFIX=/usr DESTDIR=/tmp/stage (docs/install.md)
 PREFIX ?= /usr/local
 
-.PHONY: all deps build install test unit-test asan-test fuzz-test demo bench fuzz format format-check clean
+.PHONY: all deps build install package package-test test unit-test asan-test fuzz-test demo bench fuzz format format-check clean
 
 all: build
 
@@ -27,9 +27,23 @@ install: deps
 	cmake --build --preset $(PRESET) -j $(JOBS)
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
 
-# Unit, concurrency, C-compiled, Python and end-to-end tests; then the fuzzers for a bounded
-# time; then the C++ tests again under AddressSanitizer + UBSan.
-test: format-check unit-test fuzz-test asan-test
+# The Debian package (docs/install.md): the release build configured with the prefix /usr, as
+# `make install PREFIX=/usr` has it (nothing is recompiled for it), then cpack, which writes
+# build/release/package/stepwatch_<VERSION>_<arch>.deb.
+DEB := build/release/package/stepwatch_$(shell cat VERSION)_$(shell dpkg --print-architecture).deb
+package: deps
+	cmake --preset release -DCMAKE_INSTALL_PREFIX=/usr
+	cmake --build --preset release -j $(JOBS)
+	cpack --config build/release/CPackConfig.cmake
+
+# Installs the package into this system with apt-get, checks it, and purges it (root).
+package-test: package
+	./tests/package/deb_test.sh $(DEB)
+
+# Unit, concurrency, C-compiled, Python and end-to-end tests; the Debian package, installed and
+# purged; then the fuzzers for a bounded time; then the C++ tests again under AddressSanitizer +
+# UBSan.
+test: format-check unit-test package-test fuzz-test asan-test
 
 unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

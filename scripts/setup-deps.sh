@@ -14,6 +14,8 @@ packages=(
   prometheus prometheus-alertmanager
   chromium
   etcd-server etcd-client
+  # make package: CPack finds the ELF files with file, their Depends with dpkg-shlibdeps; lintian
+  file dpkg-dev lintian
 )
 
 missing=()

@@ -71,22 +71,14 @@ if [ -n "$pydir" ]; then
   [ "$where" = "$prefix/$pydir/stepwatch" ] || fail "python imported stepwatch from $where"
 fi
 
-# A C trainer through pkg-config: the installed header and library only.
-export PKG_CONFIG_PATH="$lib/pkgconfig"
-[ "$(pkg-config --modversion stepwatch)" = "$version" ] || fail "pkg-config --modversion stepwatch: $(pkg-config --modversion stepwatch)"
-# shellcheck disable=SC2046 # pkg-config prints a list of flags
-"$cc" "${cflags[@]}" -std=c11 -Wall -Wextra -Wpedantic -Werror -o "$tmp/consumer_pc" "$here/consumer.c" \
-  $(pkg-config --cflags --libs stepwatch)
-readelf -d "$tmp/consumer_pc" | grep -q 'NEEDED.*\[libstepwatch.so.1\]' || fail "consumer does not need libstepwatch.so.1"
+# A C trainer through pkg-config and through find_package(stepwatch): the installed header and
+# library only (tests/install/consumers.sh).
+# shellcheck source=tests/install/consumers.sh
+. "$here/consumers.sh"
+export PKG_CONFIG_PATH="$lib/pkgconfig" CMAKE_PREFIX_PATH="$prefix"
+build_pc_consumer "$tmp/consumer_pc" "$version"
 LD_LIBRARY_PATH="$lib" "$tmp/consumer_pc" "$tmp/beacons-pc" >/dev/null || fail "the pkg-config consumer failed"
-
-# A CMake project through find_package(stepwatch), C compiler only (a second small compile).
-cmake -S "$here/cmake_consumer" -B "$tmp/cmake_consumer" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DSTEPWATCH_VERSION="$version" -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="${CFLAGS:-}" >"$tmp/consumer.log" 2>&1 &&
-  cmake --build "$tmp/cmake_consumer" >>"$tmp/consumer.log" 2>&1 || {
-  cat "$tmp/consumer.log" >&2
-  fail "the find_package(stepwatch) consumer did not build"
-}
+build_cmake_consumer "$tmp/cmake_consumer" "$version"
 LD_LIBRARY_PATH="$lib" "$tmp/cmake_consumer/consumer" "$tmp/beacons-cmake" >/dev/null || fail "the find_package consumer failed"
 
 # make install DESTDIR=...: files land under the staging directory, name the prefix.
