@@ -14,6 +14,7 @@ packages=(
   prometheus prometheus-alertmanager
   chromium
   etcd-server etcd-client
+  python3-venv python3-pip-whl python3-setuptools-whl python3-wheel-whl  # pip install python/ offline into a venv (tests/package)
 )
 
 missing=()
