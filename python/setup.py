@@ -20,9 +20,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 # What src/client/CMakeLists.txt links into stepwatch_client: the C ABI (stepwatch.cpp) and the
-# parts of stepwatch_contract and stepwatch_common it reaches. Keep it in step with those lists:
-# tests/package/venv_test.sh imports the built extension and writes a beacon through it, so a
-# source missing here fails there (an undefined symbol when the module loads).
+# parts of stepwatch_contract and stepwatch_common it reaches (each of these is needed; the rest of
+# those libraries is not). Keep it in step with them: tests/package/venv_test.sh imports the built
+# extension and writes a beacon through it, so a source missing here fails there (an undefined
+# symbol when the module loads, and the package falls back to ctypes).
 CLIENT_SOURCES = [
     "src/client/stepwatch.cpp",
     "src/contract/beacon_writer.cpp",
@@ -30,7 +31,6 @@ CLIENT_SOURCES = [
     "src/contract/names.cpp",
     "src/common/host.cpp",
     "src/common/proc_stat.cpp",
-    "src/common/result.cpp",
     "src/common/text_file.cpp",
 ]
 # fmt header-only: the module needs no libfmt.so where it is installed.
