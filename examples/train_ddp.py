@@ -207,6 +207,9 @@ def train(args):
         log(rank, f"resumed from step_{start} ({path})")
     model = DistributedDataParallel(net)
     log(rank, f"world {world}, steps {start + 1}..{args.steps}, beacon {stepwatch.path()}")
+    if stepwatch is _stepwatch:  # which package this rank imported: a venv's, the build tree's, the system's
+        where = os.path.dirname(os.path.abspath(_stepwatch.__file__))
+        log(rank, f"stepwatch {_stepwatch.__version__}, binding {_stepwatch.BINDING}, from {where}")
 
     loss = float("nan")
     for n in range(start + 1, args.steps + 1):

@@ -16,6 +16,7 @@ packages=(
   etcd-server etcd-client
   # make package: CPack finds the ELF files with file, their Depends with dpkg-shlibdeps; lintian
   file dpkg-dev lintian
+  python3-venv python3-pip-whl python3-setuptools-whl python3-wheel-whl  # pip install python/ offline into a venv (tests/package)
 )
 
 missing=()

@@ -17,14 +17,21 @@
 Every call returns True, or False when the beacon was busy (nothing written: the trainer is
 never blocked), and raises StepwatchError on a real error. The binding is a C extension
 (stepwatch._native); when it is missing, or STEPWATCH_BINDING=ctypes, libstepwatch.so is loaded
-through ctypes instead. stepwatch.BINDING says which one is in use.
+through ctypes instead. stepwatch.BINDING says which one is in use; `python -m stepwatch` prints
+it with the version and the file it came from.
 """
 
 import functools as _functools
+import importlib as _importlib
 import os as _os
 
 from . import _exit_hook, errors
 from .errors import NotInitializedError, StepwatchError
+
+try:
+    from ._version import __version__  # written by setup.py and by the CMake build, never checked in
+except ImportError:  # a source tree no build has written into (PYTHONPATH=python, an editable install)
+    __version__ = "unknown"
 
 __all__ = [
     "BINDING",
@@ -56,9 +63,7 @@ def _load_binding():
     native_error = None
     if choice in ("auto", "native"):
         try:
-            from . import _native
-
-            return _native, "native"
+            return _importlib.import_module(__name__ + "._native"), "native"
         except ImportError as e:
             if choice == "native":
                 raise ImportError(
@@ -68,9 +73,21 @@ def _load_binding():
     try:
         from . import _ctypes_binding
     except ImportError as e:
-        if native_error is not None:
-            raise ImportError(f"{e} (and the C extension is missing: {native_error})") from e
-        raise
+        if native_error is None:
+            raise
+        if isinstance(native_error, ModuleNotFoundError) and native_error.name == __name__ + "._native":
+            native = "the C extension stepwatch._native is not installed"
+        else:
+            native = f"the C extension stepwatch._native cannot be loaded ({native_error})"
+        ctypes_error = str(e)[len("stepwatch: ") :] if str(e).startswith("stepwatch: ") else str(e)
+        # name=: `python -m stepwatch` then prints this one line rather than a traceback.
+        raise ImportError(
+            f"stepwatch: no binding: {native}, and {ctypes_error}. Fix: install the stepwatch .deb"
+            " (libstepwatch.so.1 for the system loader), or set STEPWATCH_LIB to a libstepwatch.so, or"
+            " reinstall this package where a C++ compiler and the Python headers are present (it then builds"
+            " the extension)",
+            name=__name__,
+        ) from e
     return _ctypes_binding, "ctypes"
 
 

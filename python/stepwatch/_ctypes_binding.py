@@ -5,8 +5,9 @@ get_default/set_default, strerror, abi_version). The library is loaded with ctyp
 calls keep the GIL: like the extension, Python threads are serialised on a handle, and close()
 cannot race a step() of another thread.
 
-Library lookup: $STEPWATCH_LIB, then libstepwatch.so next to this package, then the system
-loader (libstepwatch.so.1).
+Library lookup: $STEPWATCH_LIB (only it, when set), else libstepwatch.so next to this package,
+else the system loader (libstepwatch.so.1, as the .deb installs it). LIBRARY_PATH is the file
+that was loaded.
 """
 
 import ctypes
@@ -31,25 +32,45 @@ class _Options(ctypes.Structure):
 
 
 def _candidates():
+    """(what to dlopen, where it comes from). STEPWATCH_LIB, when set, is the only one."""
     env = os.environ.get("STEPWATCH_LIB")
     if env:
-        return [env]
-    here = os.path.dirname(os.path.abspath(__file__))
-    return [os.path.join(here, "libstepwatch.so"), "libstepwatch.so.1", "libstepwatch.so"]
+        return [(env, "STEPWATCH_LIB")]
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libstepwatch.so")
+    return [(here, "the package directory"), ("libstepwatch.so.1", "the system loader"),
+            ("libstepwatch.so", "the system loader")]
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _loaded_from(fn, name):
+    """The file the system loader took `name` from (dladdr on one of its functions), or name."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        info = _DlInfo()
+        if dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
+            return os.fsdecode(info.dli_fname)
+    except (AttributeError, OSError):
+        pass
+    return name
 
 
 def _load():
     tried = []
-    for path in _candidates():
+    for path, source in _candidates():
         try:
             lib = ctypes.PyDLL(path)
-        except OSError as e:
-            tried.append(f"{path}: {e}")
+        except OSError as e:  # dlerror()'s text names the file
+            tried.append(f"{e} ({source})")
             continue
         version = lib.stepwatch_abi_version()
         if version != ABI_VERSION:
             raise ImportError(f"stepwatch: {path} has ABI version {version}, this package needs {ABI_VERSION}")
-        return lib, path
+        return lib, _loaded_from(lib.stepwatch_abi_version, path)
     raise ImportError("stepwatch: cannot load libstepwatch.so (set STEPWATCH_LIB to its path); tried: " + "; ".join(tried))
 
 

@@ -69,6 +69,9 @@ if [ -n "$pydir" ]; then
   where="$(cd "$tmp" && PYTHONPATH="$prefix/$pydir" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c \
     'import stepwatch._native, os; print(os.path.dirname(stepwatch._native.__file__))')"
   [ "$where" = "$prefix/$pydir/stepwatch" ] || fail "python imported stepwatch from $where"
+  got="$(cd "$tmp" && PYTHONPATH="$prefix/$pydir" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c \
+    'import stepwatch; print(stepwatch.__version__)')"
+  [ "$got" = "$version" ] || fail "stepwatch.__version__ is '$got', want '$version'"
 fi
 
 # A C trainer through pkg-config and through find_package(stepwatch): the installed header and
