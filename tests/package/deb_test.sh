@@ -170,7 +170,10 @@ fi
 top="$(zcat /usr/share/doc/stepwatch/changelog.gz | head -1)"
 [[ "$top" == "stepwatch ($version) "* ]] || fail "deploy/debian/changelog's latest entry is '$top'; add one for $version"
 
-# after-install checks of other parts go here
+# The Python package from this checkout into fresh venvs, next to the installed package: the
+# wheel's extension built for the venv's interpreter, the ctypes fallback (CC=false) over the
+# system's libstepwatch.so.1 from this .deb, and the torch trainer under /usr/bin/stepwatch.
+env -u STEPWATCH_LIB STEPWATCH_BIN=/usr/bin/stepwatch "$here/venv_test.sh" || fail "the venvs over the installed package (venv_test.sh) failed"
 
 # The configuration is a conffile: an upgrade keeps the operator's edit. The upgrade is this
 # package again, repacked with a higher version and a changed default agent.toml, so dpkg must

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# The Python package installs like any other (issue 14): `pip install <checkout>/python` into fresh
-# virtual environments, offline (Debian's bundled wheels, build isolation), as python/README.md says.
+# The Python package installs like any other (issue 14): from the checkout into fresh virtual
+# environments, offline (Debian's bundled wheels, build isolation), as python/README.md says. The
+# extension is compiled once (`pip wheel`, which is what `pip install <checkout>/python` does
+# before it installs): make test runs this after installing the .deb (tests/package/deb_test.sh).
 #
-#   a) a plain venv (no system site packages, so no torch): the C extension is built for it:
-#      stepwatch.BINDING is native, __version__ is VERSION, `python -m stepwatch` says so, and a
-#      beacon written through it reads back in `stepwatch status`.
-#   b) a plain venv where nothing compiles (CC=false CXX=false): the install still succeeds,
-#      without the extension; the binding is ctypes over $STEPWATCH_LIB (the system's
-#      libstepwatch.so.1 when unset), and the same beacon round trip works.
-#   c) `pip wheel` in venv a), the wheel installed into a venv with --system-site-packages (torch
-#      from Debian): the 2-rank DDP demo trainer under `$STEPWATCH_BIN run` to its end, each rank
-#      importing the venv's stepwatch.
+#   a) `pip wheel <checkout>/python` in a plain venv (no system site packages, so no torch), the
+#      wheel installed there: stepwatch.BINDING is native (built for that interpreter),
+#      __version__ is VERSION, `python -m stepwatch` says so, a beacon written through it reads
+#      back in `stepwatch status`, and nothing imports torch.
+#   b) `pip install <checkout>/python` into a plain venv where nothing compiles (CC=false
+#      CXX=false): the install still succeeds, without the extension; the binding is ctypes over
+#      $STEPWATCH_LIB (the system's libstepwatch.so.1 when unset), and the same round trip works.
+#   c) the wheel in a venv with --system-site-packages (torch from Debian): the 2-rank DDP demo
+#      trainer under `$STEPWATCH_BIN run` to its end, each rank importing the venv's stepwatch.
 #
 #   STEPWATCH_BIN=build/release/src/cli/stepwatch [STEPWATCH_LIB=.../libstepwatch.so] tests/package/venv_test.sh
 #   (the .deb: STEPWATCH_BIN=/usr/bin/stepwatch, STEPWATCH_LIB unset)
@@ -93,9 +95,17 @@ check_binding() {
 
 site() { "$tmp/$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))'; }
 
-# a) A plain venv: pip builds the extension for its interpreter.
+# a) pip wheel builds the extension for the plain venv's interpreter; the wheel goes into it.
 make_venv plain
-install plain "$src/python"
+t0="$(ms)"
+"$tmp/plain/bin/python" -m pip wheel "${pip_offline[@]}" --no-deps -w "$tmp/wheels" "$src/python" \
+  >"$tmp/wheel.log" 2>&1 || {
+  cat "$tmp/wheel.log" >&2
+  fail "pip wheel failed"
+}
+wheel="$(ls "$tmp"/wheels/stepwatch-"$version"-*.whl)" || fail "pip wheel made no stepwatch-$version wheel"
+echo "venv_test: plain: pip wheel: $(basename "$wheel"): $(secs "$t0" "$(ms)") s"
+install plain "$wheel"
 plain_site="$(site plain)"
 check_binding plain native "$(re "$plain_site")/stepwatch/_native\.cpython-[^/]*\.so"
 round_trip plain
@@ -117,15 +127,7 @@ else
   round_trip nocc
 fi
 
-# c) pip wheel, and the wheel in a venv that sees Debian's torch: the real demo trainer.
-t0="$(ms)"
-"$tmp/plain/bin/python" -m pip wheel "${pip_offline[@]}" --no-deps -w "$tmp/wheels" "$src/python" \
-  >"$tmp/wheel.log" 2>&1 || {
-  cat "$tmp/wheel.log" >&2
-  fail "pip wheel failed"
-}
-wheel="$(ls "$tmp"/wheels/stepwatch-"$version"-*.whl)" || fail "pip wheel made no stepwatch-$version wheel"
-echo "venv_test: pip wheel: $(basename "$wheel"): $(secs "$t0" "$(ms)") s"
+# c) The wheel in a venv that sees Debian's torch: the real demo trainer.
 make_venv torch --system-site-packages
 install torch "$wheel"
 torch_site="$(site torch)"
