@@ -28,6 +28,7 @@ install(FILES
     ${PROJECT_SOURCE_DIR}/docs/api.md
     ${PROJECT_SOURCE_DIR}/docs/architecture.md
     ${PROJECT_SOURCE_DIR}/docs/contract.md
+    ${PROJECT_SOURCE_DIR}/docs/deploy.md
     ${PROJECT_SOURCE_DIR}/docs/install.md
     ${PROJECT_SOURCE_DIR}/docs/log-contract.md
     ${PROJECT_SOURCE_DIR}/docs/metrics.md

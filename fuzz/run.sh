@@ -6,6 +6,7 @@
 # the targets and what each one asserts.
 #
 #   fuzz/run.sh 60
+#   fuzz/run.sh --build-only
 #   STEPWATCH_FUZZ_BUILD_DIR=/tmp/f fuzz/run.sh 10
 #   STEPWATCH_FUZZ_TARGETS="spec http" STEPWATCH_FUZZ_JOBS=2 fuzz/run.sh 600
 #
@@ -13,6 +14,12 @@
 # once (default 1: the runs share the machine's cores with everything else).
 set -euo pipefail
 
+# --build-only: build the targets and stop (make test builds them while other tests run).
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+  build_only=1
+  shift
+fi
 seconds="${1:-30}"
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "usage: $0 SECONDS_PER_TARGET" >&2
@@ -42,6 +49,7 @@ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMP
 build_targets=()
 for target in $targets; do build_targets+=("fuzz_$target"); done
 cmake --build "$build" --target "${build_targets[@]}"
+[ "$build_only" -eq 0 ] || exit 0
 
 # The options of one target: the longest input worth trying and its dictionary, if any.
 target_args() {

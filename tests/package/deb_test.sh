@@ -140,10 +140,10 @@ where="$(cd "$tmp" && PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c \
 [ "$where" = /usr/lib/python3/dist-packages/stepwatch ] || fail "python3 imported stepwatch from $where"
 ls /usr/lib/python3/dist-packages/stepwatch/__pycache__/__init__.*.pyc >/dev/null 2>&1 ||
   fail "postinst did not byte-compile the Python package"
-# Its version, where the package states one, is the one version too.
-pyversion="$(cd "$tmp" && PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c \
-  'import stepwatch; print(getattr(stepwatch, "__version__", ""))')"
-[ -z "$pyversion" ] || [ "$pyversion" = "$version" ] || fail "python3: stepwatch.__version__ is $pyversion"
+# Its version is the one version too.
+pyversion="$(cd "$tmp" && PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import stepwatch; print(stepwatch.__version__)')" ||
+  fail "python3: stepwatch has no __version__"
+[ "$pyversion" = "$version" ] || fail "python3: stepwatch.__version__ is $pyversion, the package $version"
 
 # The unit: valid, names the package's binary, neither enabled nor started.
 # /usr/lib, where the prefix /usr puts it (/lib/systemd/system is the same directory on a
@@ -158,10 +158,12 @@ for w in /etc/systemd/system/*.wants/stepwatch-agent.service; do
 done
 ! pgrep -f '^/usr/bin/stepwatch agent' >/dev/null || fail "the install started an agent: $(pgrep -af '^/usr/bin/stepwatch agent')"
 
-# The rules, the docs, Debian's copyright and changelog (its latest entry is this version).
+# The rules, the deployment examples (docs/deploy.md), the docs, Debian's copyright and changelog (its latest entry is this version).
 for f in /usr/share/stepwatch/prometheus/stepwatch-rules.yml /usr/share/doc/stepwatch/README.md \
   /usr/share/doc/stepwatch/docs/install.md /usr/share/doc/stepwatch/copyright \
-  /usr/share/doc/stepwatch/changelog.gz /usr/share/doc/stepwatch/examples/agent.toml; do
+  /usr/share/doc/stepwatch/changelog.gz /usr/share/doc/stepwatch/examples/agent.toml \
+  /usr/share/doc/stepwatch/docs/deploy.md /usr/share/stepwatch/prometheus/prometheus.yml \
+  /usr/share/stepwatch/alertmanager/alertmanager.yml /usr/share/stepwatch/grafana/stepwatch-dashboard.json; do
   [ -f "$f" ] || fail "no $f"
 done
 if command -v promtool >/dev/null; then
