@@ -1,2 +1,4 @@
 // The program that builds the tests' shared precompiled header (tests/CMakeLists.txt).
-int main() { return 0; }
+int main() {
+  return 0;
+}
