@@ -22,7 +22,7 @@ packages=(
 missing=()
 for p in "${packages[@]}"; do
   # dpkg-query prints "install ok installed" only for a fully installed package.
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null; then
     missing+=("$p")
   fi
 done

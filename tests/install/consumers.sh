@@ -13,7 +13,7 @@ build_pc_consumer() {
   # shellcheck disable=SC2046 # pkg-config prints a list of flags
   "$cc" "${cflags[@]}" -std=c11 -Wall -Wextra -Wpedantic -Werror -o "$out" "$consumers_dir/consumer.c" \
     $(pkg-config --cflags --libs stepwatch) || fail "consumer.c does not build with pkg-config's flags"
-  readelf -d "$out" | grep -q 'NEEDED.*\[libstepwatch.so.1\]' || fail "consumer does not need libstepwatch.so.1"
+  readelf -d "$out" | grep 'NEEDED.*\[libstepwatch.so.1\]' >/dev/null || fail "consumer does not need libstepwatch.so.1"
 }
 
 # build_cmake_consumer BUILD_DIR VERSION: a CMake project through find_package(stepwatch VERSION

@@ -44,7 +44,7 @@ need "$lib/libstepwatch.so.$version" "$lib/libstepwatch.so.1" "$lib/libstepwatch
 [ -L "$lib/libstepwatch.so.1" ] && [ -L "$lib/libstepwatch.so" ] || fail "libstepwatch.so and .so.1 must be symlinks"
 [ "$(readlink "$lib/libstepwatch.so.1")" = "libstepwatch.so.$version" ] || fail "libstepwatch.so.1 -> $(readlink "$lib/libstepwatch.so.1")"
 [ "$(readlink "$lib/libstepwatch.so")" = "libstepwatch.so.1" ] || fail "libstepwatch.so -> $(readlink "$lib/libstepwatch.so")"
-readelf -d "$lib/libstepwatch.so.$version" | grep -q 'Library soname: \[libstepwatch.so.1\]' ||
+readelf -d "$lib/libstepwatch.so.$version" | grep 'Library soname: \[libstepwatch.so.1\]' >/dev/null ||
   fail "no SONAME libstepwatch.so.1 in $(readelf -d "$lib/libstepwatch.so.$version" | grep -i soname)"
 
 # The headers, pkg-config file and CMake package.

@@ -112,8 +112,8 @@ say "installed $(dpkg-query -W -f='${Version}' stepwatch): $(wc -l <"$tmp/files"
 multiarch="$(env -u CC dpkg-architecture -qDEB_HOST_MULTIARCH)"
 lib="/usr/lib/$multiarch/libstepwatch.so.$version"
 [ -f "$lib" ] || fail "no $lib"
-readelf -d "$lib" | grep -q 'Library soname: \[libstepwatch.so.1\]' || fail "$lib: $(readelf -d "$lib" | grep -i soname)"
-ldconfig -p | grep -Eq "libstepwatch\.so\.1 .*=> (/usr)?/lib/$multiarch/libstepwatch\.so\.1\$" ||
+readelf -d "$lib" | grep 'Library soname: \[libstepwatch.so.1\]' >/dev/null || fail "$lib: $(readelf -d "$lib" | grep -i soname)"
+ldconfig -p | grep -E "libstepwatch\.so\.1 .*=> (/usr)?/lib/$multiarch/libstepwatch\.so\.1\$" >/dev/null ||
   fail "ldconfig does not know libstepwatch.so.1"
 
 # A C trainer, built from the system's paths only (tests/install/consumers.sh), writes a beacon
@@ -180,7 +180,7 @@ env -u STEPWATCH_LIB STEPWATCH_BIN=/usr/bin/stepwatch "$here/venv_test.sh" || fa
 # The configuration is a conffile: an upgrade keeps the operator's edit. The upgrade is this
 # package again, repacked with a higher version and a changed default agent.toml, so dpkg must
 # choose (--force-confold: keep the edit, ship the new default beside it as .dpkg-dist).
-dpkg-query -W -f='${Conffiles}\n' stepwatch | grep -q '^ /etc/stepwatch/agent.toml ' ||
+dpkg-query -W -f='${Conffiles}\n' stepwatch | grep '^ /etc/stepwatch/agent.toml ' >/dev/null ||
   fail "/etc/stepwatch/agent.toml is not a conffile: $(dpkg-query -W -f='${Conffiles}' stepwatch)"
 echo 'poll_interval = "2s"   # deb_test: an operator edit' >>/etc/stepwatch/agent.toml
 dpkg-deb -R "$deb" "$tmp/up"
