@@ -21,10 +21,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 from agent_support import AS_NOBODY, RANKS, AgentBase, Receiver, free_port, get, write_paged_spec  # noqa: E402
-from swtest import python_env  # noqa: E402
+from swtest import SOURCE_DIR, python_env  # noqa: E402
 
 PROMETHEUS = shutil.which("prometheus")
-SOURCE_DIR = os.environ.get("STEPWATCH_SOURCE_DIR", os.path.join(HERE, "..", ".."))
 DASHBOARD = os.path.join(SOURCE_DIR, "deploy", "grafana", "stepwatch-dashboard.json")
 
 # Dashboard panels that cannot have data for a single-node agent watching two CPU-only ranks,
@@ -214,7 +213,7 @@ class AgentPreempts(AgentBase):
         env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB="torch-hang")
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
             env.pop(k, None)
-        src = os.environ.get("STEPWATCH_SOURCE_DIR", os.path.join(HERE, "..", ".."))
+        src = SOURCE_DIR
         launcher = self.start(["/usr/bin/python3", os.path.join(src, "examples", "launch.py"), "--nproc", "2",
                                "--keep-going", os.path.join(src, "examples", "train_ddp.py"), "--steps", "400",
                                "--step-time", "0.05", "--hang-rank", "1", "--hang-at-step", "15",
@@ -244,7 +243,7 @@ class AgentPreempts(AgentBase):
 
 def unit_capabilities():
     """The capability set of the shipped systemd unit (deploy/stepwatch-agent.service)."""
-    src = os.environ.get("STEPWATCH_SOURCE_DIR", os.path.join(HERE, "..", ".."))
+    src = SOURCE_DIR
     with open(os.path.join(src, "deploy", "stepwatch-agent.service")) as f:
         for line in f:
             if line.startswith("CapabilityBoundingSet="):
@@ -471,7 +470,7 @@ class AgentEndings(AgentBase):
         env.update(STEPWATCH_DIR=beacons, STEPWATCH_JOB=job)
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
             env.pop(k, None)
-        src = os.environ.get("STEPWATCH_SOURCE_DIR", os.path.join(HERE, "..", ".."))
+        src = SOURCE_DIR
         # A session of its own, ended whole afterwards: a rank blocked in gloo ignores SIGTERM, and
         # the crashing rank's forked socket holder is nobody's child.
         p = self.start(["/usr/bin/python3", os.path.join(src, "examples", "launch.py"), "--nproc", "2",
