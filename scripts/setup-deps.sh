@@ -14,6 +14,10 @@ packages=(
   prometheus prometheus-alertmanager
   chromium
   etcd-server etcd-client
+  # a real two-node Slurm in the tests (tests/e2e/slurm_support.py), auth/none: no munge daemon
+  slurmctld slurmd slurm-client
+  # the Kubernetes examples are validated against their published schemas (tests/deploy)
+  python3-jsonschema python3-yaml
   # make package: CPack finds the ELF files with file, their Depends with dpkg-shlibdeps; lintian
   file dpkg-dev lintian
   python3-venv python3-pip-whl python3-setuptools-whl python3-wheel-whl  # pip install python/ offline into a venv (tests/package)

@@ -90,12 +90,19 @@ std::string summary(const JobSpec& s) {
   std::string checkpoints = s.checkpoint.source == spec::CheckpointSource::kMarker
                                 ? s.checkpoint.dir + "/" + s.checkpoint.marker
                                 : "as the beacons report them";
-  out += fmt::format(
-      "  recovery  {}; checkpoints {}; resume {}; restart budget {}\n", preempt, checkpoints,
-      !r.resume                  ? "off"
-      : r.resume_command.empty() ? "the original command (STEPWATCH_RESUME_CHECKPOINT)"
-                                 : argv_text(r.resume_command),
-      r.restart_budget);
+  std::string resume = "off";
+  if (r.resume && r.resume_owner == spec::ResumeOwner::kSlurm) {
+    resume = s.slurm.requeue == spec::SlurmRequeue::kScontrol
+                 ? "by Slurm (scontrol requeue, fenced by the restart count)"
+                 : fmt::format("by Slurm (exit {} for RequeueExit)", s.slurm.requeue_exit_code);
+  } else if (r.resume && r.resume_owner == spec::ResumeOwner::kKubernetes) {
+    resume = fmt::format("by Kubernetes (exit {})", s.kubernetes.requeue_exit_code);
+  } else if (r.resume) {
+    resume = r.resume_command.empty() ? "the original command (STEPWATCH_RESUME_CHECKPOINT)"
+                                      : argv_text(r.resume_command);
+  }
+  out += fmt::format("  recovery  {}; checkpoints {}; resume {}; restart budget {}\n", preempt,
+                     checkpoints, resume, r.restart_budget);
   return out;
 }
 
@@ -120,6 +127,7 @@ nlohmann::json effective(const JobSpec& s) {
   }
   const auto& r = s.runbook;
   const auto& c = r.collect;
+  const auto& f = s.node_fault;
   return {
       {"job", s.job},
       {"owner", s.owner},
@@ -161,7 +169,25 @@ nlohmann::json effective(const JobSpec& s) {
         {"preempt_grace_ns", r.preempt_grace_ns},
         {"resume", r.resume},
         {"resume_command", r.resume_command},
-        {"restart_budget", r.restart_budget}}},
+        {"restart_budget", r.restart_budget},
+        {"resume_owner", spec::resume_owner_name(r.resume_owner)}}},
+      {"slurm",
+       {{"requeue", spec::slurm_requeue_name(s.slurm.requeue)},
+        {"requeue_exit_code", s.slurm.requeue_exit_code},
+        {"scontrol", s.slurm.scontrol},
+        {"scancel", s.slurm.scancel},
+        {"command_timeout_ns", s.slurm.command_timeout_ns}}},
+      {"kubernetes", {{"requeue_exit_code", s.kubernetes.requeue_exit_code}}},
+      {"node_fault",
+       {{"storm_incarnations", f.storm_incarnations},
+        {"storm_window_ns", f.storm_window_ns},
+        {"suspect_of_last", f.suspect_of_last},
+        {"suspect_culprit_min", f.suspect_culprit_min},
+        {"short_run_count", f.short_run_count},
+        {"short_run_ns", f.short_run_ns},
+        {"cross_job_min", f.cross_job_min},
+        {"cross_job_window_ns", f.cross_job_window_ns},
+        {"drain", f.drain}}},
   };
 }
 

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +13,8 @@
 #include "src/contract/beacon_reader.h"
 #include "src/contract/names.h"
 #include "src/probe/ports.h"
+#include "src/runbook/scheduler.h"
+#include "src/runbook/slurm.h"
 #include "src/spec/spec.h"
 
 namespace stepwatch::cli {
@@ -30,6 +33,9 @@ struct Plan {
   uint32_t incarnation = 0;
   int64_t grace_ns = 30 * kNsPerSec;
   std::optional<probe::GpuSnapshot> gpus;
+  std::string slurm_job;  // "" when Slurm is not checked
+  spec::SlurmSettings slurm;
+  bool drain = false;
 };
 
 // The highest incarnation written in the job's readable beacons.
@@ -110,6 +116,19 @@ Result<Plan> make_plan(const DoctorOptions& o) {
     p.incarnation = std::max(p.incarnation, beacon_incarnation(p.beacon_dir, p.job).value_or(0));
   }
   if (o.grace_ns) p.grace_ns = *o.grace_ns;
+  auto sched = runbook::scheduler_from_env(getenv);
+  if (!sched) return sched.error();
+  bool slurm_owned = sp && sp->runbook.resume_owner == spec::ResumeOwner::kSlurm;
+  p.slurm_job = !o.slurm_job.empty() ? o.slurm_job : sched->job_id;
+  if (slurm_owned && p.slurm_job.empty()) {
+    return Error{Errc::kInvalidArgument,
+                 "the spec's resume_owner is \"slurm\": run inside the job (SLURM_JOB_ID) or give "
+                 "--slurm-job ID"};
+  }
+  if (sp) {
+    p.slurm = sp->slurm;
+    p.drain = sp->node_fault.drain;
+  }
   if (o.gpu_snapshot) p.gpus = o.gpu_snapshot();
   return p;
 }
@@ -191,10 +210,20 @@ int doctor_report(const DoctorOptions& o, std::string* out) {
         "  note: no recorded processes, so no process can be proven to be this job's; nothing will "
         "be killed\n";
   }
+  bool scheduler_problem = false;
+  if (!p.slurm_job.empty()) {
+    *out += fmt::format("  Slurm job {}: what the runbook will ask of Slurm\n", p.slurm_job);
+    int64_t uid = o.uid >= 0 ? o.uid : static_cast<int64_t>(::getuid());
+    for (const auto& line :
+         runbook::SlurmControl(p.slurm).permission_checks(p.slurm_job, uid, p.drain)) {
+      *out += "    " + line + "\n";
+      if (line.rfind("problem:", 0) == 0) scheduler_problem = true;
+    }
+  }
   auto found = runbook::find_leftovers(in);
   if (found.empty()) {
     *out += "clean: nothing left over from earlier incarnations\n";
-    return kDoctorClean;
+    return scheduler_problem ? kDoctorLeftovers : kDoctorClean;
   }
   *out += fmt::format("found {} leftover(s):\n", found.size());
   print_findings(found, out);

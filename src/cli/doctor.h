@@ -3,6 +3,8 @@
 // (live processes, the rendezvous port, GPU memory, stale beacons), with evidence, and what it
 // would do ("would kill pid 123 (rank 1 of incarnation 2, started ...): holds port 29500").
 // With --fix it does it, acting only on what is proven to be the job's own (src/runbook/hygiene.h).
+// Under Slurm it also checks what the runbook will ask of Slurm: that the job may be requeued and
+// cancelled by this user, and drained when node_fault.drain is on (docs/slurm.md).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,10 @@ struct DoctorOptions {
       grace_ns;  // SIGTERM to SIGKILL under --fix; default: the spec's preempt_grace
   std::string proc_root = "/proc";
   std::function<const char*(const char*)> getenv;  // default: std::getenv (tests inject)
+  // --slurm-job: check what stepwatch needs of this Slurm job (requeue, cancel, drain); default
+  // $SLURM_JOB_ID when the spec's resume_owner is "slurm" or the doctor runs inside a job.
+  std::string slurm_job;
+  int64_t uid = -1;  // whose permissions; -1: the caller's
 };
 
 // Prints the report to stdout (errors to stderr) and returns the exit code.

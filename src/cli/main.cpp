@@ -139,6 +139,8 @@ int main(int argc, char** argv) {
   doctor->add_option("--incarnation", doc_incarnation,
                      "The current incarnation: its processes are never touched");
   doctor->add_flag("--fix", doc_fix, "Clean up what is proven to be this job's leftovers");
+  doctor->add_option("--slurm-job", doc.slurm_job,
+                     "Check what the runbook needs of this Slurm job (default: $SLURM_JOB_ID)");
 
   std::string agent_config = "/etc/stepwatch/agent.toml";
   auto* agent = app.add_subcommand(

@@ -11,6 +11,7 @@
 #include "src/contract/names.h"
 #include "src/coord/incarnation.h"
 #include "src/probe/nvml.h"
+#include "src/runbook/scheduler.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
 #include "src/supervise/launcher.h"
@@ -57,9 +58,19 @@ int run_supervisor(const RunArgs& a) {
     spec = std::move(*s);
     o.spec_path = a.spec_path;
   }
-  o.job = !a.job.empty()      ? a.job
-          : !spec.job.empty() ? spec.job
-                              : (env("STEPWATCH_JOB") ? env("STEPWATCH_JOB") : "");
+  auto sched = runbook::scheduler_from_env([](const char* n) { return std::getenv(n); });
+  if (!sched) return fail(sched.error().message);
+  if (auto st = runbook::check_resume_owner(spec.runbook.resume_owner, *sched); !st)
+    return fail(fmt::format("{}: {}; nothing was launched",
+                            a.spec_path.empty() ? "the spec" : a.spec_path, st.error().message));
+  o.scheduler = *sched;
+  // Under Slurm the batch job's id is the job id when nothing else names one: every
+  // incarnation (requeue) keeps it.
+  o.job = !a.job.empty()           ? a.job
+          : !spec.job.empty()      ? spec.job
+          : env("STEPWATCH_JOB")   ? env("STEPWATCH_JOB")
+          : !sched->job_id.empty() ? "slurm-" + sched->job_id
+                                   : "";
   if (o.job.empty())
     return fail("no job id: give --job, set job in the spec, or set STEPWATCH_JOB");
   if (auto st = contract::validate_job_id(o.job); !st) return fail(st.error().message);

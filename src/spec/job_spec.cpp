@@ -43,6 +43,22 @@ const char* pager_kind_name(PagerKind kind) {
   return "?";
 }
 
+const char* resume_owner_name(ResumeOwner owner) {
+  switch (owner) {
+    case ResumeOwner::kStepwatch:
+      return "stepwatch";
+    case ResumeOwner::kSlurm:
+      return "slurm";
+    case ResumeOwner::kKubernetes:
+      return "kubernetes";
+  }
+  return "?";
+}
+
+const char* slurm_requeue_name(SlurmRequeue how) {
+  return how == SlurmRequeue::kScontrol ? "scontrol" : "exit";
+}
+
 std::map<std::string, PhaseBudget, std::less<>> builtin_phases() {
   constexpr int64_t kMin = 60 * kNsPerSec;
   return {

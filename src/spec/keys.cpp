@@ -25,16 +25,26 @@ constexpr std::string_view kRootKeys[] = {"job",
                                           "auto_preempt",
                                           "log",
                                           "checkpoint",
-                                          "runbook"};
+                                          "runbook",
+                                          "slurm",
+                                          "kubernetes",
+                                          "node_fault"};
 constexpr std::string_view kLearnKeys[] = {"warmup_steps", "window"};
 constexpr std::string_view kPhaseKeys[] = {"budget", "beats_renew"};
 constexpr std::string_view kAutoPreemptKeys[] = {"enabled", "misses"};
 constexpr std::string_view kLogKeys[] = {"preset", "step_pattern", "phase_start", "phase_end",
                                          "noise"};
 constexpr std::string_view kCheckpointKeys[] = {"dir", "marker", "source"};
-constexpr std::string_view kRunbookKeys[] = {"ack_timeout",    "ack_hold_limit",  "pager",
-                                             "collect",        "preempt_command", "preempt_grace",
-                                             "resume_command", "restart_budget",  "resume"};
+constexpr std::string_view kRunbookKeys[] = {
+    "ack_timeout",   "ack_hold_limit", "pager",          "collect", "preempt_command",
+    "preempt_grace", "resume_command", "restart_budget", "resume",  "resume_owner"};
+constexpr std::string_view kSlurmKeys[] = {"requeue", "requeue_exit_code", "scontrol", "scancel",
+                                           "command_timeout"};
+constexpr std::string_view kKubernetesKeys[] = {"requeue_exit_code"};
+constexpr std::string_view kNodeFaultKeys[] = {
+    "storm_incarnations",  "storm_window",     "suspect_of_last",
+    "suspect_culprit_min", "short_run_count",  "short_run",
+    "cross_job_min",       "cross_job_window", "drain"};
 constexpr std::string_view kPagerKeys[] = {"kind", "url", "command", "timeout", "retries"};
 constexpr std::string_view kCollectKeys[] = {"python_stacks", "native_stacks", "gpu",
                                              "log_lines",     "max_bytes",     "time_limit"};
@@ -54,6 +64,9 @@ constexpr TableKeys kTables[] = {
     {Table::kRunbook, "[runbook]", kRunbookKeys},
     {Table::kPager, "[[runbook.pager]]", kPagerKeys},
     {Table::kCollect, "[runbook.collect]", kCollectKeys},
+    {Table::kSlurm, "[slurm]", kSlurmKeys},
+    {Table::kKubernetes, "[kubernetes]", kKubernetesKeys},
+    {Table::kNodeFault, "[node_fault]", kNodeFaultKeys},
 };
 
 }  // namespace

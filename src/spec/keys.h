@@ -17,7 +17,10 @@ enum class Table {
   kCheckpoint,
   kRunbook,
   kPager,
-  kCollect
+  kCollect,
+  kSlurm,
+  kKubernetes,
+  kNodeFault
 };
 
 std::span<const std::string_view> known_keys(Table table);

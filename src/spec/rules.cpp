@@ -41,6 +41,12 @@ std::optional<PagerKind> parse_pager_kind(std::string_view name) {
 std::optional<CheckpointSource> parse_checkpoint_source(std::string_view name) {
   return find_name<CheckpointSource>(name, kCheckpointSourceNames);
 }
+std::optional<ResumeOwner> parse_resume_owner(std::string_view name) {
+  return find_name<ResumeOwner>(name, kResumeOwnerNames);
+}
+std::optional<SlurmRequeue> parse_slurm_requeue(std::string_view name) {
+  return find_name<SlurmRequeue>(name, kSlurmRequeueNames);
+}
 
 std::string one_of(std::span<const std::string_view> names) {
   std::string out = "one of ";
@@ -91,6 +97,7 @@ class Rules {
     log();
     checkpoint();
     runbook();
+    restarts();
     warnings();
   }
 
@@ -154,6 +161,61 @@ class Rules {
     int_range("runbook.collect.log_lines", s_.runbook.collect.log_lines, 0, 100'000);
     int_range("runbook.collect.max_bytes", s_.runbook.collect.max_bytes, 1, int64_t{1} << 40);
     int_range("runbook.restart_budget", s_.runbook.restart_budget, 0, 1000);
+    const auto& f = s_.node_fault;
+    int_range("node_fault.storm_incarnations", f.storm_incarnations, 0, 10'000);
+    int_range("node_fault.suspect_of_last", f.suspect_of_last, 0, 1000);
+    int_range("node_fault.suspect_culprit_min", f.suspect_culprit_min, 0, 1000);
+    int_range("node_fault.short_run_count", f.short_run_count, 0, 1000);
+    int_range("node_fault.cross_job_min", f.cross_job_min, 0, 100'000);
+    if (f.suspect_of_last > 0 && f.suspect_culprit_min > f.suspect_of_last) {
+      sink_.error("node_fault.suspect_culprit_min",
+                  fmt::format("{} can never be reached in the last {} incarnations "
+                              "(node_fault.suspect_of_last)",
+                              f.suspect_culprit_min, f.suspect_of_last));
+    }
+  }
+
+  // Exactly one owner restarts a job: a scheduler that requeues it and a stepwatch that
+  // relaunches it in place would run two incarnations at once.
+  void restarts() {
+    const auto& r = s_.runbook;
+    const char* owner = resume_owner_name(r.resume_owner);
+    if (r.resume_owner != ResumeOwner::kStepwatch && !r.resume_command.empty()) {
+      sink_.error("runbook.resume_command",
+                  fmt::format("is stepwatch's own relaunch, but runbook.resume_owner = \"{}\": {} "
+                              "restarts the job with its own command. Remove one of the two",
+                              owner, owner));
+    }
+    if (r.resume_owner != ResumeOwner::kSlurm && lines_.has("slurm")) {
+      sink_.warning("slurm",
+                    fmt::format("ignored: runbook.resume_owner is \"{}\", not \"slurm\"", owner));
+    }
+    if (r.resume_owner != ResumeOwner::kKubernetes && lines_.has("kubernetes")) {
+      sink_.warning(
+          "kubernetes",
+          fmt::format("ignored: runbook.resume_owner is \"{}\", not \"kubernetes\"", owner));
+    }
+    const int slurm_code = s_.slurm.requeue_exit_code;
+    if (slurm_code < 1 || slurm_code > 255 || slurm_code == kExitGaveUp) {
+      sink_.error("slurm.requeue_exit_code",
+                  fmt::format("must be 1-255 and not {} (restart budget exhausted: never "
+                              "requeued), got {}",
+                              kExitGaveUp, slurm_code));
+    }
+    if (lines_.has("slurm.requeue_exit_code") && s_.slurm.requeue != SlurmRequeue::kExit) {
+      sink_.warning("slurm.requeue_exit_code",
+                    "has no effect unless slurm.requeue = \"exit\" (scontrol requeues the job)");
+    }
+    if (s_.slurm.command_timeout_ns <= 0) {
+      sink_.error("slurm.command_timeout", "must be above zero");
+    }
+    const int k8s_code = s_.kubernetes.requeue_exit_code;
+    if (k8s_code < 128 || k8s_code > 255) {
+      sink_.error("kubernetes.requeue_exit_code",
+                  fmt::format("must be 128-255: PyTorchJob's ExitCode policy retries only those "
+                              "(1-127 are permanent), got {}",
+                              k8s_code));
+    }
   }
 
   void phases() {
@@ -312,6 +374,8 @@ class Rules {
     }
     command("runbook.preempt_command", r.preempt_command, kPreemptPlaceholders);
     command("runbook.resume_command", r.resume_command, kResumePlaceholders);
+    if (s_.slurm.scontrol.empty()) sink_.error("slurm.scontrol", "must name a program");
+    if (s_.slurm.scancel.empty()) sink_.error("slurm.scancel", "must name a program");
   }
 
   void warnings() {

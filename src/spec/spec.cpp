@@ -45,6 +45,9 @@ class Reader {
                if (k == "log") log(v, p);
                if (k == "checkpoint") checkpoint(v, p);
                if (k == "runbook") runbook(v, p);
+               if (k == "slurm") slurm(v, p);
+               if (k == "kubernetes") kubernetes(v, p);
+               if (k == "node_fault") node_fault(v, p);
              });
   }
 
@@ -192,6 +195,51 @@ class Reader {
                if (k == "resume_command") in_.get_strings(e, p, &r.resume_command);
                if (k == "restart_budget") read_int(e, p, &r.restart_budget);
                if (k == "resume") in_.get(e, p, &r.resume);
+               if (k == "resume_owner")
+                 read_enum<ResumeOwner>(e, p, kResumeOwnerNames, parse_resume_owner,
+                                        &r.resume_owner);
+             });
+  }
+
+  void slurm(const TomlValue& v, const std::string& path) {
+    const auto* t = in_.table(v, path);
+    if (t == nullptr) return;
+    auto& s = spec_.slurm;
+    each_key(*t, path, Table::kSlurm,
+             [&](std::string_view k, const TomlValue& e, const std::string& p) {
+               if (k == "requeue")
+                 read_enum<SlurmRequeue>(e, p, kSlurmRequeueNames, parse_slurm_requeue, &s.requeue);
+               if (k == "requeue_exit_code") read_int(e, p, &s.requeue_exit_code);
+               if (k == "scontrol") in_.get(e, p, &s.scontrol);
+               if (k == "scancel") in_.get(e, p, &s.scancel);
+               if (k == "command_timeout") in_.get_duration(e, p, &s.command_timeout_ns);
+             });
+  }
+
+  void kubernetes(const TomlValue& v, const std::string& path) {
+    const auto* t = in_.table(v, path);
+    if (t == nullptr) return;
+    each_key(*t, path, Table::kKubernetes,
+             [&](std::string_view k, const TomlValue& e, const std::string& p) {
+               if (k == "requeue_exit_code") read_int(e, p, &spec_.kubernetes.requeue_exit_code);
+             });
+  }
+
+  void node_fault(const TomlValue& v, const std::string& path) {
+    const auto* t = in_.table(v, path);
+    if (t == nullptr) return;
+    auto& f = spec_.node_fault;
+    each_key(*t, path, Table::kNodeFault,
+             [&](std::string_view k, const TomlValue& e, const std::string& p) {
+               if (k == "storm_incarnations") read_int(e, p, &f.storm_incarnations);
+               if (k == "storm_window") in_.get_duration(e, p, &f.storm_window_ns);
+               if (k == "suspect_of_last") read_int(e, p, &f.suspect_of_last);
+               if (k == "suspect_culprit_min") read_int(e, p, &f.suspect_culprit_min);
+               if (k == "short_run_count") read_int(e, p, &f.short_run_count);
+               if (k == "short_run") in_.get_duration(e, p, &f.short_run_ns);
+               if (k == "cross_job_min") read_int(e, p, &f.cross_job_min);
+               if (k == "cross_job_window") in_.get_duration(e, p, &f.cross_job_window_ns);
+               if (k == "drain") in_.get(e, p, &f.drain);
              });
   }
 

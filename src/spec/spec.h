@@ -40,9 +40,29 @@ enum class CheckpointSource {
 
 enum class PagerKind { kWebhook, kAlertmanager, kCommand };
 
+// Exit statuses of `stepwatch run` that tell a scheduler what the watchdog did (docs/run.md):
+// clusters write their requeue rules against them (Slurm RequeueExit, pod failure policies).
+inline constexpr int kExitStopped = 75;  // preempted, and not resumed (runbook.resume = false)
+inline constexpr int kExitGaveUp = 76;   // restart budget used up: must never be requeued
+
+// Who starts the job's next incarnation after a preempt: exactly one owner per job.
+enum class ResumeOwner {
+  kStepwatch,   // `stepwatch run` relaunches the command itself (runbook.resume_command)
+  kSlurm,       // Slurm requeues the batch job under the same job id ([slurm])
+  kKubernetes,  // the pod exits with [kubernetes] requeue_exit_code; JobSet/PyTorchJob restart it
+};
+
+// How stepwatch asks Slurm for the next incarnation (docs/slurm.md).
+enum class SlurmRequeue {
+  kScontrol,  // `scontrol requeue <job>`, only while the job's restart count has not moved
+  kExit,      // exit with requeue_exit_code: the cluster's RequeueExit requeues the job
+};
+
 const char* log_preset_name(LogPreset preset);
 const char* checkpoint_source_name(CheckpointSource source);
 const char* pager_kind_name(PagerKind kind);
+const char* resume_owner_name(ResumeOwner owner);
+const char* slurm_requeue_name(SlurmRequeue how);
 
 // The budget of one labeled phase (see JobSpec::phase()).
 struct PhaseBudget {
@@ -112,6 +132,34 @@ struct Runbook {
   // STEPWATCH_RESUME_CHECKPOINT / STEPWATCH_RESUME_STEP (docs/spec.md).
   std::vector<std::string> resume_command;
   int restart_budget = 3;  // consecutive incarnations without checkpoint progress, then give up
+  ResumeOwner resume_owner = ResumeOwner::kStepwatch;  // who starts the next incarnation
+};
+
+struct SlurmSettings {
+  SlurmRequeue requeue = SlurmRequeue::kScontrol;
+  int requeue_exit_code = 75;         // kExit: a code in the cluster's RequeueExit list
+  std::string scontrol = "scontrol";  // the programs, for installs outside PATH
+  std::string scancel = "scancel";
+  int64_t command_timeout_ns = 30 * kNsPerSec;  // each scontrol / scancel call
+};
+
+struct KubernetesSettings {
+  // The exit that asks the controller for a restart: 128-255, which PyTorchJob's ExitCode
+  // policy retries (1-127 are permanent); distinct from 75 and 76, which mean "stop".
+  int requeue_exit_code = 175;
+};
+
+// When a node, not the job, looks at fault (docs/node-fault.md). 0 disables a rule.
+struct NodeFaultSettings {
+  int storm_incarnations = 5;                     // this many incarnations started within ...
+  int64_t storm_window_ns = 30 * 60 * kNsPerSec;  // ... this window are a restart storm
+  int suspect_of_last = 3;                        // a culprit in >= suspect_culprit_min of the
+  int suspect_culprit_min = 2;                    //   job's last suspect_of_last incarnations
+  int short_run_count = 3;                        // in this many consecutive incarnations ...
+  int64_t short_run_ns = 10 * 60 * kNsPerSec;     // ... that each ended within this
+  int cross_job_min = 3;                          // implicated in this many distinct jobs ...
+  int64_t cross_job_window_ns = 24 * 3600 * kNsPerSec;  // ... within this window
+  bool drain = false;  // opt-in: drain a suspect host through the scheduler (Slurm: DRAIN)
 };
 
 struct JobSpec {
@@ -138,6 +186,9 @@ struct JobSpec {
   LogContract log;
   CheckpointSettings checkpoint;
   Runbook runbook;
+  SlurmSettings slurm;
+  KubernetesSettings kubernetes;
+  NodeFaultSettings node_fault;
 
   // The budget for phase `name`; `warm` selects compile_warm for `compile`. nullptr: the
   // phase has no own budget (`train` and unknown names run on expected interval x grace).

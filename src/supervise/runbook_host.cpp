@@ -156,13 +156,8 @@ std::optional<std::pair<std::string, int64_t>> Supervisor::last_checkpoint(
 
 runbook::AfterPreempt Supervisor::resume(const detect::Observation& obs,
                                          std::optional<int> own_exit) {
-  if (!spec_.runbook.resume) {
-    // 75 only when the watchdog stopped it; a job that died by itself keeps its own status.
-    next_ = Next::kExit;
-    exit_code_ = own_exit.value_or(kExitStoppedByWatchdog);
-    return {true, own_exit ? fmt::format("ended with status {}; resume is off", *own_exit)
-                           : "preempted; resume is off"};
-  }
+  // 75 only when the watchdog stopped it; a job that died by itself keeps its own status.
+  if (!spec_.runbook.resume) return stop_for_scheduler(own_exit);
   std::string path;
   auto ckpt = last_checkpoint(obs, &path);
   bool progress = ckpt && (!state_.checkpoint_step || ckpt->second > *state_.checkpoint_step);
@@ -180,13 +175,14 @@ runbook::AfterPreempt Supervisor::resume(const detect::Observation& obs,
     if (auto st = store_->save_state(state_); !st) say(st.error().message);
     record_action(store::action_kind::kNote, false, why);
     next_ = Next::kExit;
-    exit_code_ = kExitBudgetExhausted;
+    exit_code_ = spec::kExitGaveUp;
     return {true, why};
   }
-  ++state_.incarnation;
-  ++state_.restarts;
   std::string from = ckpt ? fmt::format("{} (step {})", ckpt->first, ckpt->second)
                           : "scratch (no committed checkpoint)";
+  if (spec_.runbook.resume_owner != spec::ResumeOwner::kStepwatch) return resume_by_scheduler(from);
+  ++state_.incarnation;
+  ++state_.restarts;
   auto st = launch(ckpt, path);
   std::string resolution =
       fmt::format("resumed from {} as incarnation {}", from, state_.incarnation);

@@ -60,12 +60,16 @@ Status Supervisor::setup() {
   deliveries_.emplace(*ledger_, runbook::PagerOptions{}, std::move(sink));
   auto prev = store_->load_state(opt_.job);
   if (!prev) return prev.error();
+  // A new `stepwatch run` of a known job is its next incarnation; under a scheduler, the
+  // scheduler's counter (SLURM_RESTART_COUNT) when that is further on.
+  std::optional<int64_t> stored;
   if (*prev) {
     state_ = **prev;
-    ++state_.incarnation;  // a new `stepwatch run` of a known job is its next incarnation
+    stored = state_.incarnation;
   } else {
     state_.job = opt_.job;
   }
+  state_.incarnation = runbook::first_incarnation(opt_.scheduler, stored);
   runbook_.emplace(runbook::IncidentScope{opt_.job, state_.incarnation, 0},
                    runbook::IncidentPolicy::from_spec(spec_), *ledger_,
                    static_cast<runbook::IncidentHost&>(*this), *deliveries_);
@@ -98,7 +102,12 @@ Status Supervisor::setup() {
   auto w = detect::TraceWriter::open(trace, h);
   if (!w) return w.error();
   trace_.emplace(std::move(*w));
-  say(fmt::format("job {} incarnation {}: trace {}", opt_.job, state_.incarnation, trace));
+  say(fmt::format("job {} incarnation {}{}: trace {}", opt_.job, state_.incarnation,
+                  opt_.scheduler.kind == spec::ResumeOwner::kStepwatch
+                      ? ""
+                      : fmt::format(" ({}, restarts owned by {})", opt_.scheduler.describe(),
+                                    spec::resume_owner_name(spec_.runbook.resume_owner)),
+                  trace));
 
   serve::AckServerConfig ac;
   ac.host = opt_.ack_host;
@@ -292,6 +301,18 @@ void Supervisor::on_verdict(const watch::Look& look) {
   }
 }
 
+int Supervisor::stand_down() {
+  // What is left of this incarnation is ended here too (the process group is ours); whatever
+  // survives, the next incarnation's hygiene finds by its recorded pid and start time.
+  int status = child_->stop(
+      SIGTERM, spec_.runbook.preempt_grace_ns, [](int64_t ns) { wait_signal(ns); },
+      [this] { say("the leftover job did not stop within the preempt grace: SIGKILL"); });
+  join_output();
+  say(fmt::format("incarnation {} stood down (its job ended with status {})", state_.incarnation,
+                  status));
+  return spec::kExitStopped;
+}
+
 int Supervisor::shutdown(int sig) {
   say(fmt::format("received {}: passing it to the job and stopping", strsignal(sig)));
   deliveries_->wait(SystemClock::instance().now());
@@ -340,7 +361,13 @@ int Supervisor::run() {
     say(st.error().message);
     return kExitUsage;
   }
-  if (auto st = launch(std::nullopt, ""); !st) {
+  // A scheduler's restart resumes from the checkpoint the previous incarnation recorded.
+  std::optional<std::pair<std::string, int64_t>> resume_from;
+  if (spec_.runbook.resume_owner != spec::ResumeOwner::kStepwatch && state_.incarnation > 0 &&
+      !state_.checkpoint_id.empty() && state_.checkpoint_step) {
+    resume_from = std::make_pair(state_.checkpoint_id, *state_.checkpoint_step);
+  }
+  if (auto st = launch(resume_from, ""); !st) {
     say(st.error().message);
     return kExitLaunchFailed;
   }
@@ -384,6 +411,7 @@ int Supervisor::run() {
       return *exit_status_;
     }
     if (runbook_turn(v, obs, report, now) == Next::kExit) return exit_code_;
+    if (stood_down_) return stand_down();
   }
 }
 

@@ -14,6 +14,7 @@
 #include "src/runbook/artifact.h"
 #include "src/runbook/incident.h"
 #include "src/runbook/ledger.h"
+#include "src/runbook/scheduler.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
 #include "src/supervise/child.h"
@@ -29,10 +30,8 @@ namespace stepwatch::supervise {
 // Exit statuses of `stepwatch run` besides the job's own (docs/run.md).
 inline constexpr int kExitUsage = 2;         // bad arguments or spec: nothing was launched
 inline constexpr int kExitLaunchFailed = 3;  // the command could not be started
-inline constexpr int kExitStoppedByWatchdog =
-    75;  // the watchdog preempted it and did not resume (resume = false)
-inline constexpr int kExitBudgetExhausted =
-    76;  // restart budget used up without checkpoint progress
+// 75 and 76 (the watchdog stopped it; the restart budget is used up) are spec::kExitStopped and
+// spec::kExitGaveUp: schedulers' requeue rules are written against them.
 
 struct RunOptions {
   std::vector<std::string> argv;
@@ -48,6 +47,8 @@ struct RunOptions {
   std::optional<int> master_port;  // the rendezvous port checked before every launch
   std::string proc_root = "/proc";
   int64_t poll_ns = 0;  // 0: from the spec, else derived from the expected interval
+  // Where it runs (Slurm, Kubernetes, none): the incarnation and who resumes the job.
+  runbook::SchedulerContext scheduler;
 };
 
 // The supervisor is the runbook's host for its one job (runbook/incident.h): it collects an
@@ -77,6 +78,7 @@ class Supervisor final : private runbook::IncidentHost {
   void hygiene();
   int64_t poll_interval() const;
   int shutdown(int sig);
+  int stand_down();  // a later incarnation owns the job: end what is left here, and exit
   void record_processes(const watch::PollReport& report);
   void on_verdict(const watch::Look& look);
 
@@ -92,6 +94,13 @@ class Supervisor final : private runbook::IncidentHost {
   runbook::PreemptReport preempt(const runbook::PreemptTargets& targets);
   // After a preempt: relaunch from the last committed checkpoint, or stop (next_, exit_code_).
   runbook::AfterPreempt resume(const detect::Observation& obs, std::optional<int> own_exit);
+  // resume_owner slurm / kubernetes: the scheduler starts the next incarnation
+  // (scheduler_host.cpp).
+  runbook::AfterPreempt resume_by_scheduler(const std::string& from);
+  runbook::AfterPreempt stop_for_scheduler(std::optional<int> own_exit);
+  // Under Slurm: has the job been requeued since this incarnation started? Then this run is a
+  // leftover of an earlier incarnation and stands down (no incident, no page, no requeue).
+  bool may_open(const detect::Verdict& v, Stamp now) override;
   std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs,
                                                                  std::string* path);
   void record_action(std::string_view kind, bool ok, const std::string& detail);
@@ -122,6 +131,7 @@ class Supervisor final : private runbook::IncidentHost {
   std::optional<int> own_exit_;         // its status if it exited before the runbook acted
   std::optional<int> exit_status_;      // of the current incarnation, once it exited
   std::vector<std::string> leftovers_;  // what hygiene found before this incarnation's launch
+  bool stood_down_ = false;             // a later incarnation owns the job: exit after this turn
 };
 
 }  // namespace stepwatch::supervise

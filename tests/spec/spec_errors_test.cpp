@@ -356,5 +356,73 @@ TEST(SpecErrors, WarningsDoNotFailTheSpec) {
   }
 }
 
+TEST(SpecErrors, OneOwnerOfRestarts) {
+  const Case cases[] = {
+      {"[runbook]\nresume_owner = \"slurm\"\nresume_command = [\"python\", \"t.py\"]\n",
+       "t.toml:3: runbook.resume_command: is stepwatch's own relaunch, but runbook.resume_owner = "
+       "\"slurm\""},
+      {"[runbook]\nresume_owner = \"kubernetes\"\nresume_command = [\"x\"]\n",
+       "kubernetes restarts the job with its own command"},
+      {"[runbook]\nresume_owner = \"slrum\"\n",
+       "t.toml:2: runbook.resume_owner: unknown value \"slrum\"; one of stepwatch, slurm or "
+       "kubernetes (did you mean \"slurm\"?)"},
+      {"[runbook]\nresume_owner = \"slurm\"\n[slurm]\nrequeue = \"exit\"\nrequeue_exit_code = 76\n",
+       "t.toml:5: slurm.requeue_exit_code: must be 1-255 and not 76"},
+      {"[runbook]\nresume_owner = \"slurm\"\n[slurm]\nrequeue = \"sbatch\"\n",
+       "slurm.requeue: unknown value \"sbatch\"; one of scontrol or exit"},
+      {"[runbook]\nresume_owner = \"kubernetes\"\n[kubernetes]\nrequeue_exit_code = 75\n",
+       "t.toml:4: kubernetes.requeue_exit_code: must be 128-255"},
+      {"[slurm]\nrequeu = \"exit\"\n", "t.toml:2: slurm.requeu: unknown key"},
+      {"[node_fault]\nsuspect_of_last = 3\nsuspect_culprit_min = 4\n",
+       "node_fault.suspect_culprit_min: 4 can never be reached in the last 3"},
+      {"[node_fault]\nstorm_window = \"soon\"\n", "node_fault.storm_window"},
+      {"[node_fault]\nstorm_incarnations = -1\n", "node_fault.storm_incarnations: must be >= 0"},
+  };
+  for (const auto& c : cases) expect_one_error(c);
+}
+
+TEST(SpecErrors, SchedulerTablesOfAnotherOwnerAreWarnedAbout) {
+  SpecCheck check =
+      check_spec("[slurm]\nrequeue = \"exit\"\n[kubernetes]\nrequeue_exit_code = 143\n", "t.toml");
+  ASSERT_TRUE(check.ok()) << all_text(check.errors);
+  std::string w = all_text(check.warnings);
+  EXPECT_NE(w.find("slurm: ignored: runbook.resume_owner is \"stepwatch\", not \"slurm\""),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("kubernetes: ignored"), std::string::npos) << w;
+}
+
+TEST(SpecErrors, SchedulerSettingsParse) {
+  SpecCheck check = check_spec(
+      "[runbook]\nresume_owner = \"slurm\"\n[slurm]\nrequeue = \"exit\"\n"
+      "requeue_exit_code = 85\nscontrol = \"/opt/slurm/bin/scontrol\"\ncommand_timeout = \"5s\"\n"
+      "[node_fault]\nstorm_incarnations = 4\nstorm_window = \"1h\"\nshort_run = \"5m\"\n"
+      "cross_job_min = 0\ndrain = true\n",
+      "t.toml");
+  ASSERT_TRUE(check.ok()) << all_text(check.errors);
+  EXPECT_TRUE(check.warnings.empty()) << all_text(check.warnings);
+  const JobSpec& s = check.spec;
+  EXPECT_EQ(s.runbook.resume_owner, ResumeOwner::kSlurm);
+  EXPECT_EQ(s.slurm.requeue, SlurmRequeue::kExit);
+  EXPECT_EQ(s.slurm.requeue_exit_code, 85);
+  EXPECT_EQ(s.slurm.scontrol, "/opt/slurm/bin/scontrol");
+  EXPECT_EQ(s.slurm.scancel, "scancel");
+  EXPECT_EQ(s.slurm.command_timeout_ns, 5 * kNsPerSec);
+  EXPECT_EQ(s.node_fault.storm_incarnations, 4);
+  EXPECT_EQ(s.node_fault.storm_window_ns, 3600 * kNsPerSec);
+  EXPECT_EQ(s.node_fault.short_run_ns, 300 * kNsPerSec);
+  EXPECT_EQ(s.node_fault.cross_job_min, 0);
+  EXPECT_TRUE(s.node_fault.drain);
+  // The defaults are the anchors' numbers (docs/node-fault.md).
+  JobSpec d = default_spec();
+  EXPECT_EQ(d.runbook.resume_owner, ResumeOwner::kStepwatch);
+  EXPECT_EQ(d.kubernetes.requeue_exit_code, 175);
+  EXPECT_EQ(d.node_fault.storm_incarnations, 5);
+  EXPECT_EQ(d.node_fault.storm_window_ns, 30 * 60 * kNsPerSec);
+  EXPECT_EQ(d.node_fault.suspect_of_last, 3);
+  EXPECT_EQ(d.node_fault.suspect_culprit_min, 2);
+  EXPECT_FALSE(d.node_fault.drain);
+}
+
 }  // namespace
 }  // namespace stepwatch::spec

@@ -1,0 +1,84 @@
+#include "src/runbook/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace stepwatch::runbook {
+
+namespace {
+
+const char* value(const GetEnv& getenv, const char* name) {
+  const char* v = getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+Result<std::optional<int64_t>> count(const GetEnv& getenv, const char* name) {
+  const char* v = value(getenv, name);
+  if (v == nullptr) return std::optional<int64_t>{};
+  std::string_view s(v);
+  int64_t n = -1;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size() || n < 0 || n > 1'000'000'000) {
+    return Error{Errc::kInvalidArgument,
+                 fmt::format("{}={} is not a restart count (a whole number >= 0)", name, s)};
+  }
+  return std::optional<int64_t>{n};
+}
+
+}  // namespace
+
+std::string SchedulerContext::describe() const {
+  switch (kind) {
+    case spec::ResumeOwner::kSlurm:
+      return fmt::format("Slurm job {}", job_id);
+    case spec::ResumeOwner::kKubernetes:
+      return "Kubernetes";
+    case spec::ResumeOwner::kStepwatch:
+      break;
+  }
+  return "no scheduler";
+}
+
+Result<SchedulerContext> scheduler_from_env(const GetEnv& getenv) {
+  SchedulerContext ctx;
+  if (const char* id = value(getenv, "SLURM_JOB_ID")) {
+    ctx.kind = spec::ResumeOwner::kSlurm;
+    ctx.job_id = id;
+    auto n = count(getenv, "SLURM_RESTART_COUNT");
+    if (!n) return n.error();
+    ctx.restart_count = n->value_or(0);  // unset on the first run
+    if (const char* node = value(getenv, "SLURMD_NODENAME")) ctx.node = node;
+    return ctx;
+  }
+  if (value(getenv, "KUBERNETES_SERVICE_HOST") != nullptr) {
+    ctx.kind = spec::ResumeOwner::kKubernetes;
+    auto n = count(getenv, "STEPWATCH_INCARNATION");
+    if (!n) return n.error();
+    ctx.restart_count = *n;
+  }
+  return ctx;
+}
+
+Status check_resume_owner(spec::ResumeOwner owner, const SchedulerContext& ctx) {
+  if (owner == spec::ResumeOwner::kStepwatch || owner == ctx.kind) return {};
+  if (owner == spec::ResumeOwner::kSlurm) {
+    return Error{Errc::kInvalidArgument,
+                 fmt::format("runbook.resume_owner = \"slurm\", but SLURM_JOB_ID is not set ({}): "
+                             "outside a Slurm batch job nothing would requeue it",
+                             ctx.describe())};
+  }
+  return Error{Errc::kInvalidArgument,
+               fmt::format("runbook.resume_owner = \"kubernetes\", but KUBERNETES_SERVICE_HOST is "
+                           "not set ({}): outside a pod nothing would restart it",
+                           ctx.describe())};
+}
+
+int64_t first_incarnation(const SchedulerContext& ctx, std::optional<int64_t> stored) {
+  int64_t next = stored ? *stored + 1 : 0;
+  if (!ctx.restart_count) return next;
+  return std::max(next, *ctx.restart_count);
+}
+
+}  // namespace stepwatch::runbook

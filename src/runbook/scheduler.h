@@ -1,0 +1,43 @@
+// The scheduler a job runs under, as the environment of `stepwatch run` says, and the one rule
+// that keeps restarts with one owner: the spec's runbook.resume_owner must be where the job runs.
+// The counters that become the incarnation (docs/slurm.md, docs/kubernetes.md):
+//   Slurm       SLURM_JOB_ID, SLURM_RESTART_COUNT (unset on the first run, then 1, 2, ...)
+//   Kubernetes  KUBERNETES_SERVICE_HOST, and STEPWATCH_INCARNATION from the JobSet label
+//               jobset.sigs.k8s.io/restart-attempt through the downward API
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "src/common/result.h"
+#include "src/spec/spec.h"
+
+namespace stepwatch::runbook {
+
+using GetEnv = std::function<const char*(const char*)>;
+
+struct SchedulerContext {
+  spec::ResumeOwner kind = spec::ResumeOwner::kStepwatch;  // kStepwatch: no scheduler found
+  std::string job_id;                                      // Slurm's job id; "" elsewhere
+  // The scheduler's restart counter for this run; nullopt where it has none to give.
+  std::optional<int64_t> restart_count;
+  std::string node;  // SLURMD_NODENAME under Slurm; "" elsewhere
+
+  // "Slurm job 1234", "Kubernetes", "no scheduler".
+  std::string describe() const;
+};
+
+// Errors name the variable and its value (SLURM_RESTART_COUNT=x is not a count).
+Result<SchedulerContext> scheduler_from_env(const GetEnv& getenv);
+
+// Refuses a resume owner that is not where the job runs: a scheduler that is not there would
+// never restart the job. Errors name runbook.resume_owner and what the environment lacks.
+Status check_resume_owner(spec::ResumeOwner owner, const SchedulerContext& ctx);
+
+// The incarnation `stepwatch run` starts: the scheduler's counter when it gives one, but never
+// below the store's next (a new batch job under a job id the store knows goes on counting).
+int64_t first_incarnation(const SchedulerContext& ctx, std::optional<int64_t> stored);
+
+}  // namespace stepwatch::runbook
