@@ -149,16 +149,25 @@ struct KubernetesSettings {
   int requeue_exit_code = 175;
 };
 
-// When a node, not the job, looks at fault (docs/node-fault.md). 0 disables a rule.
+// When a node, not the job, looks at fault (docs/node-fault.md). The defaults are other systems'
+// numbers, not validated on our fleets (background: multinode.md section 4). 0 disables a rule.
 struct NodeFaultSettings {
-  int storm_incarnations = 5;                     // this many incarnations started within ...
-  int64_t storm_window_ns = 30 * 60 * kNsPerSec;  // ... this window are a restart storm
-  int suspect_of_last = 3;                        // a culprit in >= suspect_culprit_min of the
-  int suspect_culprit_min = 2;                    //   job's last suspect_of_last incarnations
-  int short_run_count = 3;                        // in this many consecutive incarnations ...
-  int64_t short_run_ns = 10 * 60 * kNsPerSec;     // ... that each ended within this
-  int cross_job_min = 3;                          // implicated in this many distinct jobs ...
-  int64_t cross_job_window_ns = 24 * 3600 * kNsPerSec;  // ... within this window
+  // A restart storm: this many incarnations started within the window (nvrx-watch
+  // restart_storm: >= 5 cycles started in 30 min).
+  int storm_incarnations = 5;
+  int64_t storm_window_ns = 30 * 60 * kNsPerSec;
+  // A culprit in >= suspect_culprit_min of the job's last suspect_of_last ended incarnations
+  // (the rule proposed in multinode.md: 2 of the last 3).
+  int suspect_of_last = 3;
+  int suspect_culprit_min = 2;
+  // On the host in this many consecutive incarnations that each ended within short_run
+  // (nvrx-watch suspect_node: 3 consecutive cycles that ended in < 10 min; correlation only).
+  int short_run_count = 3;
+  int64_t short_run_ns = 10 * 60 * kNsPerSec;
+  // Implicated in this many distinct jobs within the window: the stronger, cross-job sign
+  // (Meta RSC's lemon nodes; the numbers are ours).
+  int cross_job_min = 3;
+  int64_t cross_job_window_ns = 24 * 3600 * kNsPerSec;
   bool drain = false;  // opt-in: drain a suspect host through the scheduler (Slurm: DRAIN)
 };
 

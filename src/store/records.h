@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stepwatch::store {
 
@@ -117,6 +118,37 @@ struct ProcessRecord {
   int64_t first_seen_ns = 0;
 };
 
+// One launch of a job and how it ended: the history the node-fault rules read
+// (src/runbook/node_fault.h). Recorded at start, updated when it ends.
+struct IncarnationRecord {
+  std::string job;
+  int64_t incarnation = 0;
+  int64_t started_ns = 0;
+  std::optional<int64_t> ended_ns;  // nullopt while it runs
+  // "" while running; "finished", "failed", "preempted", "requeued", "gave-up", "lost", ...
+  // (free text, one short word). Required together with ended_ns.
+  std::string end_reason;
+  std::string cause;                       // the verdict's cause ("collective", "io", ...) or ""
+  std::vector<int> culprit_ranks;          // the verdict's culprit ranks
+  std::vector<std::string> culprit_hosts;  // the hosts of those ranks
+  std::vector<std::string> hosts;          // every host it ran on
+  std::optional<int64_t> checkpoint_step;  // the committed step it resumed from / reached
+  std::string scheduler_id;                // "slurm:1234", "kubernetes:ns/pod", or ""
+
+  bool ended() const { return ended_ns.has_value(); }
+};
+
+// A host blamed for one ended incarnation of one job: the cross-job ("lemon") signal. One row
+// per (host, job, incarnation); recording it again changes nothing.
+struct HostImplication {
+  std::string host;
+  std::string job;
+  int64_t incarnation = 0;
+  int64_t at_ns = 0;
+  std::string cause;   // the incarnation's cause
+  std::string reason;  // one line: "culprit rank 3 (collective)"
+};
+
 // How much history a long-running agent keeps per job. Open incidents are never pruned.
 struct PruneLimits {
   int64_t keep_closed_incidents = 200;  // newest closed incidents (with their actions)
@@ -127,6 +159,14 @@ struct PruneLimits {
   // (at before this) go whatever their number. Wall-clock ns; 0: no age limit. Open incidents
   // and their actions stay, however old.
   int64_t older_than_ns = 0;
+  // Incarnations: the newest N per job (the node-fault rules read the last few; the rest is
+  // for people), and ended ones that ended before older_than_ns. A running one always stays.
+  int64_t keep_incarnations = 200;
+  // Host implications older than this (counted back from now_ns), or at before older_than_ns,
+  // go: the cross-job rule looks back 24 h by default; a week leaves room for a longer window
+  // and for people. 0: no max age.
+  int64_t implication_max_age_ns = 7LL * 24 * 3600 * 1'000'000'000;
+  int64_t now_ns = 0;  // the wall time max ages count back from; 0: the wall clock
 };
 
 struct PruneCounts {
@@ -134,6 +174,8 @@ struct PruneCounts {
   int64_t actions = 0;
   int64_t transitions = 0;
   int64_t processes = 0;
+  int64_t incarnations = 0;
+  int64_t implications = 0;
 };
 
 }  // namespace stepwatch::store

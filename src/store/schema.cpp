@@ -96,6 +96,36 @@ UPDATE incidents SET delivered_at_ns = paged_at_ns
   WHERE paged_at_ns IS NOT NULL
     AND (page_result LIKE '%: sent after %' OR page_result LIKE 'no pager configured%');
 )sql",
+    // 3: the node-fault history. One row per incarnation of a job (how it ended, who was
+    //    blamed, where it ran) and one per host blamed for a job's incarnation (the cross-job
+    //    signal). Lists are JSON arrays, readable with json_each() from the sqlite3 shell.
+    R"sql(
+CREATE TABLE incarnations (
+  job              TEXT    NOT NULL,
+  incarnation      INTEGER NOT NULL,
+  started_ns       INTEGER NOT NULL,
+  ended_ns         INTEGER,                       -- NULL while it runs
+  end_reason       TEXT    NOT NULL DEFAULT '',   -- finished, failed, preempted, gave-up, ...
+  cause            TEXT    NOT NULL DEFAULT '',   -- the verdict's cause
+  culprit_ranks    TEXT    NOT NULL DEFAULT '[]', -- JSON array of ints
+  culprit_hosts    TEXT    NOT NULL DEFAULT '[]', -- JSON array of strings
+  hosts            TEXT    NOT NULL DEFAULT '[]', -- JSON array of strings: every host it ran on
+  checkpoint_step  INTEGER,
+  scheduler_id     TEXT    NOT NULL DEFAULT '',   -- slurm:1234
+  PRIMARY KEY (job, incarnation)
+) WITHOUT ROWID;
+
+CREATE TABLE host_implications (
+  host         TEXT    NOT NULL,
+  job          TEXT    NOT NULL,
+  incarnation  INTEGER NOT NULL,
+  at_ns        INTEGER NOT NULL,
+  cause        TEXT    NOT NULL DEFAULT '',
+  reason       TEXT    NOT NULL DEFAULT '',
+  PRIMARY KEY (host, job, incarnation)
+) WITHOUT ROWID;
+CREATE INDEX host_implications_by_time ON host_implications(at_ns);
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

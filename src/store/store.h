@@ -113,6 +113,22 @@ class Store {
   Result<std::vector<ProcessRecord>> processes_before(const std::string& job, int64_t incarnation);
   Result<int64_t> forget_processes_before(const std::string& job, int64_t incarnation);
 
+  // ---- incarnations and host implications (store_incarnations.cpp) ----
+
+  // Inserts the job's incarnation, or updates the recorded one: a field given (a set optional,
+  // a non-empty string or list) replaces the recorded value, one not given keeps it, so an end
+  // once recorded is never cleared (a later end replaces it: "failed" then "gave-up"). started_ns
+  // is kept from the first record that had one; hosts are the union of every record's, in the
+  // order first seen. end_reason and ended_ns come together; job is required.
+  Status record_incarnation(const IncarnationRecord& record);
+  // The job's incarnations, newest (highest incarnation) first; limit <= 0 means no limit.
+  Result<std::vector<IncarnationRecord>> incarnations(const std::string& job, int limit);
+  // Records that a host was blamed for a job's incarnation. Idempotent: the first record of a
+  // (host, job, incarnation) is kept, a repeat is not an error.
+  Status record_implication(const HostImplication& implication);
+  // Every host's implications in every job with at_ns >= since_ns, newest first.
+  Result<std::vector<HostImplication>> implications(int64_t since_ns);
+
   // ---- upkeep ----
 
   // Deletes history beyond the limits, per job, in one transaction.

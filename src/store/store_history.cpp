@@ -2,6 +2,9 @@
 // writes: single statements at synchronous=NORMAL (durable against a killed process).
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "src/common/clock.h"
 #include "src/store/sqlite_db.h"
 #include "src/store/store.h"
 #include "src/store/store_rows.h"
@@ -247,6 +250,25 @@ Result<PruneCounts> Store::prune(const PruneLimits& limits) {
       limits.keep_process_incarnations);
   if (!n) return n.error();
   counts.processes = *n;
+  // Incarnations beyond the newest N of their job, and ended ones that ended before the age
+  // limit; a running one within the newest N stays however old.
+  n = delete_with_limit(
+      *db_,
+      "DELETE FROM incarnations WHERE (job, incarnation) IN (SELECT job, incarnation FROM "
+      "(SELECT job, incarnation, ended_ns, ROW_NUMBER() OVER (PARTITION BY job ORDER BY "
+      "incarnation DESC) AS rn FROM incarnations) WHERE rn > ?1 OR ended_ns < ?2)",
+      limits.keep_incarnations, limits.older_than_ns);
+  if (!n) return n.error();
+  counts.incarnations = *n;
+  int64_t cutoff = limits.older_than_ns;
+  if (limits.implication_max_age_ns > 0) {
+    const int64_t now = limits.now_ns != 0 ? limits.now_ns : wall_now_ns();
+    cutoff = std::max(cutoff, now - limits.implication_max_age_ns);
+  }
+  auto s = db_->prepare("DELETE FROM host_implications WHERE at_ns < ?1");
+  if (!s) return s.error();
+  if (auto st = s->bind(1, cutoff).run(); !st) return st.error();
+  counts.implications = db_->changes();
   if (auto c = tx->commit(); !c) return c.error();
   return counts;
 }
