@@ -110,6 +110,11 @@ std::string page_text(const PageMessage& m) {
     out += "\nevidence:";
     for (const auto& e : m.evidence) out += "\n  " + e;
   }
+  for (const auto& h : m.suspects) {
+    out += fmt::format("\nsuspect host {}:", h.host);
+    for (const auto& e : h.evidence) out += "\n  " + e;
+    if (!h.exclude_hint.empty()) out += "\n  hint: " + h.exclude_hint;
+  }
   out += "\nack with: " + ack_hint(m);
   return out;
 }
@@ -141,18 +146,28 @@ std::string page_json(const PageMessage& m) {
                                 UtcPrecision::kMillis)},
       {"ack_command", ack_hint(m)},
       {"verdict", verdict_or_null(m)},
+      {"severity", m.severity},
   };
+  json suspects = json::array();
+  for (const auto& h : m.suspects) {
+    suspects.push_back(
+        {{"host", h.host}, {"evidence", h.evidence}, {"exclude_hint", h.exclude_hint}});
+  }
+  j["suspect_hosts"] = suspects;
   return dump(j);
 }
 
 std::string alertmanager_json(const PageMessage& m) {
   // Label values identify the alert (Alertmanager deduplicates on them); an empty value means
   // "no label", so empty ones are left out and cause is "none" rather than "".
-  json labels = {{"alertname", m.state == "dead" ? "StepwatchRankDead" : "StepwatchJobStalled"},
+  const char* alertname = m.state == "dead"            ? "StepwatchRankDead"
+                          : m.state == "restart-storm" ? "StepwatchRestartStorm"
+                                                       : "StepwatchJobStalled";
+  json labels = {{"alertname", alertname},
                  {"job_id", m.job},
                  {"state", m.state},
                  {"cause", m.cause.empty() ? "none" : m.cause},
-                 {"severity", "page"}};
+                 {"severity", m.severity}};
   if (!m.owner.empty()) labels["owner"] = m.owner;
   json annotations = {
       {"summary", m.summary.empty() ? fmt::format("job {} is {}", m.job, m.state) : m.summary},
@@ -163,6 +178,11 @@ std::string alertmanager_json(const PageMessage& m) {
       {"ack_command", ack_hint(m)},
       {"last_step", m.last_step ? std::to_string(*m.last_step) : std::string("none")},
   };
+  if (!m.suspects.empty()) {
+    std::string hosts;
+    for (const auto& h : m.suspects) hosts += (hosts.empty() ? "" : ",") + h.host;
+    annotations["suspect_hosts"] = hosts;
+  }
   json alert = {
       {"labels", labels},
       {"annotations", annotations},

@@ -33,6 +33,13 @@ struct PageCulprit {
 };
 
 // Everything one page carries. Plain values, so the runbook knows nothing of the detector.
+// A host the node-fault rules suspect (node_fault.h), as a page names it.
+struct PageSuspect {
+  std::string host;
+  std::vector<std::string> evidence;  // one line per rule that fired
+  std::string exclude_hint;           // "sbatch --exclude=n2"; "" when none
+};
+
 struct PageMessage {
   std::string job;
   std::string owner;                 // spec `owner`; empty: nobody named
@@ -46,11 +53,13 @@ struct PageMessage {
   std::vector<std::string> evidence;  // short lines, see page_evidence_line()
   std::string incident_id;
   int incarnation = 0;
-  std::string host;             // where the supervisor runs
-  int64_t started_wall_ns = 0;  // when the incident began; 0: now (Alertmanager startsAt)
-  std::string ack_command;      // empty: "stepwatch ack <job>"
-  std::string verdict_json;     // the full verdict as one JSON object; empty: none
-  int64_t ended_wall_ns = 0;    // > 0: the incident closed then (Alertmanager endsAt: resolved)
+  std::string host;               // where the supervisor runs
+  int64_t started_wall_ns = 0;    // when the incident began; 0: now (Alertmanager startsAt)
+  std::string ack_command;        // empty: "stepwatch ack <job>"
+  std::string verdict_json;       // the full verdict as one JSON object; empty: none
+  int64_t ended_wall_ns = 0;      // > 0: the incident closed then (Alertmanager endsAt: resolved)
+  std::string severity = "page";  // "warning": a restart storm (Alertmanager label severity)
+  std::vector<PageSuspect> suspects;  // hosts the node-fault rules name, with their evidence
 };
 
 // "stepwatch ack <job>", the job quoted for a shell when it needs it (or m.ack_command if set).

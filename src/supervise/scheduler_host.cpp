@@ -11,22 +11,23 @@
 
 namespace stepwatch::supervise {
 
-bool Supervisor::may_open(const detect::Verdict&, Stamp) {
+bool Supervisor::superseded() {
   const auto& sched = opt_.scheduler;
   if (spec_.runbook.resume_owner != spec::ResumeOwner::kSlurm ||
       sched.kind != spec::ResumeOwner::kSlurm || !sched.restart_count) {
-    return true;
+    return false;
   }
-  // One scontrol per would-be incident, not per poll: the controller serves the whole cluster.
+  // One scontrol per would-be incident or ending, not per poll: the controller serves the
+  // whole cluster.
   auto job = runbook::SlurmControl(spec_.slurm).show(sched.job_id);
   if (!job) {
     say(
         fmt::format("cannot ask Slurm whether job {} was requeued ({}); going on as its current "
                     "incarnation",
                     sched.job_id, job.error().message));
-    return true;
+    return false;
   }
-  if (job->restarts == *sched.restart_count) return true;
+  if (job->restarts == *sched.restart_count) return false;
   std::string why = fmt::format(
       "standing down: Slurm job {} was requeued since this incarnation started (Restarts {} -> "
       "{}), so incarnation {} is a leftover; no incident, no page, no requeue (the fence). The "
@@ -35,7 +36,11 @@ bool Supervisor::may_open(const detect::Verdict&, Stamp) {
   say(why);
   record_action(store::action_kind::kNote, true, why);
   stood_down_ = true;
-  return false;
+  return true;
+}
+
+bool Supervisor::may_open(const detect::Verdict&, Stamp) {
+  return !superseded();
 }
 
 runbook::AfterPreempt Supervisor::resume_by_scheduler(const std::string& from) {

@@ -399,6 +399,9 @@ int Supervisor::run() {
     }
     record_processes(report);
     on_verdict(look);
+    // A job ended by someone else: a later incarnation's hygiene, when Slurm requeued it.
+    if (exit_status_ && *exit_status_ != 0 && !runbook_->is_open() && superseded())
+      return stand_down();
     if (exit_status_ && !detect::fires_runbook(v.state)) return ended(*exit_status_, v);
     if (exit_status_ && launches_ == 1 && !v.last_step && !runbook_->is_open()) {
       // A crash before the first step of the first launch (an ImportError, a bad flag) is a

@@ -99,7 +99,9 @@ class Supervisor final : private runbook::IncidentHost {
   runbook::AfterPreempt resume_by_scheduler(const std::string& from);
   runbook::AfterPreempt stop_for_scheduler(std::optional<int> own_exit);
   // Under Slurm: has the job been requeued since this incarnation started? Then this run is a
-  // leftover of an earlier incarnation and stands down (no incident, no page, no requeue).
+  // leftover of an earlier incarnation and stands down (no incident, no page, no requeue): says
+  // so, and sets stood_down_.
+  bool superseded();
   bool may_open(const detect::Verdict& v, Stamp now) override;
   std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs,
                                                                  std::string* path);
