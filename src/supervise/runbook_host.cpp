@@ -26,7 +26,8 @@ runbook::PageMessage Supervisor::page(const detect::Verdict& v) {
     for (const auto& l : leftovers_) m.evidence.push_back("leftover: " + l);
     if (leftovers_.empty()) m.evidence.push_back("leftover: none found before this launch");
   }
-  m.host = short_hostname();
+  m.host = node_name();
+  add_node_fault(m);
   m.ack_command = fmt::format("stepwatch ack {} --state-dir {}", opt_.job, opt_.state_dir);
   return m;
 }
@@ -61,6 +62,7 @@ runbook::PreemptTargets Supervisor::targets() {
 std::future<runbook::ActReport> Supervisor::act(const detect::Verdict& v, int64_t incident_id,
                                                 runbook::PreemptTargets targets) {
   // One job: collect and preempt in place, the loop has nothing else to watch meanwhile.
+  acted_on_ = v;
   runbook::ActReport r;
   bool ok = true;
   r.artifact = collect(v, incident_id, &ok);
@@ -77,6 +79,7 @@ runbook::AfterPreempt Supervisor::after_preempt(const runbook::ActReport& report
     say("some processes of the incarnation survived the preempt: the next launch's hygiene "
         "checks them");
   }
+  history_ended(own_exit ? "failed" : "preempted", &acted_on_);
   return resume(*turn_obs_, own_exit);
 }
 
@@ -178,9 +181,20 @@ runbook::AfterPreempt Supervisor::resume(const detect::Observation& obs,
     exit_code_ = spec::kExitGaveUp;
     return {true, why};
   }
-  std::string from = ckpt ? fmt::format("{} (step {})", ckpt->first, ckpt->second)
-                          : "scratch (no committed checkpoint)";
-  if (spec_.runbook.resume_owner != spec::ResumeOwner::kStepwatch) return resume_by_scheduler(from);
+  Resumption next{ckpt, path,
+                  ckpt ? fmt::format("{} (step {})", ckpt->first, ckpt->second)
+                       : "scratch (no committed checkpoint)"};
+  // A restart storm holds the next incarnation until the owner acks (history_host.cpp).
+  if (hold_for_storm(next)) return {false, ""};
+  return start_next(next);
+}
+
+runbook::AfterPreempt Supervisor::start_next(const Resumption& next) {
+  if (spec_.runbook.resume_owner != spec::ResumeOwner::kStepwatch)
+    return resume_by_scheduler(next.from);
+  const auto& ckpt = next.checkpoint;
+  const std::string& path = next.path;
+  const std::string& from = next.from;
   ++state_.incarnation;
   ++state_.restarts;
   auto st = launch(ckpt, path);

@@ -251,6 +251,7 @@ Status Supervisor::launch(const std::optional<std::pair<std::string, int64_t>>& 
   rec.role = "launcher";
   rec.first_seen_ns = started;
   (void)store_->record_process(rec);
+  history_started(started);
   say(fmt::format("launched incarnation {} (pid {}): {}", state_.incarnation, child_->pid(),
                   fmt::join(ls.argv, " ")));
   return {};
@@ -310,11 +311,13 @@ int Supervisor::stand_down() {
   join_output();
   say(fmt::format("incarnation {} stood down (its job ended with status {})", state_.incarnation,
                   status));
+  history_ended("superseded", nullptr);
   return spec::kExitStopped;
 }
 
 int Supervisor::shutdown(int sig) {
   say(fmt::format("received {}: passing it to the job and stopping", strsignal(sig)));
+  history_ended("stopped", nullptr);
   deliveries_->wait(SystemClock::instance().now());
   if (child_) {
     int status = child_->stop(
@@ -350,6 +353,7 @@ int Supervisor::ended(int status, const detect::Verdict& v) {
   }
   say(status == 0 ? fmt::format("job {} finished", opt_.job)
                   : fmt::format("job {} ended with status {}", opt_.job, status));
+  history_ended(status == 0 ? "finished" : "failed", status == 0 ? nullptr : &v);
   if (status == 0) state_.restarts_without_progress = 0;
   if (auto st = store_->save_state(state_); !st) say(st.error().message);
   return status;
@@ -375,6 +379,11 @@ int Supervisor::run() {
     if (int sig = wait_signal(poll_interval()); sig == SIGINT || sig == SIGTERM)
       return shutdown(sig);
     Stamp now = SystemClock::instance().now();
+    if (held_) {  // a restart storm: nothing runs until the owner acks
+      deliveries_->reap(now);
+      if (release_hold(now) == Next::kExit) return exit_code_;
+      continue;
+    }
     if (!exit_status_) exit_status_ = child_->poll_exit();
     watch::LookInputs in;
     in.log_rank = log_->progress(opt_.job, static_cast<uint32_t>(state_.incarnation));
@@ -411,6 +420,7 @@ int Supervisor::run() {
           "job {} exited with status {} before its first step: not restarted (a crash at start is "
           "not a stall)",
           opt_.job, *exit_status_));
+      history_ended("failed", &v);
       return *exit_status_;
     }
     if (runbook_turn(v, obs, report, now) == Next::kExit) return exit_code_;

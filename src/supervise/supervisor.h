@@ -94,6 +94,18 @@ class Supervisor final : private runbook::IncidentHost {
   runbook::PreemptReport preempt(const runbook::PreemptTargets& targets);
   // After a preempt: relaunch from the last committed checkpoint, or stop (next_, exit_code_).
   runbook::AfterPreempt resume(const detect::Observation& obs, std::optional<int> own_exit);
+  // What the next incarnation starts from.
+  struct Resumption {
+    std::optional<std::pair<std::string, int64_t>> checkpoint;
+    std::string path;  // the checkpoint's directory, when the catalog knows it
+    std::string from;  // "step_20 (step 20)", for messages
+  };
+  // Starts it: relaunches, or hands it to the scheduler that owns restarts.
+  runbook::AfterPreempt start_next(const Resumption& next);
+  // A restart storm: pages (warning) and holds `next` until an ack (history_host.cpp). The
+  // incident stays open meanwhile; release_hold() starts it once acked.
+  bool hold_for_storm(const Resumption& next);
+  Next release_hold(Stamp now);
   // resume_owner slurm / kubernetes: the scheduler starts the next incarnation
   // (scheduler_host.cpp).
   runbook::AfterPreempt resume_by_scheduler(const std::string& from);
@@ -102,6 +114,11 @@ class Supervisor final : private runbook::IncidentHost {
   // leftover of an earlier incarnation and stands down (no incident, no page, no requeue): says
   // so, and sets stood_down_.
   bool superseded();
+  // The node-fault history (history_host.cpp).
+  std::string node_name() const;
+  void history_started(int64_t started_ns);
+  void history_ended(std::string_view reason, const detect::Verdict* v);
+  void add_node_fault(runbook::PageMessage& m);
   bool may_open(const detect::Verdict& v, Stamp now) override;
   std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs,
                                                                  std::string* path);
@@ -133,7 +150,15 @@ class Supervisor final : private runbook::IncidentHost {
   std::optional<int> own_exit_;         // its status if it exited before the runbook acted
   std::optional<int> exit_status_;      // of the current incarnation, once it exited
   std::vector<std::string> leftovers_;  // what hygiene found before this incarnation's launch
-  bool stood_down_ = false;             // a later incarnation owns the job: exit after this turn
+  detect::Verdict acted_on_;            // the verdict of the preempt under way (the history's)
+  bool stood_down_ = false;
+  struct Hold {
+    Resumption next;
+    int64_t incident = 0;
+    int64_t since_wall_ns = 0;  // an ack after this releases it
+  };
+  std::optional<Hold> held_;  // a restart storm holds the next incarnation             // a later
+                              // incarnation owns the job: exit after this turn
 };
 
 }  // namespace stepwatch::supervise

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import swtest  # noqa: E402
 
-from swtest import SOURCE_DIR, python_env  # noqa: E402
+from swtest import SOURCE_DIR, alive, python_env, wait_until  # noqa: E402
 
 LAUNCH = os.path.join(SOURCE_DIR, "examples", "launch.py")
 TRAIN = os.path.join(SOURCE_DIR, "examples", "train_ddp.py")
@@ -80,14 +80,6 @@ def closed_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class RunTest(unittest.TestCase):
@@ -321,6 +313,94 @@ class Uninstrumented(RunTest):
         self.assertIn("step 40 loss", out)  # passthrough: the trainer's own lines are all there
         self.assertEqual(len(self.receiver.pages), 1)
         self.assertEqual(self.receiver.pages[0][1]["last_step"], 24)
+
+
+class SchedulerOwner(RunTest):
+    """runbook.resume_owner: a scheduler restarts the job, stepwatch does not (docs/kubernetes.md,
+    docs/slurm.md)."""
+
+    def test_kubernetes_owns_the_restart_stepwatch_exits_with_the_requeue_code(self):
+        spec = self.spec("k8s", extra='[log]\npreset = "plain"\n', pagers=False)
+        with open(spec) as f:
+            text = f.read().replace("restart_budget = 2", 'restart_budget = 2\nresume_owner = "kubernetes"', 1)
+        with open(spec, "w") as f:
+            f.write(text + "[kubernetes]\nrequeue_exit_code = 143\n")
+        trainer = ["/usr/bin/python3", PLAIN, "--steps", "40", "--step-time", "0.05", "--ckpt-dir", self.ckpt,
+                   "--ckpt-every", "10", "--hang-at-step", "15"]
+        rc, out, _ = self.run_job(spec, trainer,
+                                  env_extra={"KUBERNETES_SERVICE_HOST": "10.0.0.1", "STEPWATCH_INCARNATION": "2"})
+        self.assertEqual(rc, 143, out)
+        self.assertIn("job k8s incarnation 2 (Kubernetes, restarts owned by kubernetes)", out)
+        self.assertIn("exiting with 143 for Kubernetes to restart the pod (next incarnation from step_10 (step 10))",
+                      out)
+        self.assertNotIn("launched incarnation 3", out)
+
+    def test_an_owner_that_is_not_there_is_refused_before_launch(self):
+        for owner, missing in (("slurm", "SLURM_JOB_ID is not set"),
+                               ("kubernetes", "KUBERNETES_SERVICE_HOST is not set")):
+            spec = self.spec(f"own-{owner}", pagers=False)
+            with open(spec) as f:
+                text = f.read().replace("restart_budget = 2", f'restart_budget = 2\nresume_owner = "{owner}"', 1)
+            with open(spec, "w") as f:
+                f.write(text)
+            env = {"SLURM_JOB_ID": "", "KUBERNETES_SERVICE_HOST": ""}
+            rc, out, _ = self.run_job(spec, ["/bin/true"], env_extra=env)
+            self.assertEqual(rc, 2, out)
+            self.assertIn(f'runbook.resume_owner = "{owner}", but {missing}', out)
+            self.assertIn("nothing was launched", out)
+
+
+@unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")
+class NodeFault(RunTest):
+    """docs/node-fault.md: the same host is the culprit in incarnation after incarnation, and the
+    incarnations start fast enough to be a restart storm."""
+
+    def test_a_repeat_culprit_host_is_named_and_a_restart_storm_holds_until_acked(self):
+        spec = self.spec("lemon", extra='[node_fault]\nstorm_incarnations = 3\n')
+        with open(spec) as f:
+            text = f.read().replace("restart_budget = 2", "restart_budget = 3", 1).replace(
+                'ack_timeout = "2s"', 'ack_timeout = "1s"', 1)
+        with open(spec, "w") as f:
+            f.write(text)
+        # Rank 1 hangs in its data fetch before step 28 in every incarnation, and each resumes from
+        # step_20 (7 steps after a restart: past the warmup steps, which get the init budget): no
+        # progress after the first, so the restart budget of 3 ends it after incarnation 3 (76).
+        env = python_env()
+        for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "STEPWATCH_JOB"):
+            env.pop(k, None)
+        p = subprocess.Popen([self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, "--",
+                              *self.ddp("--steps", "40", "--step-time", "0.05", "--ckpt-every", "10",
+                                        "--hang-rank", "1", "--hang-at-step", "28", "--label-data")],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.strays.append(p)
+        storm = wait_until(lambda: [pg for _, pg in self.receiver.pages if pg["state"] == "restart-storm"], 90)
+        self.assertTrue(storm, self.receiver.pages)
+        time.sleep(1.5)  # held: no incarnation 3 while nobody acks
+        self.assertEqual([pg["incarnation"] for _, pg in self.receiver.pages], [0, 1, 2, 2])
+        subprocess.run([self.bin, "ack", "lemon", "--state-dir", self.state, "--by", "oncall"], check=True,
+                       stdout=subprocess.DEVNULL)
+        out, _ = p.communicate(timeout=90)
+        self.assertEqual(p.returncode, 76, out)
+        self.assertLess(out.index("restart storm: acked; starting the next incarnation"),
+                        out.index("launched incarnation 3"), out)
+        pages = [pg for _, pg in self.receiver.pages]
+        self.assertEqual([pg["incarnation"] for pg in pages], [0, 1, 2, 2, 3], out)
+        host = pages[0]["host"]
+        # Before incarnation 2 at most one ended incarnation had a culprit: nobody named.
+        self.assertEqual(pages[0]["suspect_hosts"], [])
+        self.assertEqual(pages[1]["suspect_hosts"], [])
+        [suspect] = pages[2]["suspect_hosts"]
+        self.assertEqual(suspect["host"], host)
+        self.assertTrue(any("2 of the last 2" in e for e in suspect["evidence"]), suspect)
+        self.assertEqual(suspect["exclude_hint"], f"exclude {host} from the job's next placement")
+        self.assertTrue(any("3 of the last 3" in e for e in pages[4]["suspect_hosts"][0]["evidence"]), pages[4])
+        # The storm: evidence in incarnation 2's page, then a warning page of its own that holds.
+        self.assertFalse(any(e.startswith("restart storm") for e in pages[1]["evidence"]), pages[1])
+        self.assertTrue(any(e.startswith("restart storm: 3 incarnations started") for e in pages[2]["evidence"]),
+                        pages[2]["evidence"])
+        self.assertEqual((storm[0]["severity"], pages[2]["severity"]), ("warning", "page"))
+        self.assertIn("automatic resume held until acked", storm[0]["summary"])
+        self.assertEqual(storm[0]["suspect_hosts"][0]["host"], host)
 
 
 @unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")

@@ -33,29 +33,11 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import swtest  # noqa: E402
 from agent_support import Receiver, free_port  # noqa: E402
 from slurm_support import SlurmCluster  # noqa: E402
-from swtest import SOURCE_DIR, python_env, stepwatch_bin  # noqa: E402
+from swtest import SOURCE_DIR, alive, python_env, stepwatch_bin, wait_until  # noqa: E402
 
 LAUNCH = os.path.join(SOURCE_DIR, "examples", "launch.py")
 TRAIN = os.path.join(SOURCE_DIR, "examples", "train_ddp.py")
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_for(pred, timeout, poll=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(poll)
-    return pred()
 
 
 @unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")
@@ -182,7 +164,7 @@ exec {self.bin} run --spec {self.spec(job)} --dir {self.dir} --state-dir {self.s
             c.resume("n1")
         beacons = os.path.join(self.dir, "slurm-node")
         # Incarnation 0 trains and has committed a checkpoint: its pids are the orphans-to-be.
-        self.assertTrue(wait_for(lambda: os.path.isdir(os.path.join(self.ckpt, "step_20")), 60), self.output(job_id))
+        self.assertTrue(wait_until(lambda: os.path.isdir(os.path.join(self.ckpt, "step_20")), 60), self.output(job_id))
         old = [swtest.read_beacon(os.path.join(beacons, f"rank-{r}.beacon")) for r in (0, 1)]
         old_pids = [b["pid"] for b in old]
         self.assertEqual({b["incarnation"] for b in old}, {0})
@@ -196,7 +178,7 @@ exec {self.bin} run --spec {self.spec(job)} --dir {self.dir} --state-dir {self.s
         requeued = time.monotonic() - t0
         self.assertEqual(rec["NodeList"], "n1")
         # The orphans kept running on the dead node until the new incarnation's hygiene.
-        new = wait_for(lambda: self._beacon_of_incarnation(beacons, 1), 60)
+        new = wait_until(lambda: self._beacon_of_incarnation(beacons, 1), 60)
         out = self.output(job_id)
         self.assertTrue(new, out)
         cleaned = time.monotonic() - t0
@@ -210,13 +192,13 @@ exec {self.bin} run --spec {self.spec(job)} --dir {self.dir} --state-dir {self.s
         self.assertNotIn("(not provably this job's: left alone)", out.split("leftover before incarnation 1")[1]
                          if "leftover before incarnation 1" in out else out)
         # The orphaned `stepwatch run` stands down: its job's restart count moved (the fence).
-        self.assertTrue(wait_for(lambda: not alive(old_stepwatch), 30), out)
+        self.assertTrue(wait_until(lambda: not alive(old_stepwatch), 30), out)
         out = self.output(job_id)
         self.assertIn(f"Slurm job {job_id} was requeued since this incarnation started (Restarts 0 -> 1)", out)
         self.assertEqual(self.receiver.pages, [])
         self.assertEqual(c.show_job(job_id)["Restarts"], "1")
         # The new trainer bound the same rendezvous port and trains on from the checkpoint.
-        b = wait_for(lambda: self._beacon_of_incarnation(beacons, 1, min_step=25), 60)
+        b = wait_until(lambda: self._beacon_of_incarnation(beacons, 1, min_step=25), 60)
         self.assertTrue(b, self.output(job_id))
 
     def _beacon_of_incarnation(self, beacons, incarnation, min_step=1):

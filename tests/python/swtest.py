@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 SOURCE_DIR = os.environ.get("STEPWATCH_SOURCE_DIR") or os.path.abspath(
@@ -208,3 +209,23 @@ def read_beacon(path):
     for k, (off, size) in _STRINGS.items():
         out[k] = data[off : off + size].split(b"\0", 1)[0].decode()
     return out
+
+
+def alive(pid):
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until(pred, timeout, poll=0.2):
+    """pred()'s first truthy value within timeout seconds, else its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(poll)
+    return pred()

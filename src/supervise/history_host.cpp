@@ -1,0 +1,128 @@
+// The supervisor's side of the node-fault history (runbook/node_fault.h, docs/node-fault.md):
+// every incarnation's start and end go to the store, with the culprits' hosts it implicates, and
+// a page names the hosts the rules suspect, with their evidence and an exclusion hint.
+#include <fmt/format.h>
+
+#include "src/common/host.h"
+#include "src/runbook/node_fault.h"
+#include "src/supervise/supervisor.h"
+
+namespace stepwatch::supervise {
+
+std::string Supervisor::node_name() const {
+  // Slurm's node name is what --exclude and a drain take; elsewhere the host name.
+  return opt_.scheduler.node.empty() ? short_hostname() : opt_.scheduler.node;
+}
+
+void Supervisor::history_started(int64_t started_ns) {
+  store::IncarnationRecord r;
+  r.job = opt_.job;
+  r.incarnation = state_.incarnation;
+  r.started_ns = started_ns;
+  r.hosts = {node_name()};
+  if (opt_.scheduler.kind == spec::ResumeOwner::kSlurm)
+    r.scheduler_id = "slurm:" + opt_.scheduler.job_id;
+  if (auto st = store_->record_incarnation(r); !st) say(st.error().message);
+}
+
+void Supervisor::history_ended(std::string_view reason, const detect::Verdict* v) {
+  store::IncarnationRecord r;
+  r.job = opt_.job;
+  r.incarnation = state_.incarnation;
+  r.ended_ns = wall_now_ns();
+  r.end_reason = std::string(reason);
+  r.checkpoint_step = state_.checkpoint_step;
+  if (v != nullptr) {
+    r.cause = v->cause == detect::Cause::kNone ? "" : detect::cause_name(v->cause);
+    for (const auto& c : v->culprits) {
+      r.culprit_ranks.push_back(c.rank);
+      // Every rank of `stepwatch run` is on this node.
+      std::string host = c.host.empty() ? node_name() : c.host;
+      if (std::find(r.culprit_hosts.begin(), r.culprit_hosts.end(), host) == r.culprit_hosts.end())
+        r.culprit_hosts.push_back(host);
+    }
+  }
+  if (auto st = store_->record_incarnation(r); !st) say(st.error().message);
+  for (const auto& host : runbook::implicated_hosts(r)) {
+    store::HostImplication h;
+    h.host = host;
+    h.job = opt_.job;
+    h.incarnation = r.incarnation;
+    h.at_ns = *r.ended_ns;
+    h.cause = r.cause;
+    h.reason = r.end_reason;
+    if (auto st = store_->record_implication(h); !st) say(st.error().message);
+  }
+}
+
+void Supervisor::add_node_fault(runbook::PageMessage& m) {
+  const auto& policy = spec_.node_fault;
+  int64_t now = wall_now_ns();
+  auto history = store_->incarnations(opt_.job, 64);
+  auto implications = store_->implications(now - policy.cross_job_window_ns);
+  if (!history || !implications) {
+    say("node-fault history not read: " +
+        (!history ? history.error().message : implications.error().message));
+    return;
+  }
+  if (auto storm = runbook::restart_storm(*history, policy, now))
+    m.evidence.push_back("restart storm: " + storm->evidence);
+  const char* scheduler = spec::resume_owner_name(spec_.runbook.resume_owner);
+  for (const auto& s : runbook::suspect_hosts(*history, *implications, policy, now)) {
+    m.suspects.push_back({s.host, s.evidence, runbook::exclude_hint(scheduler, {s.host})});
+  }
+}
+
+bool Supervisor::hold_for_storm(const Resumption& next) {
+  int64_t now = wall_now_ns();
+  auto history = store_->incarnations(opt_.job, 64);
+  if (!history) {
+    say("node-fault history not read: " + history.error().message);
+    return false;
+  }
+  auto storm = runbook::restart_storm(*history, spec_.node_fault, now);
+  if (!storm || !runbook_->id() || *runbook_->id() <= 0) return false;
+  int64_t id = *runbook_->id();
+  std::string why = fmt::format(
+      "restart storm: {}; automatic resume held until acked (stepwatch ack {} --state-dir {}), "
+      "then from {}",
+      storm->evidence, opt_.job, opt_.state_dir, next.from);
+  say(why);
+  record_action(store::action_kind::kNote, true, why);
+  runbook::PageMessage m = page(acted_on_);
+  m.severity = "warning";
+  m.state = "restart-storm";
+  m.summary = why;
+  m.incident_id = std::to_string(id);
+  m.incarnation = static_cast<int>(state_.incarnation);
+  m.started_wall_ns = now;
+  auto record = std::make_shared<runbook::IncidentRecord>();
+  record->job = opt_.job;
+  record->id = id;
+  deliveries_->start(record, runbook::PageDeliveries::Kind::kEscalation, spec_.runbook.pagers,
+                     std::move(m));
+  held_ = Hold{next, id, now};
+  return true;
+}
+
+Supervisor::Next Supervisor::release_hold(Stamp now) {
+  // Every ack is an action of the incident: one after the hold began releases it (an earlier
+  // ack of the stall does not).
+  auto actions = store_->actions(held_->incident);
+  if (!actions) return Next::kContinue;
+  bool acked = false;
+  for (const auto& a : *actions) {
+    acked = acked || (a.kind == store::action_kind::kAck && a.at_ns >= held_->since_wall_ns);
+  }
+  if (!acked) return Next::kContinue;
+  say("restart storm: acked; starting the next incarnation");
+  Resumption next = std::move(held_->next);
+  held_.reset();
+  next_ = Next::kContinue;
+  runbook::AfterPreempt after = start_next(next);
+  runbook_->close(now,
+                  after.resolution.empty() ? "resumed after a restart storm" : after.resolution);
+  return next_;
+}
+
+}  // namespace stepwatch::supervise
