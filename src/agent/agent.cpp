@@ -349,6 +349,7 @@ Status Agent::poll_once(Stamp now) {
     ++it;
   }
   if (first_poll_ && any_root) close_unobserved(seen, now);
+  refresh_node_faults(now);
   first_poll_ = false;
   deliveries_.reap(now);
   ranks_last_poll_ = due_last_poll_ = 0;
@@ -446,6 +447,7 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
         (t.run_started_wall_ns == 0 || r.created.wall_ns < t.run_started_wall_ns))
       t.run_started_wall_ns = r.created.wall_ns;
   }
+  note_history(t, obs, v, now);
   t.state.last_poll_wall_ns = now.wall_ns;
   t.state.recent_intervals_ns = recent_intervals(obs);
   t.state.gpus = job_gpus(rep);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/agent/config.h"
@@ -28,6 +29,7 @@
 #include "src/runbook/ledger.h"
 #include "src/runbook/pager.h"
 #include "src/serve/job_source.h"
+#include "src/serve/node_fault_view.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
 #include "src/watch/job_state.h"
@@ -68,6 +70,10 @@ class Agent : public serve::JobSource {
   // Newest first; job "" for every job.
   Result<std::vector<store::Incident>> incidents(const std::string& job, int limit) override;
 
+  // The node-fault rules over the jobs' incarnation history (agent_history.cpp), as of the last
+  // poll that computed them: after a change of history, else once a minute.
+  std::shared_ptr<const serve::NodeFaultSnapshot> node_faults() const override;
+
   const AgentConfig& config() const { return config_; }
   std::string proc_root() const override { return config_.proc_root; }
 
@@ -98,6 +104,20 @@ class Agent : public serve::JobSource {
   runbook::DeliverySink delivery_sink();
   void retire(Tracked& t, Stamp now, const char* why);
   void note_problem(const std::string& message);
+  // ---- the node-fault history (agent_history.cpp; single node only) ----
+  // After each observation of the job: records the start of an incarnation it has not seen (its
+  // end is recorded when the next one appears), and keeps what its verdict says.
+  void note_history(Tracked& t, const detect::Observation& obs, const detect::Verdict& v,
+                    Stamp now);
+  // Records the end of the job's open incarnation, once: `reason`, and the cause and culprits
+  // of `v` (null: none).
+  void end_history(Tracked& t, std::string_view reason, const detect::Verdict* v, Stamp now);
+  // The same, as the job's last verdict says: "finished", "failed" (stalled or dead, with its
+  // cause and culprits), else `otherwise`.
+  void end_history_as_seen(Tracked& t, std::string_view otherwise, Stamp now);
+  // Recomputes node_faults() when the history changed, or a minute has passed (windows slide).
+  void refresh_node_faults(Stamp now);
+
   // After each poll of run(): counts the polls in a row that failed as a whole.
   void note_poll_outcome(bool ok);
 
@@ -148,6 +168,8 @@ class Agent : public serve::JobSource {
   PerUserRate incident_rate_;                                // poll thread only
   PerUserRate log_rate_;                                     // poll thread only
   std::optional<int64_t> next_prune_mono_ns_;                // poll thread only
+  bool node_faults_dirty_ = true;                            // poll thread only
+  std::optional<int64_t> next_node_faults_mono_ns_;          // poll thread only
   // Across all jobs at the last poll, to share the detail budget (poll thread only).
   size_t ranks_last_poll_ = 0, due_last_poll_ = 0;
 
@@ -158,6 +180,7 @@ class Agent : public serve::JobSource {
   std::map<std::string, uint64_t> acks_total_;  // by job, since the agent started
   watch::AgentHealth health_;
   int64_t last_poll_wall_ns_ = 0;
+  std::shared_ptr<const serve::NodeFaultSnapshot> node_faults_;
 
   std::mutex api_store_mu_;
   store::Store api_store_;  // the API threads' connection

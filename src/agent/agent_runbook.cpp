@@ -14,6 +14,7 @@
 #include "src/detect/trace.h"
 #include "src/probe/liveness.h"
 #include "src/runbook/artifact.h"
+#include "src/runbook/node_fault_history.h"
 #include "src/runbook/page_message.h"
 #include "src/runbook/proven.h"
 
@@ -71,6 +72,8 @@ void Agent::note_store_error(const Error& e) {
 
 void Agent::retire(Tracked& t, Stamp now, const char* why) {
   t.retired_at_wall_ns = now.wall_ns;
+  // Its incarnation ends here (once), as its last verdict said: finished, failed or lost.
+  end_history_as_seen(t, "lost", now);
   log_info("agent: job {} retired: {}; listed for {} more", t.job, why,
            format_duration(config_.retire_after_ns));
   t.runbook->close(now, why);
@@ -87,6 +90,16 @@ runbook::PageMessage Agent::JobHost::page(const detect::Verdict& v) {
       scope_ == Scope::kJob
           ? fmt::format("stepwatch ack {} (on any node of the job)", t_.job)
           : fmt::format("stepwatch ack {} --state-dir {}", t_.job, agent_.config_.state_dir);
+  // The hosts this node's history suspects, and a restart storm (single node: the history of a
+  // multi-node job would be the leader's, in etcd).
+  if (scope_ == Scope::kNode && !agent_.coord_) {
+    const char* scheduler = spec::resume_owner_name(t_.spec.runbook.resume_owner);
+    if (auto st = runbook::add_node_fault(m, agent_.store_, t_.job, t_.spec.node_fault, scheduler,
+                                          t_.now.wall_ns);
+        !st) {
+      agent_.note_store_error(st.error());
+    }
+  }
   return m;
 }
 
@@ -175,6 +188,10 @@ runbook::PreemptTargets Agent::JobHost::targets() {
 std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, int64_t incident_id,
                                                     runbook::PreemptTargets targets) {
   if (scope_ == Scope::kJob) return agent_.order_preempt(t_, incident_id);
+  t_.acted_on = {};
+  t_.acted_on.state = v.state;  // what the incarnation's end records (not its ranks)
+  t_.acted_on.cause = v.cause;
+  t_.acted_on.culprits = v.culprits;
   // The artifact of the proven processes, then the preempt, on a thread of their own: the poll
   // of every other job goes on meanwhile.
   runbook::ArtifactRequest req;
@@ -212,6 +229,7 @@ std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, in
 
 runbook::AfterPreempt Agent::JobHost::after_preempt(const runbook::ActReport& report) {
   if (scope_ == Scope::kJob) return agent_.after_job_preempt(t_, report);
+  agent_.end_history(t_, "preempted", &t_.acted_on, t_.now);
   // Closed only when every process is gone: survivors keep it open (and paged again).
   return {report.preempt.ok, "preempted by the agent: " + report.preempt.summary()};
 }

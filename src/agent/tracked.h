@@ -85,6 +85,15 @@ struct Agent::Tracked {
   bool observed = false;  // observed in this poll: `state` holds a new observation to publish
   std::shared_ptr<const watch::JobState> published;  // what the API sees of this job
 
+  // The node-fault history (agent_history.cpp): the incarnation whose start is recorded and
+  // whose end is not yet, the highest one handled, and what ends it: the last verdict (state,
+  // cause, culprits only), the verdict the runbook preempted on, the newest committed checkpoint.
+  std::optional<int64_t> history_open;
+  int64_t history_seen = -1;
+  detect::Verdict last_verdict;
+  detect::Verdict acted_on;
+  std::optional<int64_t> checkpoint_step;
+
   // Multi-node ([coord]): its coordination, and the job's incident while this node leads it
   // (declared in the order they are built: each outlives what uses it).
   std::unique_ptr<coord::JobCoord> coord;

@@ -82,7 +82,10 @@ int run_agent(const std::string& config_path, bool new_store) {
     fmt::print(stderr, "stepwatch agent: {}\n", a.error().message);
     return kAgentStartError;
   }
-  api_config.metrics = [&ag = **a] { return serve::render_metrics(ag.jobs(), ag.health()); };
+  api_config.metrics = [&ag = **a] {
+    auto node_faults = ag.node_faults();
+    return serve::render_metrics(ag.jobs(), ag.health(), node_faults.get());
+  };
   serve::ApiServer api(**a, api_config);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;

@@ -52,7 +52,17 @@ struct ApiServer::Impl {
     std::string id = req.matches[1];
     auto s = source->job(id);
     if (!s) return error_reply(res, 404, fmt::format("no job {} on this agent", id));
-    json_reply(res, 200, job_detail_json(*s));
+    json j = job_detail_json(*s);
+    if (auto nf = source->node_faults()) {
+      auto it = nf->jobs.find(id);
+      j["node_fault"] = node_fault_json(it != nf->jobs.end() ? it->second : JobNodeFault{});
+    }
+    json_reply(res, 200, j);
+  }
+
+  void hosts(const httplib::Request&, httplib::Response& res) {
+    auto nf = source->node_faults();
+    json_reply(res, 200, hosts_json(nf ? *nf : NodeFaultSnapshot{}));
   }
 
   void incidents(const httplib::Request& req, httplib::Response& res) {
@@ -118,6 +128,7 @@ struct ApiServer::Impl {
     s.Get(kJobPattern, guarded([this](const auto& req, auto& res) { job(req, res); }));
     s.Post(std::string(kJobPattern) + "/ack",
            guarded([this](const auto& req, auto& res) { ack(req, res); }));
+    s.Get("/api/v1/hosts", guarded([this](const auto& req, auto& res) { hosts(req, res); }));
     s.Get("/api/v1/incidents",
           guarded([this](const auto& req, auto& res) { incidents(req, res); }));
     s.Get("/healthz", guarded([this](const auto& req, auto& res) { healthz(req, res); }));
@@ -131,8 +142,8 @@ struct ApiServer::Impl {
               res.set_content(config.metrics(), kMetricsContentType);
             }));
     }
-    for (const char* path :
-         {"/api/v1/jobs", kJobPattern, "/api/v1/incidents", "/healthz", "/", "/metrics"}) {
+    for (const char* path : {"/api/v1/jobs", kJobPattern, "/api/v1/hosts", "/api/v1/incidents",
+                             "/healthz", "/", "/metrics"}) {
       refuse_other_methods(s, path, "GET", "agent api");
     }
     refuse_other_methods(s, std::string(kJobPattern) + "/ack", "POST", "agent api");

@@ -1,7 +1,9 @@
 // The agent's HTTP endpoints (docs/api.md lists every field; names are stable):
 //   GET  /                          the dashboard (src/serve/dashboard.html, embedded at build)
 //   GET  /api/v1/jobs               every job the agent watches (retired ones until they expire)
-//   GET  /api/v1/jobs/{id}          the verdict, ranks with process and GPU facts, intervals
+//   GET  /api/v1/jobs/{id}          the verdict, ranks with process and GPU facts, intervals,
+//                                   and "node_fault" (suspect hosts, storm, incarnations)
+//   GET  /api/v1/hosts              hosts implicated within the cross-job window, suspect or not
 //   GET  /api/v1/incidents[?job=ID][&limit=N]   from the incident store, newest first
 //   POST /api/v1/jobs/{id}/ack      body {"by", "note"}; Bearer token when one is configured
 //                                   (the ack route of src/serve/ack_routes.h)

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "src/common/result.h"
+#include "src/serve/node_fault_view.h"
 #include "src/store/records.h"
 #include "src/watch/job_state.h"
 
@@ -29,6 +31,10 @@ class JobSource {
                                                      const std::string& note) = 0;
   // Newest first; job "" for every job.
   virtual Result<std::vector<store::Incident>> incidents(const std::string& job, int limit) = 0;
+
+  // What the node-fault rules say of the jobs and hosts (src/serve/node_fault_view.h), as of the
+  // last poll that computed it; null: not computed (no history kept).
+  virtual std::shared_ptr<const NodeFaultSnapshot> node_faults() const { return nullptr; }
 
   // The /proc whose net/tcp tells the uid of a client's socket (a fake tree in tests).
   virtual std::string proc_root() const = 0;

@@ -185,6 +185,53 @@ json job_detail_json(const watch::JobState& s) {
   return j;
 }
 
+json node_fault_json(const JobNodeFault& nf) {
+  json suspects = json::array();
+  for (const auto& s : nf.suspects) {
+    suspects.push_back({{"host", s.host},
+                        {"evidence", s.evidence},
+                        {"exclude_hint", text_or_null(s.exclude_hint)}});
+  }
+  json storm = nullptr;
+  if (nf.storm) {
+    storm = {{"incarnations", nf.storm->incarnations},
+             {"window_seconds", seconds_or_null(nf.storm->window_ns)},
+             {"evidence", nf.storm->evidence}};
+  }
+  json incarnations = json::array();
+  for (const auto& r : nf.incarnations) {
+    incarnations.push_back(
+        {{"incarnation", r.incarnation},
+         {"started_at", format_utc(r.started_ns, UtcPrecision::kMillis)},
+         {"ended_at",
+          r.ended_ns ? json(format_utc(*r.ended_ns, UtcPrecision::kMillis)) : json(nullptr)},
+         {"end_reason", text_or_null(r.end_reason)},
+         {"cause", r.cause.empty() ? "none" : r.cause},
+         {"culprit_ranks", r.culprit_ranks},
+         {"culprit_hosts", r.culprit_hosts},
+         {"hosts", r.hosts},
+         {"checkpoint_step", or_null(r.checkpoint_step)},
+         {"scheduler_id", text_or_null(r.scheduler_id)}});
+  }
+  return {{"suspect_hosts", std::move(suspects)},
+          {"restart_storm", std::move(storm)},
+          {"incarnations", std::move(incarnations)}};
+}
+
+json hosts_json(const NodeFaultSnapshot& snapshot) {
+  json hosts = json::array();
+  for (const auto& h : snapshot.hosts) {
+    hosts.push_back({{"host", h.host},
+                     {"jobs_implicated", h.jobs_implicated},
+                     {"implications", h.implications},
+                     {"suspect", h.suspect},
+                     {"evidence", h.evidence}});
+  }
+  return {{"window_seconds",
+           snapshot.window_ns > 0 ? seconds_or_null(snapshot.window_ns) : json(nullptr)},
+          {"hosts", std::move(hosts)}};
+}
+
 bool agent_failing(const watch::AgentHealth& h) {
   return h.consecutive_poll_failures >= watch::kPollFailuresUnhealthy || !h.store_error.empty();
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "src/common/result.h"
+#include "src/serve/node_fault_view.h"
 #include "src/store/records.h"
 #include "src/watch/job_state.h"
 
@@ -30,6 +31,15 @@ nlohmann::json incident_json(const store::Incident& incident,
 nlohmann::json job_summary_json(const watch::JobState& job);
 // GET /api/v1/jobs/{id}: the verdict with every rank's beacon, process and GPU facts.
 nlohmann::json job_detail_json(const watch::JobState& job);
+
+// The "node_fault" of GET /api/v1/jobs/{id}: {"suspect_hosts": [{host, evidence, exclude_hint}],
+// "restart_storm": null | {incarnations, window_seconds, evidence}, "incarnations": [{incarnation,
+// started_at, ended_at, end_reason, cause, culprit_ranks, culprit_hosts, hosts, checkpoint_step,
+// scheduler_id}], newest first}.
+nlohmann::json node_fault_json(const JobNodeFault& job);
+// GET /api/v1/hosts: {"window_seconds", "hosts": [{host, jobs_implicated, implications, suspect,
+// evidence}]}, hosts sorted by name.
+nlohmann::json hosts_json(const NodeFaultSnapshot& snapshot);
 
 // GET /healthz: failing (503) after kPollFailuresUnhealthy whole polls failed in a row, or while
 // the store refuses writes. Lost coordination never fails it: the agent still observes its ranks

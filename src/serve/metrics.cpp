@@ -129,7 +129,7 @@ std::string escape_label_value(std::string_view v) {
 }
 
 std::string render_metrics(const std::vector<watch::JobState>& jobs,
-                           const watch::AgentHealth& health) {
+                           const watch::AgentHealth& health, const NodeFaultSnapshot* node_faults) {
   Family job_info("stepwatch_job_info", "gauge",
                   "The job's owner and class from its spec; always 1.");
   Family job_state("stepwatch_job_state", "gauge",
@@ -165,6 +165,9 @@ std::string render_metrics(const std::vector<watch::JobState>& jobs,
                    "Incidents opened for the job since the agent started.");
   Family actions("stepwatch_job_actions_total", "counter",
                  "Runbook actions taken for the job since the agent started, by action.");
+  Family storm("stepwatch_job_restart_storm", "gauge",
+               "1 while the job is in a restart storm (too many incarnations started in the "
+               "window); absent otherwise.");
 
   std::vector<const watch::JobState*> sorted;
   for (const auto& j : jobs) {
@@ -247,6 +250,26 @@ std::string render_metrics(const std::vector<watch::JobState>& jobs,
     for (const auto& [action, count] : j.actions_total) {  // std::map: sorted by action
       actions.add({{"job_id", j.job}, {"action", action}}, number(static_cast<uint64_t>(count)));
     }
+    if (node_faults) {
+      auto it = node_faults->jobs.find(j.job);
+      if (it != node_faults->jobs.end() && it->second.storm) storm.add(job, "1");
+    }
+  }
+
+  // The node-fault rules' hosts, sorted by host: absent when none.
+  Family host_suspect("stepwatch_host_suspect", "gauge",
+                      "1 for a host the node-fault rules suspect; absent otherwise.");
+  Family host_implications("stepwatch_host_implications", "gauge",
+                           "Job incarnations that blamed the host within the cross-job window.");
+  if (node_faults) {
+    std::vector<const HostFault*> hosts;
+    for (const auto& h : node_faults->hosts) hosts.push_back(&h);
+    std::stable_sort(hosts.begin(), hosts.end(),
+                     [](const HostFault* a, const HostFault* b) { return a->host < b->host; });
+    for (const HostFault* h : hosts) {
+      if (h->suspect) host_suspect.add({{"host", h->host}}, "1");
+      host_implications.add({{"host", h->host}}, number(static_cast<int64_t>(h->implications)));
+    }
   }
 
   Family poll_duration("stepwatch_agent_poll_duration_seconds", "gauge",
@@ -298,13 +321,14 @@ std::string render_metrics(const std::vector<watch::JobState>& jobs,
 
   std::string out;
   for (const Family* f :
-       {&job_info,       &job_state,     &job_cause,       &job_leader,      &job_step,
-        &job_step_age,   &job_interval,  &rank_step,       &rank_step_age,   &rank_phase,
-        &rank_phase_age, &rank_beat_age, &rank_ckpt,       &rank_ckpt_age,   &gpu_sm,
-        &gpu_power,      &gpu_mem,       &incidents,       &actions,         &poll_duration,
-        &polls,          &beacons,       &read_errors,     &start_time,      &poll_failures,
-        &job_failures,   &store_errors,  &coord_connected, &coord_lease_age, &coord_lease_ttl,
-        &coord_losses,   &coord_puts,    &coord_jobs_led}) {
+       {&job_info,        &job_state,         &job_cause,       &job_leader,    &job_step,
+        &job_step_age,    &job_interval,      &rank_step,       &rank_step_age, &rank_phase,
+        &rank_phase_age,  &rank_beat_age,     &rank_ckpt,       &rank_ckpt_age, &gpu_sm,
+        &gpu_power,       &gpu_mem,           &incidents,       &actions,       &storm,
+        &host_suspect,    &host_implications, &poll_duration,   &polls,         &beacons,
+        &read_errors,     &start_time,        &poll_failures,   &job_failures,  &store_errors,
+        &coord_connected, &coord_lease_age,   &coord_lease_ttl, &coord_losses,  &coord_puts,
+        &coord_jobs_led}) {
     f->write_to(out);
   }
   return out;

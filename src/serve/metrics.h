@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/serve/node_fault_view.h"
 #include "src/watch/job_state.h"
 
 namespace stepwatch::serve {
@@ -18,8 +19,11 @@ inline constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; c
 // Renders every job that is not retired, then the agent's health. Absent values (no step yet,
 // no beat, no checkpoint, an unknown interval, a GPU field NVML did not give) are omitted,
 // never written as 0 (STYLE rule 3). Ages are taken at the job's last poll (observation.now).
+// With node_faults: each listed job's restart storm, each host's implications in the window and
+// the suspect hosts (a host that is not suspect has no stepwatch_host_suspect series at all).
 std::string render_metrics(const std::vector<watch::JobState>& jobs,
-                           const watch::AgentHealth& health);
+                           const watch::AgentHealth& health,
+                           const NodeFaultSnapshot* node_faults = nullptr);
 
 // Label value escaping of the text format: backslash, double quote and line feed.
 std::string escape_label_value(std::string_view v);

@@ -100,6 +100,10 @@ class DashboardTest(AgentBase):
         self.assertIn("Culprits", view)
         self.assertIn("Evidence", view)
         self.assertEqual(len(re.findall(r"<tr><td>[01]</td>", view)), 2, "expected one line per rank")
+        # The node-fault section: one incarnation each, nothing to suspect (agent_history_test
+        # covers suspects and storms in the API the page reads).
+        self.assertIn("Node fault", view)
+        self.assertIn("no suspect host, no restart storm", view)
 
 
 if __name__ == "__main__":

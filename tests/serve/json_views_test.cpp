@@ -302,5 +302,74 @@ TEST(HealthJson, CoordinationLostDoesNotFailHealth) {
   EXPECT_EQ(j["coord"]["losses_total"], 2);
 }
 
+TEST(NodeFaultJson, SuspectsStormAndIncarnationsNewestFirst) {
+  JobNodeFault nf;
+  nf.suspects.push_back({"gpu-07",
+                         {"culprit in 2 of the last 3 ended incarnations (limit 2 of 3): 5, 7"},
+                         "sbatch --exclude=gpu-07"});
+  nf.storm = RestartStormView{5, 1800 * kNsPerSec, "5 incarnations started in 12m00s"};
+  store::IncarnationRecord running;
+  running.job = "llm";
+  running.incarnation = 8;
+  running.started_ns = kT0;
+  running.hosts = {"gpu-07"};
+  store::IncarnationRecord failed;
+  failed.job = "llm";
+  failed.incarnation = 7;
+  failed.started_ns = kT0 - 600 * kNsPerSec;
+  failed.ended_ns = kT0 - kNsPerSec;
+  failed.end_reason = "failed";
+  failed.cause = "io";
+  failed.culprit_ranks = {3};
+  failed.culprit_hosts = {"gpu-07"};
+  failed.hosts = {"gpu-07", "gpu-08"};
+  failed.checkpoint_step = 4200;
+  failed.scheduler_id = "slurm:1234";
+  nf.incarnations = {running, failed};
+  json j = node_fault_json(nf);
+  EXPECT_EQ(j["suspect_hosts"],
+            json::parse(R"([{"host": "gpu-07", "evidence": ["culprit in 2 of the last 3 ended )"
+                        R"(incarnations (limit 2 of 3): 5, 7"], "exclude_hint": )"
+                        R"("sbatch --exclude=gpu-07"}])"));
+  EXPECT_EQ(j["restart_storm"], json::parse(R"({"incarnations": 5, "window_seconds": 1800.0,
+                                                "evidence": "5 incarnations started in 12m00s"})"));
+  EXPECT_EQ(j["incarnations"][0],
+            json::parse(R"({"incarnation": 8, "started_at": "2024-05-01T03:12:44.000Z",
+              "ended_at": null, "end_reason": null, "cause": "none", "culprit_ranks": [],
+              "culprit_hosts": [], "hosts": ["gpu-07"], "checkpoint_step": null,
+              "scheduler_id": null})"));
+  EXPECT_EQ(j["incarnations"][1],
+            json::parse(R"({"incarnation": 7, "started_at": "2024-05-01T03:02:44.000Z",
+              "ended_at": "2024-05-01T03:12:43.000Z", "end_reason": "failed", "cause": "io",
+              "culprit_ranks": [3], "culprit_hosts": ["gpu-07"], "hosts": ["gpu-07", "gpu-08"],
+              "checkpoint_step": 4200, "scheduler_id": "slurm:1234"})"));
+
+  // Nothing known yet: empty lists and a null storm, never a missing key.
+  EXPECT_EQ(node_fault_json({}), json::parse(R"({"suspect_hosts": [], "restart_storm": null,
+                                                 "incarnations": []})"));
+}
+
+TEST(NodeFaultJson, Hosts) {
+  NodeFaultSnapshot nf;
+  nf.window_ns = 24 * 3600 * kNsPerSec;
+  const std::string line = "implicated in 3 jobs in the last 1d00h (limit 3): a#1, b#2, c#3";
+  nf.hosts.push_back({"gpu-07", 3, 4, true, {line}});
+  nf.hosts.push_back({"gpu-09", 1, 1, false, {}});
+  json want = {{"window_seconds", 86400.0},
+               {"hosts",
+                {{{"host", "gpu-07"},
+                  {"jobs_implicated", 3},
+                  {"implications", 4},
+                  {"suspect", true},
+                  {"evidence", {line}}},
+                 {{"host", "gpu-09"},
+                  {"jobs_implicated", 1},
+                  {"implications", 1},
+                  {"suspect", false},
+                  {"evidence", json::array()}}}}};
+  EXPECT_EQ(hosts_json(nf), want);
+  EXPECT_EQ(hosts_json({}), json::parse(R"({"window_seconds": null, "hosts": []})"));
+}
+
 }  // namespace
 }  // namespace stepwatch::serve

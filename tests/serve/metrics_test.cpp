@@ -392,13 +392,55 @@ TEST(Metrics, CountersAndOrdering) {
   EXPECT_EQ(text, render_metrics({b, gone, a}, sample_health()));  // input order does not matter
 }
 
+// The node-fault rules' view: a retired job's storm is not exported, hosts are sorted, and a
+// host that is not suspect has no suspect series (absent, not 0).
+NodeFaultSnapshot node_faults() {
+  NodeFaultSnapshot nf;
+  nf.window_ns = 24 * 3600 * kNsPerSec;
+  nf.jobs["train-1"].storm = RestartStormView{5, 1800 * kNsPerSec, "5 incarnations ..."};
+  nf.jobs["gone"].storm = RestartStormView{6, 1800 * kNsPerSec, "6 incarnations ..."};
+  nf.hosts.push_back({"gpu-09", 1, 1, false, {}});
+  nf.hosts.push_back({"gpu-07", 3, 4, true, {"implicated in 3 jobs ..."}});
+  return nf;
+}
+
+TEST(Metrics, SuspectHostsImplicationsAndStorms) {
+  watch::JobState gone = sample_job();
+  gone.job = "gone";
+  gone.retired = true;
+  NodeFaultSnapshot nf = node_faults();
+  std::string text = render_metrics({sample_job(), gone}, sample_health(), &nf);
+  EXPECT_THAT(text, HasSubstr("# HELP stepwatch_job_restart_storm 1 while the job is in a restart "
+                              "storm (too many incarnations started in the window); absent "
+                              "otherwise.\n# TYPE stepwatch_job_restart_storm gauge\n"
+                              "stepwatch_job_restart_storm{job_id=\"train-1\"} 1\n# HELP "));
+  EXPECT_THAT(text, HasSubstr("# TYPE stepwatch_host_suspect gauge\n"
+                              "stepwatch_host_suspect{host=\"gpu-07\"} 1\n# HELP "));
+  EXPECT_THAT(text, HasSubstr("# TYPE stepwatch_host_implications gauge\n"
+                              "stepwatch_host_implications{host=\"gpu-07\"} 4\n"
+                              "stepwatch_host_implications{host=\"gpu-09\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("gpu-09\"} 0")));
+  EXPECT_THAT(text, Not(HasSubstr("\"gone\"")));
+
+  // No storm, no suspect: the families are absent, not 0; no snapshot: the page is as before.
+  NodeFaultSnapshot calm;
+  calm.hosts.push_back({"gpu-09", 1, 1, false, {}});
+  text = render_metrics({sample_job()}, sample_health(), &calm);
+  EXPECT_THAT(text, Not(HasSubstr("stepwatch_job_restart_storm")));
+  EXPECT_THAT(text, Not(HasSubstr("stepwatch_host_suspect")));
+  EXPECT_THAT(text, HasSubstr("stepwatch_host_implications{host=\"gpu-09\"} 1\n"));
+  EXPECT_EQ(render_metrics({sample_job()}, sample_health(), nullptr),
+            render_metrics({sample_job()}, sample_health()));
+}
+
 // Every sample line is `name{labels} value` with valid names, and every family has exactly one
 // HELP and one TYPE line, both before its first sample, with its samples contiguous.
 TEST(Metrics, ParsesBack) {
   watch::JobState odd = sample_job();
   odd.job = "odd";
   odd.observation.ranks[0].phase = "a\"b\\c\nd";
-  std::string text = render_metrics({sample_job(), odd, clustered_job()}, coord_health());
+  NodeFaultSnapshot nf = node_faults();
+  std::string text = render_metrics({sample_job(), odd, clustered_job()}, coord_health(), &nf);
   ASSERT_FALSE(text.empty());
   ASSERT_EQ(text.back(), '\n');
 
@@ -443,7 +485,8 @@ TEST(Metrics, PromtoolAcceptsTheExposition) {
   watch::JobState odd = sample_job();
   odd.job = "odd";
   odd.observation.ranks[0].phase = "a\"b\\c\nd";
-  std::string text = render_metrics({sample_job(), odd, clustered_job()}, coord_health());
+  NodeFaultSnapshot nf = node_faults();
+  std::string text = render_metrics({sample_job(), odd, clustered_job()}, coord_health(), &nf);
   std::string cmd = std::string(STEPWATCH_PROMTOOL) + " check metrics 2>&1";
   FILE* p = popen(cmd.c_str(), "w");
   ASSERT_NE(p, nullptr);
