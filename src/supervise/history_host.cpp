@@ -5,6 +5,7 @@
 
 #include "src/common/host.h"
 #include "src/runbook/node_fault.h"
+#include "src/runbook/node_fault_history.h"
 #include "src/supervise/supervisor.h"
 
 namespace stepwatch::supervise {
@@ -26,50 +27,19 @@ void Supervisor::history_started(int64_t started_ns) {
 }
 
 void Supervisor::history_ended(std::string_view reason, const detect::Verdict* v) {
-  store::IncarnationRecord r;
-  r.job = opt_.job;
-  r.incarnation = state_.incarnation;
-  r.ended_ns = wall_now_ns();
-  r.end_reason = std::string(reason);
+  // Every rank of `stepwatch run` is on this node: a culprit without a host is here.
+  store::IncarnationRecord r = runbook::ended_incarnation(opt_.job, state_.incarnation, reason, v,
+                                                          node_name(), wall_now_ns());
   r.checkpoint_step = state_.checkpoint_step;
-  if (v != nullptr) {
-    r.cause = v->cause == detect::Cause::kNone ? "" : detect::cause_name(v->cause);
-    for (const auto& c : v->culprits) {
-      r.culprit_ranks.push_back(c.rank);
-      // Every rank of `stepwatch run` is on this node.
-      std::string host = c.host.empty() ? node_name() : c.host;
-      if (std::find(r.culprit_hosts.begin(), r.culprit_hosts.end(), host) == r.culprit_hosts.end())
-        r.culprit_hosts.push_back(host);
-    }
-  }
-  if (auto st = store_->record_incarnation(r); !st) say(st.error().message);
-  for (const auto& host : runbook::implicated_hosts(r)) {
-    store::HostImplication h;
-    h.host = host;
-    h.job = opt_.job;
-    h.incarnation = r.incarnation;
-    h.at_ns = *r.ended_ns;
-    h.cause = r.cause;
-    h.reason = r.end_reason;
-    if (auto st = store_->record_implication(h); !st) say(st.error().message);
-  }
+  if (auto st = runbook::record_ended(*store_, r); !st) say(st.error().message);
 }
 
 void Supervisor::add_node_fault(runbook::PageMessage& m) {
-  const auto& policy = spec_.node_fault;
-  int64_t now = wall_now_ns();
-  auto history = store_->incarnations(opt_.job, 64);
-  auto implications = store_->implications(now - policy.cross_job_window_ns);
-  if (!history || !implications) {
-    say("node-fault history not read: " +
-        (!history ? history.error().message : implications.error().message));
-    return;
-  }
-  if (auto storm = runbook::restart_storm(*history, policy, now))
-    m.evidence.push_back("restart storm: " + storm->evidence);
-  const char* scheduler = spec::resume_owner_name(spec_.runbook.resume_owner);
-  for (const auto& s : runbook::suspect_hosts(*history, *implications, policy, now)) {
-    m.suspects.push_back({s.host, s.evidence, runbook::exclude_hint(scheduler, {s.host})});
+  if (auto st = runbook::add_node_fault(m, *store_, opt_.job, spec_.node_fault,
+                                        spec::resume_owner_name(spec_.runbook.resume_owner),
+                                        wall_now_ns());
+      !st) {
+    say("node-fault history not read: " + st.error().message);
   }
 }
 
