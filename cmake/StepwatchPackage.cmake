@@ -30,11 +30,14 @@ install(FILES
     ${PROJECT_SOURCE_DIR}/docs/contract.md
     ${PROJECT_SOURCE_DIR}/docs/deploy.md
     ${PROJECT_SOURCE_DIR}/docs/install.md
+    ${PROJECT_SOURCE_DIR}/docs/kubernetes.md
     ${PROJECT_SOURCE_DIR}/docs/log-contract.md
     ${PROJECT_SOURCE_DIR}/docs/metrics.md
     ${PROJECT_SOURCE_DIR}/docs/multinode.md
+    ${PROJECT_SOURCE_DIR}/docs/node-fault.md
     ${PROJECT_SOURCE_DIR}/docs/replay.md
     ${PROJECT_SOURCE_DIR}/docs/run.md
+    ${PROJECT_SOURCE_DIR}/docs/slurm.md
     ${PROJECT_SOURCE_DIR}/docs/spec.md
   DESTINATION ${sw_deb_doc}/docs COMPONENT deb EXCLUDE_FROM_ALL)
 

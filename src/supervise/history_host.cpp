@@ -6,6 +6,7 @@
 #include "src/common/host.h"
 #include "src/runbook/node_fault.h"
 #include "src/runbook/node_fault_history.h"
+#include "src/runbook/slurm.h"
 #include "src/supervise/supervisor.h"
 
 namespace stepwatch::supervise {
@@ -32,6 +33,33 @@ void Supervisor::history_ended(std::string_view reason, const detect::Verdict* v
                                                           node_name(), wall_now_ns());
   r.checkpoint_step = state_.checkpoint_step;
   if (auto st = runbook::record_ended(*store_, r); !st) say(st.error().message);
+  if (spec_.node_fault.drain && spec_.runbook.resume_owner == spec::ResumeOwner::kSlurm &&
+      opt_.scheduler.kind == spec::ResumeOwner::kSlurm) {
+    drain_suspects();
+  }
+}
+
+void Supervisor::drain_suspects() {
+  // Opt-in ([node_fault] drain): before the next incarnation is requeued, so Slurm places it
+  // elsewhere. Draining needs operator rights (stepwatch doctor says whether it has them).
+  auto report = runbook::read_node_fault(*store_, opt_.job, spec_.node_fault, wall_now_ns());
+  if (!report) {
+    say("node-fault history not read: " + report.error().message);
+    return;
+  }
+  runbook::SlurmControl slurm(spec_.slurm);
+  for (const auto& s : report->suspects) {
+    if (!drained_.insert(s.host).second) continue;
+    std::string reason = fmt::format("stepwatch {}: {}", opt_.job,
+                                     s.evidence.empty() ? "suspect host" : s.evidence.front());
+    if (reason.size() > 200) reason = reason.substr(0, 197) + "...";
+    Status st = slurm.drain(s.host, reason);
+    std::string line =
+        st ? fmt::format("drained Slurm node {} ({})", s.host, reason)
+           : fmt::format("could not drain Slurm node {}: {}", s.host, st.error().message);
+    say(line);
+    record_action(store::action_kind::kNote, st.ok(), line);
+  }
 }
 
 void Supervisor::add_node_fault(runbook::PageMessage& m) {
@@ -45,12 +73,12 @@ void Supervisor::add_node_fault(runbook::PageMessage& m) {
 
 bool Supervisor::hold_for_storm(const Resumption& next) {
   int64_t now = wall_now_ns();
-  auto history = store_->incarnations(opt_.job, 64);
-  if (!history) {
-    say("node-fault history not read: " + history.error().message);
+  auto report = runbook::read_node_fault(*store_, opt_.job, spec_.node_fault, now);
+  if (!report) {
+    say("node-fault history not read: " + report.error().message);
     return false;
   }
-  auto storm = runbook::restart_storm(*history, spec_.node_fault, now);
+  const auto& storm = report->storm;
   if (!storm || !runbook_->id() || *runbook_->id() <= 0) return false;
   int64_t id = *runbook_->id();
   std::string why = fmt::format(

@@ -6,6 +6,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,7 @@ class Supervisor final : private runbook::IncidentHost {
   void history_started(int64_t started_ns);
   void history_ended(std::string_view reason, const detect::Verdict* v);
   void add_node_fault(runbook::PageMessage& m);
+  void drain_suspects();  // [node_fault] drain under Slurm
   bool may_open(const detect::Verdict& v, Stamp now) override;
   std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs,
                                                                  std::string* path);
@@ -157,8 +159,9 @@ class Supervisor final : private runbook::IncidentHost {
     int64_t incident = 0;
     int64_t since_wall_ns = 0;  // an ack after this releases it
   };
-  std::optional<Hold> held_;  // a restart storm holds the next incarnation             // a later
-                              // incarnation owns the job: exit after this turn
+  std::optional<Hold> held_;       // a restart storm holds the next incarnation
+  std::set<std::string> drained_;  // Slurm nodes this run drained             // a later
+                                   // incarnation owns the job: exit after this turn
 };
 
 }  // namespace stepwatch::supervise

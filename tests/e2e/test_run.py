@@ -16,7 +16,6 @@ receiver for pages and the real SQLite store:
 """
 
 import http.server
-import importlib.util
 import json
 import os
 import re
@@ -38,12 +37,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import swtest  # noqa: E402
 
-from swtest import SOURCE_DIR, alive, python_env, wait_until  # noqa: E402
+from swtest import HAVE_TORCH, LAUNCH, PLAIN, TRAIN, alive, python_env, wait_until  # noqa: E402
 
-LAUNCH = os.path.join(SOURCE_DIR, "examples", "launch.py")
-TRAIN = os.path.join(SOURCE_DIR, "examples", "train_ddp.py")
-PLAIN = os.path.join(SOURCE_DIR, "examples", "plain_trainer.py")
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 
 class Receiver:
@@ -334,6 +329,35 @@ class SchedulerOwner(RunTest):
         self.assertIn("exiting with 143 for Kubernetes to restart the pod (next incarnation from step_10 (step 10))",
                       out)
         self.assertNotIn("launched incarnation 3", out)
+
+    def test_slurm_requeue_exit_code_and_scancel_without_a_controller(self):
+        # stepwatch's side of the RequeueExit contract (the real Slurm's side: test_slurm_cluster),
+        # and resume = false, whose scancel fails here (no controller): said, and still exit 75.
+        trainer = ["/usr/bin/python3", PLAIN, "--steps", "40", "--step-time", "0.05", "--ckpt-dir", self.ckpt,
+                   "--ckpt-every", "10", "--hang-at-step", "15"]
+        env = {"SLURM_JOB_ID": "99", "SLURM_RESTART_COUNT": "", "SLURM_CONF": "/nonexistent/slurm.conf"}
+        for name, extra, want in (
+                ("exitcode", 'restart_budget = 2\nresume_owner = "slurm"\n', None),
+                ("cancel", 'restart_budget = 2\nresume_owner = "slurm"\nresume = false\n', None)):
+            spec = self.spec(name, extra='[log]\npreset = "plain"\n', pagers=False)
+            with open(spec) as f:
+                text = f.read().replace("restart_budget = 2\n", extra, 1)
+            with open(spec, "w") as f:
+                # No controller: scontrol and scancel wait out their timeout (DNS SRV lookups).
+                f.write(text + '[slurm]\ncommand_timeout = "2s"\n' +
+                        ('requeue = "exit"\n' if name == "exitcode" else ""))
+            shutil.rmtree(self.ckpt, ignore_errors=True)  # each job starts from scratch
+            rc, out, _ = self.run_job(spec, trainer, env_extra=env)
+            self.assertEqual(rc, 75, out)
+            self.assertIn(f"job {name} incarnation 0 (Slurm job 99, restarts owned by slurm)", out)
+            self.assertIn("cannot ask Slurm whether job 99 was requeued", out)  # then goes on
+            if name == "exitcode":
+                self.assertIn("exiting with 75 for Slurm's RequeueExit to requeue job 99 (next incarnation from "
+                              "step_10 (step 10))", out)
+            else:
+                self.assertIn("resume is off: cancelling Slurm job 99 so it is not requeued", out)
+                self.assertIn("scancel failed: scancel 99: no answer within 2.0s", out)
+            self.assertNotIn("launched incarnation 1", out)
 
     def test_an_owner_that_is_not_there_is_refused_before_launch(self):
         for owner, missing in (("slurm", "SLURM_JOB_ID is not set"),

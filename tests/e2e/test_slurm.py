@@ -16,9 +16,9 @@ machine, auth/none), with the spec's runbook.resume_owner = "slurm" (docs/slurm.
 Times are printed. The job's output (both incarnations, --open-mode=append) is shown on failure.
 """
 
-import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,11 +33,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import swtest  # noqa: E402
 from agent_support import Receiver, free_port  # noqa: E402
 from slurm_support import SlurmCluster  # noqa: E402
-from swtest import SOURCE_DIR, alive, python_env, stepwatch_bin, wait_until  # noqa: E402
+from swtest import HAVE_TORCH, LAUNCH, TRAIN, alive, python_env, stepwatch_bin, wait_until  # noqa: E402
 
-LAUNCH = os.path.join(SOURCE_DIR, "examples", "launch.py")
-TRAIN = os.path.join(SOURCE_DIR, "examples", "train_ddp.py")
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 
 @unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")
@@ -62,7 +59,7 @@ class SlurmTest(unittest.TestCase):
         self.addCleanup(self.receiver.close)
         self.bin = stepwatch_bin()
 
-    def spec(self, job):
+    def spec(self, job, extra="", runbook=""):
         path = os.path.join(self.tmp, f"{job}.toml")
         with open(path, "w") as f:
             f.write(f'''job = "{job}"
@@ -77,6 +74,7 @@ checkpoint = "30s"
 dir = "{self.ckpt}"
 [runbook]
 resume_owner = "slurm"
+{runbook}
 ack_timeout = "1s"
 preempt_grace = "3s"
 [runbook.collect]
@@ -86,14 +84,16 @@ native_stacks = false
 url = "{self.receiver.url}"
 timeout = "2s"
 retries = 1
+{extra}
 ''')
         return path
 
-    def submit(self, job, train_args, *sbatch_args, master_port):
+    def submit(self, job, train_args, *sbatch_args, master_port, extra="", runbook=""):
         script = f'''#!/bin/bash
 echo "batch on $SLURMD_NODENAME: restart count ${{SLURM_RESTART_COUNT:-unset}}, stepwatch pid $$"
 export MASTER_PORT={master_port}
-exec {self.bin} run --spec {self.spec(job)} --dir {self.dir} --state-dir {self.state} -- \\
+{self.bin} doctor --spec {self.spec(job, extra, runbook)} --dir {self.dir} --state-dir {self.state}
+exec {self.bin} run --spec {self.spec(job, extra, runbook)} --dir {self.dir} --state-dir {self.state} -- \\
     /usr/bin/python3 {LAUNCH} --nproc 2 --grace 3 --master-port {master_port} \\
     {TRAIN} --ckpt-dir {self.ckpt} {" ".join(train_args)}
 '''
@@ -120,10 +120,16 @@ exec {self.bin} run --spec {self.spec(job)} --dir {self.dir} --state-dir {self.s
         return doc["incidents"] if isinstance(doc, dict) else doc
 
     def test_a_stall_is_paged_once_requeued_once_and_resumed_to_completion(self):
+        # [node_fault] drain with a hair trigger (one culprit incarnation makes a suspect): the
+        # node of incarnation 0 is drained before the requeue, so Slurm runs the rerun elsewhere.
         t0 = time.monotonic()
+        drain = "[node_fault]\nsuspect_of_last = 1\nsuspect_culprit_min = 1\ndrain = true\n"
         job_id = self.submit("slurm-hang", ["--steps", "60", "--step-time", "0.05", "--ckpt-every", "10",
                                             "--hang-rank", "1", "--hang-at-step", "25", "--hang-incarnation",
-                                            "0", "--label-data"], master_port=free_port())
+                                            "0", "--label-data"], master_port=free_port(), extra=drain)
+        for node in ("n1", "n2"):  # undrained for the next test (RESUME of an idle node fails: fine)
+            self.addCleanup(self.cluster.run, "scontrol", "update", f"NodeName={node}", "State=RESUME",
+                            check=False)
         rec = self.cluster.wait_job(job_id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=180)
         took = time.monotonic() - t0
         out = self.output(job_id)
@@ -136,6 +142,19 @@ exec {self.bin} run --spec {self.spec(job)} --dir {self.dir} --state-dir {self.s
         self.assertIn(f"requeued Slurm job {job_id} (Restarts 0 -> 1); next incarnation from step_20 (step 20)",
                       out)
         self.assertIn("job slurm-hang finished", out)
+        # stepwatch doctor, run by the batch script before stepwatch run, checked what the runbook
+        # needs of Slurm.
+        self.assertIn(f"Slurm job {job_id}: what the runbook will ask of Slurm", out)
+        self.assertIn(f"ok: uid 0 is root, and may act on job {job_id}: it may requeue and cancel it", out)
+        self.assertIn("ok: Requeue=1: Slurm may requeue the job", out)
+        self.assertIn("ok: node_fault.drain: root may drain nodes", out)
+        # The suspect node was drained, with stepwatch's reason, and the rerun ran on the other.
+        first, second = re.findall(r"batch on (n\d)", out)
+        self.assertNotEqual(first, second, out)
+        self.assertIn(f"drained Slurm node {first} (stepwatch slurm-hang: ", out)
+        node = self.cluster.show_node(first)
+        self.assertIn("DRAIN", node["State"], node)
+        self.assertIn("stepwatch slurm-hang", node.get("Reason", ""), node)
         # Paged once, for incarnation 0, naming the hanging rank.
         self.assertEqual(len(self.receiver.pages), 1, self.receiver.pages)
         page = self.receiver.pages[0]
@@ -150,6 +169,18 @@ exec {self.bin} run --spec {self.spec(job)} --dir {self.dir} --state-dir {self.s
         for step in ("page", "collect", "preempt", "resume"):
             self.assertIn((step, True), kinds, kinds)
         self.assertIn(f"requeued Slurm job {job_id}", inc["resolution"])
+
+    def test_resume_off_cancels_the_job_so_slurm_never_requeues_it(self):
+        t0 = time.monotonic()
+        job_id = self.submit("slurm-stop", ["--steps", "60", "--step-time", "0.05", "--ckpt-every", "10",
+                                            "--hang-rank", "1", "--hang-at-step", "15", "--label-data"],
+                             master_port=free_port(), runbook="resume = false")
+        rec = self.cluster.wait_job(job_id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=120)
+        out = self.output(job_id)
+        print(f"slurm: stall -> scancel -> CANCELLED in {time.monotonic() - t0:.1f} s", flush=True)
+        self.assertEqual((rec["JobState"], rec["Restarts"]), ("CANCELLED", "0"), out)
+        self.assertIn(f"resume is off: cancelling Slurm job {job_id} so it is not requeued", out)
+        self.assertEqual(len(self.receiver.pages), 1, self.receiver.pages)
 
     def test_a_dead_node_leaves_an_orphan_that_the_next_incarnation_cleans(self):
         c = self.cluster

@@ -9,7 +9,6 @@ examples/launch.py, watched through the real `stepwatch status` binary while the
    each rank's stacks (the hung function, and the backward call blocked in gloo).
 """
 
-import importlib.util
 import os
 import shutil
 import signal
@@ -24,11 +23,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import swtest  # noqa: E402
 
-from swtest import SOURCE_DIR, parse_status, python_env, read_beacon, run_status  # noqa: E402
+from swtest import HAVE_TORCH, LAUNCH, TRAIN, parse_status, python_env, read_beacon, run_status  # noqa: E402
 
-LAUNCH = os.path.join(SOURCE_DIR, "examples", "launch.py")
-TRAIN = os.path.join(SOURCE_DIR, "examples", "train_ddp.py")
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 
 @unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed for this interpreter")

@@ -163,7 +163,10 @@ for f in /usr/share/stepwatch/prometheus/stepwatch-rules.yml /usr/share/doc/step
   /usr/share/doc/stepwatch/docs/install.md /usr/share/doc/stepwatch/copyright \
   /usr/share/doc/stepwatch/changelog.gz /usr/share/doc/stepwatch/examples/agent.toml \
   /usr/share/doc/stepwatch/docs/deploy.md /usr/share/stepwatch/prometheus/prometheus.yml \
-  /usr/share/stepwatch/alertmanager/alertmanager.yml /usr/share/stepwatch/grafana/stepwatch-dashboard.json; do
+  /usr/share/stepwatch/alertmanager/alertmanager.yml /usr/share/stepwatch/grafana/stepwatch-dashboard.json \
+  /usr/share/stepwatch/kubernetes/jobset.yaml /usr/share/stepwatch/kubernetes/pytorchjob.yaml \
+  /usr/share/doc/stepwatch/docs/slurm.md /usr/share/doc/stepwatch/docs/kubernetes.md \
+  /usr/share/doc/stepwatch/docs/node-fault.md; do
   [ -f "$f" ] || fail "no $f"
 done
 if command -v promtool >/dev/null; then

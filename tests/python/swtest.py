@@ -7,6 +7,7 @@ ctest passes PYTHONPATH (the staged package), STEPWATCH_LIB and STEPWATCH_BIN. R
 directory named by STEPWATCH_BUILD_DIR).
 """
 
+import importlib.util
 import math
 import os
 import shutil
@@ -20,6 +21,12 @@ import unittest
 SOURCE_DIR = os.environ.get("STEPWATCH_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..")
 )
+
+# The bundled trainers the end-to-end tests run, and whether this interpreter can run the torch one.
+LAUNCH = os.path.join(SOURCE_DIR, "examples", "launch.py")
+TRAIN = os.path.join(SOURCE_DIR, "examples", "train_ddp.py")
+PLAIN = os.path.join(SOURCE_DIR, "examples", "plain_trainer.py")
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 
 def _build_dirs():
