@@ -35,6 +35,12 @@
 #include "src/watch/job_state.h"
 #include "src/watch/job_watch.h"
 
+namespace stepwatch::coord {
+struct IncarnationRecord;
+struct JobIncarnation;
+struct LauncherRecord;
+}  // namespace stepwatch::coord
+
 namespace stepwatch::agent {
 
 // What the agent is given besides its configuration (test seams and shared probes).
@@ -145,6 +151,14 @@ class Agent : public serve::JobSource {
   // After every node's report: the next incarnation (a `stepwatch run --coord` relaunches it)
   // or the close.
   runbook::AfterPreempt after_job_preempt(Tracked& t, const runbook::ActReport& report);
+  // runbook.resume_owner = "slurm" (agent_slurm.cpp): the batch job the launchers run in is
+  // requeued, fenced by their restart count, and the requeue recorded as incarnation `to`;
+  // resume = false cancels it.
+  runbook::AfterPreempt requeue_by_slurm(Tracked& t, const std::string& done,
+                                         const std::vector<coord::LauncherRecord>& launchers,
+                                         const coord::JobIncarnation& from,
+                                         coord::IncarnationRecord to);
+  runbook::AfterPreempt cancel_by_slurm(Tracked& t, const std::string& done);
   // The leader's roster of the job's nodes: written when it changes, read when it takes over.
   void keep_roster(Tracked& t, const detect::Observation& merged, bool took_over, Stamp now);
   // The leader writes its view of the whole job (on a change of verdict, and every publish

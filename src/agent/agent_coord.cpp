@@ -344,12 +344,17 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
   for (const auto& r : t.state.observation.ranks) nodes.insert(r.host);
   std::string done =
       fmt::format("preempted on {} node(s) ({})", nodes.size(), fmt::join(nodes, ", "));
-  if (!t.spec.runbook.resume) return {true, done + "; runbook.resume = false: left to its owner"};
+  const bool slurm = t.spec.runbook.resume_owner == spec::ResumeOwner::kSlurm;
+  if (!t.spec.runbook.resume) {
+    if (slurm) return cancel_by_slurm(t, done);
+    return {true, done + "; runbook.resume = false: left to its owner"};
+  }
   auto launchers = t.orders->launchers();
   if (!launchers) return {true, done + "; not relaunched: " + launchers.error().message};
-  if (*launchers == 0) {
+  if (launchers->empty()) {
     return {true, done + "; no `stepwatch run --coord` runs for the job: nothing relaunches it"};
   }
+  // The incarnation key also records a requeue: a next leader finds it moved and does not act.
   auto from = t.orders->incarnation();
   if (!from) return {true, done + "; not relaunched: " + from.error().message};
   if (from->record.incarnation != t.incarnation) {
@@ -375,6 +380,7 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
   to.incident = t.job_runbook && t.job_runbook->id() ? *t.job_runbook->id() : 0;
   to.by = node_name();
   to.at_ns = wall_now_ns();
+  if (slurm) return requeue_by_slurm(t, done, *launchers, *from, std::move(to));
   auto moved = t.orders->advance(*from, to, t.coord->fence());
   if (!moved || !*moved) {
     log_warn("agent: job {}: moving it to incarnation {} failed ({}): the incident stays open",

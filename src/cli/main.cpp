@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
   run->add_option("--coord", run_args.coord,
                   "Multi-node: be this node's launcher of the job, relaunching when its "
                   "incarnation in etcd moves; etcd endpoints, comma-separated http:// URLs");
-  run->add_option("--node", run_args.node, "With --coord: this node in etcd (default: host name)");
+  run->add_option(
+      "--node", run_args.node,
+      "With --coord: this node in etcd (default: SLURMD_NODENAME under Slurm, else host name)");
   run->add_option("--prefix", run_args.prefix, "With --coord: key prefix (default /stepwatch/v1)");
   run->add_option("--lease-ttl", run_args.lease_ttl,
                   "With --coord: the launcher key's lease, whole seconds (default 10s)");

@@ -140,7 +140,11 @@ int run_launcher(const RunArgs& a) {
   o.job = !a.job.empty() ? a.job : (env("STEPWATCH_JOB") ? env("STEPWATCH_JOB") : "");
   if (o.job.empty()) return fail("no job id: give --job or set STEPWATCH_JOB");
   if (auto st = contract::validate_job_id(o.job); !st) return fail("--job: " + st.error().message);
-  o.node = !a.node.empty() ? a.node : short_hostname();
+  auto sched = runbook::scheduler_from_env([](const char* n) { return std::getenv(n); });
+  if (!sched) return fail(sched.error().message);
+  o.scheduler = *sched;
+  // Under Slurm the node's name is Slurm's (SLURMD_NODENAME), as its agent is usually named.
+  o.node = !a.node.empty() ? a.node : !sched->node.empty() ? sched->node : short_hostname();
   if (o.node.empty()) return fail("cannot read this host's name: give --node");
   if (!coord::valid_node_name(o.node)) {
     return fail(fmt::format("--node \"{}\" must be 1-63 characters from [A-Za-z0-9._-]", o.node));

@@ -2,6 +2,7 @@
 #include "src/coord/incarnation.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +65,8 @@ std::string incarnation_to_json(const IncarnationRecord& r) {
          {"by", r.by},
          {"at_ns", r.at_ns}};
   if (r.resume_step) j["resume_step"] = *r.resume_step;
+  if (!r.scheduler.empty()) j["scheduler"] = r.scheduler;
+  if (!r.scheduler_job.empty()) j["scheduler_job"] = r.scheduler_job;
   return j.dump();
 }
 
@@ -78,7 +81,8 @@ Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::stri
   if (!read_int(*j, "incarnation", &r.incarnation, &e) ||
       !read_string(*j, "resume_from", &r.resume_from, &e) ||
       !read_int(*j, "incident", &r.incident, &e) || !read_string(*j, "by", &r.by, &e) ||
-      !read_int(*j, "at_ns", &r.at_ns, &e)) {
+      !read_int(*j, "at_ns", &r.at_ns, &e) || !read_string(*j, "scheduler", &r.scheduler, &e) ||
+      !read_string(*j, "scheduler_job", &r.scheduler_job, &e)) {
     return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
   }
   if (j->contains("resume_step")) {
@@ -95,11 +99,14 @@ Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::stri
 }
 
 std::string launcher_to_json(const LauncherRecord& r) {
-  return json{{"node", r.node},
-              {"pid", r.pid},
-              {"incarnation", r.incarnation},
-              {"started_at_ns", r.started_at_ns}}
-      .dump();
+  json j{{"node", r.node},
+         {"pid", r.pid},
+         {"incarnation", r.incarnation},
+         {"started_at_ns", r.started_at_ns}};
+  if (!r.scheduler.empty()) j["scheduler"] = r.scheduler;
+  if (!r.scheduler_job.empty()) j["scheduler_job"] = r.scheduler_job;
+  if (r.scheduler_restarts) j["scheduler_restarts"] = *r.scheduler_restarts;
+  return j.dump();
 }
 
 Result<LauncherRecord> launcher_from_json(std::string_view text, std::string_view source) {
@@ -110,11 +117,58 @@ Result<LauncherRecord> launcher_from_json(std::string_view text, std::string_vie
   std::string e;
   if (!read_string(*j, "node", &r.node, &e) || !read_int(*j, "pid", &pid, &e) ||
       !read_int(*j, "incarnation", &r.incarnation, &e) ||
-      !read_int(*j, "started_at_ns", &r.started_at_ns, &e)) {
+      !read_int(*j, "started_at_ns", &r.started_at_ns, &e) ||
+      !read_string(*j, "scheduler", &r.scheduler, &e) ||
+      !read_string(*j, "scheduler_job", &r.scheduler_job, &e)) {
     return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
+  }
+  if (j->contains("scheduler_restarts") && !(*j)["scheduler_restarts"].is_null()) {
+    int64_t n = 0;
+    if (!read_int(*j, "scheduler_restarts", &n, &e))
+      return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
+    r.scheduler_restarts = n;
   }
   r.pid = static_cast<int>(pid);
   return r;
+}
+
+Result<SchedulerRun> slurm_run_of(const std::vector<LauncherRecord>& launchers,
+                                  int64_t incarnation) {
+  std::optional<SchedulerRun> run;
+  std::string run_node;
+  std::vector<std::string> without;
+  for (const auto& l : launchers) {
+    if (l.incarnation != incarnation) continue;  // an earlier run's, or one ahead: not this one's
+    if (l.scheduler != "slurm" || l.scheduler_job.empty() || !l.scheduler_restarts) {
+      without.push_back(l.node.empty() ? "?" : l.node);
+      continue;
+    }
+    SchedulerRun r{l.scheduler_job, *l.scheduler_restarts};
+    if (!run) {
+      run = r;
+      run_node = l.node;
+    } else if (run->job != r.job || run->restarts != r.restarts) {
+      return Error{
+          Errc::kInvalidArgument,
+          fmt::format("the launchers of incarnation {} disagree: {} runs in Slurm job {} "
+                      "(restarts {}), {} in Slurm job {} (restarts {})",
+                      incarnation, run_node, run->job, run->restarts, l.node, r.job, r.restarts)};
+    }
+  }
+  if (!run) {
+    return Error{Errc::kNotFound,
+                 fmt::format("no launcher of incarnation {} carries a Slurm job id{}", incarnation,
+                             without.empty() ? " (none is registered for it)"
+                                             : fmt::format(" ({} run outside Slurm)",
+                                                           fmt::join(without, ", ")))};
+  }
+  if (!without.empty()) {
+    return Error{Errc::kInvalidArgument,
+                 fmt::format("the launchers of incarnation {} disagree: {} runs in Slurm job {}, "
+                             "{} outside Slurm",
+                             incarnation, run_node, run->job, fmt::join(without, ", "))};
+  }
+  return *run;
 }
 
 Result<JobIncarnation> read_incarnation(EtcdClient& etcd, const std::string& key) {
@@ -127,6 +181,15 @@ Result<JobIncarnation> read_incarnation(EtcdClient& etcd, const std::string& key
   out.record = std::move(*r);
   out.mod_revision = got->kvs.front().mod_revision;
   return out;
+}
+
+Result<bool> move_incarnation(EtcdClient& etcd, const std::string& key, const JobIncarnation& from,
+                              const IncarnationRecord& to, std::vector<Compare> also) {
+  also.insert(also.begin(), from.mod_revision == 0 ? Compare::create_rev(key, 0)
+                                                   : Compare::mod_rev(key, from.mod_revision));
+  auto t = etcd.txn(also, {TxnOp::put(key, incarnation_to_json(to))});
+  if (!t) return t.error();
+  return t->succeeded;
 }
 
 bool valid_node_name(std::string_view n) {

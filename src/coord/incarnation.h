@@ -1,10 +1,13 @@
 // The job's incarnation in etcd and the launchers that relaunch on it (docs/multinode.md, Keys):
 //   <prefix>/jobs/<job>/incarnation {"incarnation":N,"resume_from","resume_step","incident","by",
-//                                          "at_ns"}
-//       written only by the job's leader, by CAS on its mod revision; absent means 0;
-//   <prefix>/jobs/<job>/launchers/<node>  {"node","pid","incarnation","started_at_ns"}
+//                                          "at_ns","scheduler","scheduler_job"}
+//       written by the job's leader, by CAS on its mod revision; absent means 0. "scheduler":
+//       "slurm" when the leader had Slurm requeue the job: the launchers leave the relaunch to
+//       Slurm. Under Slurm a launcher whose SLURM_RESTART_COUNT is above N moves it up (CAS);
+//   <prefix>/jobs/<job>/launchers/<node>  {"node","pid","incarnation","started_at_ns",
+//                                          "scheduler","scheduler_job","scheduler_restarts"}
 //       each node's `stepwatch run --coord`, under its own lease: while one exists, relaunching
-//       the job is someone's job.
+//       the job is someone's job. Under Slurm it names the batch job and its restart count.
 // Both are read leniently: only "incarnation" is required (a newer writer may add fields).
 #pragma once
 
@@ -12,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "src/common/result.h"
 #include "src/coord/etcd_client.h"
@@ -25,6 +29,8 @@ struct IncarnationRecord {
   int64_t incident = 0;                // the incident that moved it; 0 none
   std::string by;                      // the leader node that wrote it
   int64_t at_ns = 0;                   // wall clock of the write
+  std::string scheduler;      // "slurm": the scheduler restarts the job, not the launchers; "" none
+  std::string scheduler_job;  // the scheduler's job id it requeued
 };
 
 struct LauncherRecord {
@@ -32,7 +38,22 @@ struct LauncherRecord {
   int pid = 0;                // the launcher's own pid on that node
   int64_t incarnation = 0;    // the incarnation it launched last
   int64_t started_at_ns = 0;  // wall clock of that launch
+  // Under a scheduler (runbook::scheduler_from_env): "slurm", its job id and SLURM_RESTART_COUNT
+  // as this incarnation started; empty and nullopt elsewhere.
+  std::string scheduler;
+  std::string scheduler_job;
+  std::optional<int64_t> scheduler_restarts;
 };
+
+// The Slurm batch job that the launchers of `incarnation` run in, and the restart count they
+// started with: what the leader's requeue is fenced by. Every launcher of that incarnation must
+// agree; errors say which launchers lack a Slurm job id or disagree.
+struct SchedulerRun {
+  std::string job;
+  int64_t restarts = 0;
+};
+Result<SchedulerRun> slurm_run_of(const std::vector<LauncherRecord>& launchers,
+                                  int64_t incarnation);
 
 std::string incarnation_key(std::string_view prefix, std::string_view job);
 std::string launchers_prefix(std::string_view prefix, std::string_view job);  // ends with '/'
@@ -52,6 +73,10 @@ struct JobIncarnation {
 };
 // One range of the key. A value that does not parse is an error naming the key, never 0.
 Result<JobIncarnation> read_incarnation(EtcdClient& etcd, const std::string& key);
+// Writes `to` only while the key is still as `from` read it (CAS on its mod revision, or on its
+// absence) and every compare in `also` holds (the leader's fence). false: someone moved it first.
+Result<bool> move_incarnation(EtcdClient& etcd, const std::string& key, const JobIncarnation& from,
+                              const IncarnationRecord& to, std::vector<Compare> also = {});
 
 // 1-63 characters from [A-Za-z0-9._-]: a node name as it appears in keys, verdicts and pages.
 bool valid_node_name(std::string_view name);

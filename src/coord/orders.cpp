@@ -139,22 +139,24 @@ Result<bool> JobOrders::advance(const JobIncarnation& from, const IncarnationRec
     return Error{Errc::kBusy,
                  fmt::format("this node ({}) does not lead the job: the incarnation stays", node_)};
   }
-  std::string key = base_ + "incarnation";
-  Compare same = from.mod_revision == 0 ? Compare::create_rev(key, 0)
-                                        : Compare::mod_rev(key, from.mod_revision);
-  auto t = etcd_.txn({same, Compare::create_rev(fence_key_, fence)},
-                     {TxnOp::put(key, incarnation_to_json(to))});
-  if (!t) return t.error();
-  return t->succeeded;
+  return move_incarnation(etcd_, base_ + "incarnation", from, to,
+                          {Compare::create_rev(fence_key_, fence)});
 }
 
-Result<int64_t> JobOrders::launchers() {
+Result<std::vector<LauncherRecord>> JobOrders::launchers() {
   RangeOptions o;
   o.prefix = true;
-  o.keys_only = true;
-  auto r = etcd_.range(base_ + "launchers/", o);  // launchers_prefix(): the same keys
+  const std::string dir = base_ + "launchers/";  // launchers_prefix(): the same keys
+  auto r = etcd_.range(dir, o);
   if (!r) return r.error();
-  return r->count;
+  std::vector<LauncherRecord> out;
+  for (const auto& kv : r->kvs) {
+    auto l = launcher_from_json(kv.value, kv.key);
+    LauncherRecord rec = l ? std::move(*l) : LauncherRecord{};
+    if (rec.node.empty() && kv.key.size() > dir.size()) rec.node = kv.key.substr(dir.size());
+    out.push_back(std::move(rec));
+  }
+  return out;
 }
 
 Status JobOrders::write_roster(int64_t incarnation,

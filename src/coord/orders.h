@@ -93,8 +93,9 @@ class JobOrders {
   // N -> N+1, fenced, once: false when the counter is no longer as read in `from` (moved by a
   // previous leader already) or the fence failed.
   Result<bool> advance(const JobIncarnation& from, const IncarnationRecord& to, int64_t fence);
-  // How many `stepwatch run --coord` launchers are registered for the job.
-  Result<int64_t> launchers();
+  // The `stepwatch run --coord` launchers registered for the job. A record that does not parse
+  // still counts as a launcher (named by its key, no scheduler fields).
+  Result<std::vector<LauncherRecord>> launchers();
 
   // The roster: nodes and their ranks, for an incarnation. Written by the leader (fenced) when
   // it changed.

@@ -12,6 +12,7 @@
 #include "src/contract/names.h"
 #include "src/probe/procfs.h"
 #include "src/runbook/hygiene.h"
+#include "src/runbook/scheduler.h"
 #include "src/supervise/rendezvous.h"
 #include "src/supervise/signals.h"
 #include "src/supervise/supervisor.h"
@@ -68,7 +69,16 @@ std::optional<coord::JobIncarnation> Launcher::read() {
 void Launcher::publish() {
   if (session_.lease() == 0) return;
   if (published_ && published_generation_ == session_.generation()) return;
-  coord::LauncherRecord rec{opt_.node, static_cast<int>(::getpid()), incarnation_, started_at_ns_};
+  coord::LauncherRecord rec;
+  rec.node = opt_.node;
+  rec.pid = static_cast<int>(::getpid());
+  rec.incarnation = incarnation_;
+  rec.started_at_ns = started_at_ns_;
+  if (opt_.scheduler.kind == spec::ResumeOwner::kSlurm) {
+    rec.scheduler = "slurm";
+    rec.scheduler_job = opt_.scheduler.job_id;
+    rec.scheduler_restarts = opt_.scheduler.restart_count;
+  }
   auto put = etcd_.put(launcher_key_, coord::launcher_to_json(rec), session_.lease());
   if (!put) return session_.note_failure(put.error());
   session_.note_ok();
@@ -160,6 +170,10 @@ Status Launcher::launch(const coord::IncarnationRecord& record) {
     hygiene(record.incarnation);
     join_output();
     child_.reset();
+  } else if (record.incarnation > 0) {
+    // The first launch of a later incarnation (a Slurm rerun, a restarted launcher): the stale
+    // beacons of the earlier one's dead ranks go first, or the agents would judge them with it.
+    hygiene(record.incarnation);
   } else if (opt_.master_port) {
     wait_rendezvous_port(opt_.proc_root, *opt_.master_port,
                          [this](const std::string& l) { say(l); });
@@ -186,6 +200,55 @@ Status Launcher::launch(const coord::IncarnationRecord& record) {
                   record.resume_from.empty() ? "" : " resuming from " + record.resume_from,
                   child_->pid(), fmt::join(ls.argv, " ")));
   return {};
+}
+
+coord::IncarnationRecord Launcher::catch_up(coord::JobIncarnation seen) {
+  const auto& sched = opt_.scheduler;
+  if (sched.kind != spec::ResumeOwner::kSlurm || !sched.restart_count) return seen.record;
+  for (int tries = 0; tries < 3; ++tries) {
+    // etcd holds the incarnation to launch; first_incarnation() takes the last one launched.
+    int64_t at = seen.record.incarnation;
+    int64_t want =
+        runbook::first_incarnation(sched, at > 0 ? std::optional<int64_t>(at - 1) : std::nullopt);
+    if (want <= at) return seen.record;
+    coord::IncarnationRecord to;
+    to.incarnation = want;
+    to.by = opt_.node;
+    to.at_ns = wall_now_ns();
+    to.scheduler = "slurm";
+    to.scheduler_job = sched.job_id;
+    auto moved = coord::move_incarnation(etcd_, incarnation_key_, seen, to);
+    if (moved && *moved) {
+      say(
+          fmt::format("{}: incarnation {} -> {}: Slurm job {} restarted (SLURM_RESTART_COUNT={}) "
+                      "without it being recorded",
+                      incarnation_key_, at, want, sched.job_id, *sched.restart_count));
+      return to;
+    }
+    auto again = moved ? read() : std::nullopt;  // another launcher moved it first: read theirs
+    if (!again) {
+      say(fmt::format(
+          "{}: cannot move incarnation {} up to {} ({}): launching {} anyway (the "
+          "other nodes' launchers count the same restarts)",
+          incarnation_key_, at, want, moved ? session_.last_error() : moved.error().message, want));
+      return to;
+    }
+    seen = std::move(*again);
+  }
+  return seen.record;
+}
+
+int Launcher::leave_to_slurm(const coord::IncarnationRecord& moved) {
+  say(fmt::format(
+      "the job's incarnation moved to {} (by {}, incident {}): Slurm job {} was requeued and "
+      "starts it; incarnation {} ends here and this launcher exits",
+      moved.incarnation, moved.by.empty() ? "?" : moved.by, moved.incident,
+      moved.scheduler_job.empty() ? opt_.scheduler.job_id : moved.scheduler_job, incarnation_));
+  if (!exit_) end_local();
+  join_output();
+  deregister();
+  // Not 75: a common RequeueExit code, and the requeue is done.
+  return *exit_ == 0 ? 128 + SIGTERM : *exit_;
 }
 
 int Launcher::shutdown(int sig) {
@@ -218,7 +281,7 @@ int Launcher::run() {
     if (int sig = wait_signal(opt_.poll_ns); sig == SIGINT || sig == SIGTERM) return 128 + sig;
   }
   session_.tick(SystemClock::instance().now());
-  if (auto st = launch(first->record); !st) {
+  if (auto st = launch(catch_up(std::move(*first))); !st) {
     say(st.error().message);
     deregister();
     return kExitLaunchFailed;
@@ -232,6 +295,9 @@ int Launcher::run() {
     auto seen = read();
     bool moved = seen && seen->record.incarnation > incarnation_;
     if (!exit_) exit_ = child_->poll_exit();
+    if (moved && seen->record.scheduler == "slurm" && (!exit_ || *exit_ != 0)) {
+      return leave_to_slurm(seen->record);
+    }
     if (!exit_) {
       if (!moved) continue;
       say(fmt::format(

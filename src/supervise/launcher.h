@@ -12,6 +12,14 @@
 //     it never moves, exits with the job's status. Exit 0: the job finished here.
 // It never relaunches without having read a moved incarnation from etcd: while etcd does not
 // answer, the job runs on as it is.
+// Under Slurm (runbook::scheduler_from_env; docs/slurm.md, "Multi-node jobs") its launcher key
+// names the batch job and SLURM_RESTART_COUNT, which the leader's requeue is fenced by, and it
+// launches incarnation max(etcd's, SLURM_RESTART_COUNT), moving etcd's up by CAS when it is
+// below (the first launcher of a rerun wins, the others read it). A moved incarnation that says
+// Slurm requeued the job is never relaunched here: the local incarnation ends (Slurm's requeue
+// kills the step anyway) and the launcher exits; Slurm starts the next one. Until the leader has
+// decided, a job that exited non-zero still waits, as above: an early exit would end the batch
+// job before the leader could requeue it.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +33,7 @@
 #include "src/coord/etcd_client.h"
 #include "src/coord/incarnation.h"
 #include "src/coord/session.h"
+#include "src/runbook/scheduler.h"
 #include "src/supervise/child.h"
 
 namespace stepwatch::supervise {
@@ -44,6 +53,7 @@ struct LauncherOptions {
   int64_t request_timeout_ns = 2 * kNsPerSec;  // per etcd request and endpoint
   std::optional<int> master_port;              // checked free before every launch
   std::string proc_root = "/proc";
+  runbook::SchedulerContext scheduler;  // where the launcher runs (Slurm: its job, restarts)
 };
 
 class Launcher {
@@ -60,6 +70,11 @@ class Launcher {
   // The incarnation key read this poll; nullopt when etcd did not answer (or the key is bad).
   std::optional<coord::JobIncarnation> read();
   Status launch(const coord::IncarnationRecord& record);
+  // Under Slurm: the incarnation to launch first, max(etcd's, SLURM_RESTART_COUNT), with etcd's
+  // moved up to it when below.
+  coord::IncarnationRecord catch_up(coord::JobIncarnation seen);
+  // A moved incarnation that Slurm restarts: ends what runs here and returns the exit status.
+  int leave_to_slurm(const coord::IncarnationRecord& moved);
   // Ends the running incarnation: its group gets SIGTERM, the grace, SIGKILL.
   void end_local();
   // What is left of the ended incarnation's session, proven by pid and start time, cleaned up

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "src/agent/agent.h"
@@ -459,6 +461,129 @@ TEST_F(AgentCoordPreemptTest, ANodeThatMayNotPreemptRefusesAndTheLeaderPagesItsS
   ASSERT_EQ(done->kvs.size(), 2u);
   EXPECT_NE(done->kvs[1].value.find("does not list the job in preempt_jobs"), std::string::npos)
       << done->kvs[1].value;
+}
+
+// runbook.resume_owner = "slurm": the leader requeues the batch job its launchers name, fenced by
+// the restart count they published, through a fake scontrol that keeps Restarts in a file.
+class AgentCoordSlurmTest : public AgentCoordPreemptTest {
+ protected:
+  void write_slurm_specs(const std::string& url) {
+    std::string fake = (base_ / "scontrol").string();
+    std::ofstream(fake) << fmt::format(
+        "#!/bin/sh\n"
+        "n=$(cat {0}/restarts)\n"
+        "if [ \"$1\" = show ]; then\n"
+        "  echo \"JobId=$4 JobName=train.sh UserId=root(0) JobState=RUNNING Requeue=1 "
+        "Restarts=$n BatchHost=a NodeList=a,b\"\n"
+        "elif [ \"$1\" = requeue ]; then\n"
+        "  echo $((n + 1)) > {0}/restarts; echo \"$2\" >> {0}/requeues\n"
+        "fi\n",
+        base_.string());
+    fs::permissions(fake, fs::perms::owner_all);
+    for (const char* n : {"a", "b"}) {
+      std::ofstream((base_ / n / "specs" / "pretrain.toml").string()) << fmt::format(
+          "owner = \"team-llm\"\nexpected_interval = \"100ms\"\ngrace_intervals = 2\n"
+          "[runbook]\nresume_owner = \"slurm\"\nack_timeout = \"1s\"\npreempt_grace = \"2s\"\n"
+          "[slurm]\nscontrol = \"{}\"\n"
+          "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\ntimeout = \"2s\"\n",
+          fake, url);
+    }
+  }
+  void set_restarts(int n) { std::ofstream((base_ / "restarts").string()) << n << "\n"; }
+  std::string requeues() const {
+    std::ifstream f((base_ / "requeues").string());
+    return std::string((std::istreambuf_iterator<char>(f)), {});
+  }
+  // Each node's `stepwatch run --coord` of incarnation 0, as under Slurm job 77 (or outside it).
+  void register_launchers(coord::EtcdClient& etcd, std::optional<int> restarts) {
+    for (const char* n : {"a", "b"}) {
+      json l = {{"node", n}, {"pid", 1}, {"incarnation", 0}, {"started_at_ns", 1}};
+      if (restarts) {
+        l["scheduler"] = "slurm";
+        l["scheduler_job"] = "77";
+        l["scheduler_restarts"] = *restarts;
+      }
+      ASSERT_TRUE(
+          etcd.put(fmt::format("/stepwatch/v1/jobs/pretrain/launchers/{}", n), l.dump()).ok());
+    }
+  }
+  // Both hung ranks preempted past the ack timeout, until b sees the job's incident closed; its
+  // resolution ("" when it never closed).
+  std::string run_to_close(const std::string& endpoint) {
+    hung_rank("a", 0);
+    hung_rank("b", 1);
+    auto a = open_preempting("a", endpoint);
+    auto b = open_preempting("b", endpoint);
+    std::this_thread::sleep_for(400ms);
+    poll(*a, later(0));
+    poll(*b, later(0));
+    for (PollPast past; past.next();) {
+      poll(*a, later(past.at()));
+      poll(*b, later(past.at()));
+      auto inc = b->incidents("pretrain", 10);
+      if (inc.ok() && !inc->empty() && !inc->front().is_open()) return inc->front().resolution;
+    }
+    return "";
+  }
+};
+
+TEST_F(AgentCoordSlurmTest, TheLeaderRequeuesTheBatchJobOnceAndRecordsIt) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_slurm_specs(rx.url());
+  set_restarts(0);
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  register_launchers(etcd_client, 0);
+  std::string resolution = run_to_close(etcd.endpoint());
+  EXPECT_NE(resolution.find("requeued Slurm job 77 (Restarts 0 -> 1); next incarnation 1 from "
+                            "step_8"),
+            std::string::npos)
+      << resolution;
+  EXPECT_EQ(requeues(), "77\n");
+  auto inc = etcd_client.range("/stepwatch/v1/jobs/pretrain/incarnation");
+  ASSERT_TRUE(inc.ok());
+  ASSERT_EQ(inc->kvs.size(), 1u) << "the requeue is recorded as the next incarnation";
+  json next = json::parse(inc->kvs[0].value);
+  EXPECT_EQ(next["incarnation"], 1);
+  EXPECT_EQ(next["scheduler"], "slurm");
+  EXPECT_EQ(next["scheduler_job"], "77");
+  EXPECT_EQ(next["by"], "a");
+  EXPECT_EQ(rx.count(), 1u);
+}
+
+// Someone else (Slurm after a node failure, an operator, a leader that died before recording its
+// requeue) moved the count since the launchers started: the fence refuses a second requeue.
+TEST_F(AgentCoordSlurmTest, AMovedRestartCountIsNotRequeuedAgain) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_slurm_specs(rx.url());
+  set_restarts(1);
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  register_launchers(etcd_client, 0);
+  std::string resolution = run_to_close(etcd.endpoint());
+  EXPECT_NE(resolution.find("not requeued: Slurm job 77 was requeued already (Restarts=1, this "
+                            "incarnation started at 0); the next incarnation is someone else's"),
+            std::string::npos)
+      << resolution;
+  EXPECT_EQ(requeues(), "");
+  auto inc = etcd_client.range("/stepwatch/v1/jobs/pretrain/incarnation");
+  ASSERT_TRUE(inc.ok());
+  EXPECT_TRUE(inc->kvs.empty()) << "nothing recorded: the rerun's launchers move it up";
+}
+
+TEST_F(AgentCoordSlurmTest, LaunchersOutsideSlurmAreNotRequeued) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_slurm_specs(rx.url());
+  set_restarts(0);
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  register_launchers(etcd_client, std::nullopt);
+  std::string resolution = run_to_close(etcd.endpoint());
+  EXPECT_NE(resolution.find("not requeued: no launcher of incarnation 0 carries a Slurm job id "
+                            "(a, b run outside Slurm)"),
+            std::string::npos)
+      << resolution;
+  EXPECT_EQ(requeues(), "");
 }
 
 }  // namespace

@@ -92,7 +92,8 @@ class RunCoord : public ::testing::Test {
   }
 
   // Starts `stepwatch run --coord` in the background, its output in files of the test's dir.
-  void start(std::vector<std::string> extra = {}, const std::string& bg = "") {
+  void start(std::vector<std::string> extra = {}, const std::string& bg = "",
+             std::vector<std::pair<std::string, std::string>> env = {}) {
     const char* bin = std::getenv("STEPWATCH_BIN");
     ASSERT_NE(bin, nullptr) << "ctest passes STEPWATCH_BIN";
     std::vector<std::string> args = {
@@ -113,6 +114,9 @@ class RunCoord : public ::testing::Test {
       if (!bg.empty()) ::setenv("BG", bg.c_str(), 1);
       ::unsetenv("STEPWATCH_JOB");
       ::unsetenv("MASTER_PORT");
+      for (const char* v : {"SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURMD_NODENAME"})
+        ::unsetenv(v);
+      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -179,9 +183,16 @@ class RunCoord : public ::testing::Test {
     return *rec;
   }
 
-  void bump(int64_t incarnation, const std::string& resume_from = "") {
-    coord::IncarnationRecord r{incarnation, resume_from,   std::nullopt,
-                               7,           "leader-node", wall_now_ns()};
+  void bump(int64_t incarnation, const std::string& resume_from = "",
+            const std::string& scheduler = "") {
+    coord::IncarnationRecord r;
+    r.incarnation = incarnation;
+    r.resume_from = resume_from;
+    r.incident = 7;
+    r.by = "leader-node";
+    r.at_ns = wall_now_ns();
+    r.scheduler = scheduler;
+    r.scheduler_job = scheduler.empty() ? "" : "4242";
     auto put = etcd().put(coord::incarnation_key(kPrefix, job_), coord::incarnation_to_json(r));
     ASSERT_TRUE(put.ok()) << put.error().message;
   }
@@ -320,6 +331,71 @@ TEST_F(RunCoord, StartsWithTheIncarnationInEtcd) {
   EXPECT_EQ(lines()[0].resume, "ckpt-9");
   finish();
   EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+// Under Slurm: the launcher key names the batch job and its restart count (what the leader's
+// requeue is fenced by), and a rerun whose SLURM_RESTART_COUNT is above etcd's incarnation
+// launches that and moves etcd's up.
+TEST_F(RunCoord, UnderSlurmPublishesTheBatchJobAndMovesTheIncarnationUp) {
+  bump(1, "ckpt-1");
+  start({}, "", {{"SLURM_JOB_ID", "4242"}, {"SLURM_RESTART_COUNT", "2"}});
+  ASSERT_TRUE(launches(1)) << err();
+  EXPECT_EQ(lines()[0].inc, "2");
+  EXPECT_EQ(lines()[0].resume, "") << "etcd's resume point was incarnation 1's";
+  auto moved = coord::read_incarnation(etcd(), coord::incarnation_key(kPrefix, job_));
+  ASSERT_TRUE(moved.ok()) << moved.error().message;
+  EXPECT_EQ(moved->record.incarnation, 2);
+  EXPECT_EQ(moved->record.by, "n1");
+  EXPECT_EQ(moved->record.scheduler, "slurm");
+  EXPECT_EQ(moved->record.scheduler_job, "4242");
+  ASSERT_TRUE(eventually([&] { return launcher_key().has_value(); }, 3)) << err();
+  auto key = *launcher_key();
+  EXPECT_EQ(key.incarnation, 2);
+  EXPECT_EQ(key.scheduler, "slurm");
+  EXPECT_EQ(key.scheduler_job, "4242");
+  EXPECT_EQ(key.scheduler_restarts, 2);
+  EXPECT_NE(err().find("incarnation 1 -> 2: Slurm job 4242 restarted (SLURM_RESTART_COUNT=2)"),
+            std::string::npos)
+      << err();
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+TEST_F(RunCoord, UnderSlurmTheIncarnationInEtcdWinsWhenAhead) {
+  bump(3, "ckpt-3");
+  start({}, "", {{"SLURM_JOB_ID", "4242"}, {"SLURM_RESTART_COUNT", "1"}});
+  ASSERT_TRUE(launches(1)) << err();
+  EXPECT_EQ(lines()[0].inc, "3");
+  EXPECT_EQ(lines()[0].resume, "ckpt-3");
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+// The leader requeued the batch job and recorded it: nothing is relaunched here (Slurm's requeue
+// kills the step and starts the next incarnation); the launcher exits with the job's status.
+TEST_F(RunCoord, UnderSlurmARequeueIsLeftToSlurm) {
+  start({}, "", {{"SLURM_JOB_ID", "4242"}});
+  ASSERT_TRUE(launches(1)) << err();
+  ASSERT_TRUE(eventually([&] { return launcher_key().has_value(); }, 3)) << err();
+  EXPECT_EQ(launcher_key()->scheduler_restarts, 0) << "unset on the first run: 0";
+  ASSERT_EQ(::kill(lines()[0].pid, SIGKILL), 0);  // this node's agent preempted its rank
+  ASSERT_TRUE(eventually([&] { return err().find("waiting up to") != std::string::npos; }, 3))
+      << err();
+  bump(1, "step_20", "slurm");
+  EXPECT_EQ(wait_exit(5), 137) << err();
+  EXPECT_EQ(lines().size(), 1u) << "no relaunch of its own";
+  EXPECT_NE(err().find("Slurm job 4242 was requeued and starts it"), std::string::npos) << err();
+  EXPECT_FALSE(launcher_key().has_value());
+}
+
+TEST_F(RunCoord, UnderSlurmARequeueWhileTheJobRunsEndsIt) {
+  start({}, "", {{"SLURM_JOB_ID", "4242"}});
+  ASSERT_TRUE(launches(1)) << err();
+  pid_t first = lines()[0].pid;
+  bump(1, "", "slurm");
+  EXPECT_EQ(wait_exit(8), 128 + SIGTERM) << err();
+  EXPECT_FALSE(alive(first));
+  EXPECT_EQ(lines().size(), 1u);
 }
 
 // Flags: each mistake is named, nothing is launched (exit 2); etcd unreachable at start: 3.

@@ -14,7 +14,7 @@ TEST(IncarnationKeys, AreUnderTheJob) {
 }
 
 TEST(IncarnationRecord, RoundTrips) {
-  IncarnationRecord r{3, "step_20", 20, 41, "gpu-1", 1'700'000'000'000'000'000};
+  IncarnationRecord r{3, "step_20", 20, 41, "gpu-1", 1'700'000'000'000'000'000, "", ""};
   auto back = incarnation_from_json(incarnation_to_json(r), "k");
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back->incarnation, 3);
@@ -56,14 +56,112 @@ TEST(IncarnationRecord, RefusesWhatIsNotOne) {
   }
 }
 
+LauncherRecord launcher(std::string node, int pid, int64_t incarnation, int64_t started_at_ns,
+                        std::string scheduler = "", std::string job = "",
+                        std::optional<int64_t> restarts = std::nullopt) {
+  LauncherRecord r;
+  r.node = std::move(node);
+  r.pid = pid;
+  r.incarnation = incarnation;
+  r.started_at_ns = started_at_ns;
+  r.scheduler = std::move(scheduler);
+  r.scheduler_job = std::move(job);
+  r.scheduler_restarts = restarts;
+  return r;
+}
+
 TEST(LauncherRecord, RoundTrips) {
-  LauncherRecord r{"gpu-17", 4242, 5, 1'700'000'000'000'000'000};
+  LauncherRecord r = launcher("gpu-17", 4242, 5, 1'700'000'000'000'000'000);
   auto back = launcher_from_json(launcher_to_json(r), "k");
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back->node, "gpu-17");
   EXPECT_EQ(back->pid, 4242);
   EXPECT_EQ(back->incarnation, 5);
   EXPECT_EQ(back->started_at_ns, r.started_at_ns);
+}
+
+TEST(LauncherRecord, CarriesTheSlurmRunAndReadsOlderRecords) {
+  LauncherRecord r = launcher("n1", 7, 1, 5, "slurm", "1234", 1);
+  auto back = launcher_from_json(launcher_to_json(r), "k");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->scheduler, "slurm");
+  EXPECT_EQ(back->scheduler_job, "1234");
+  EXPECT_EQ(back->scheduler_restarts, 1);
+  // Outside a scheduler nothing is written, and a record from before these fields reads as such.
+  auto plain = launcher_to_json(launcher("n1", 7, 0, 5));
+  EXPECT_EQ(plain.find("scheduler"), std::string::npos);
+  auto old = launcher_from_json(R"({"node":"n1","pid":7,"incarnation":0,"future":true})", "k");
+  ASSERT_TRUE(old.ok());
+  EXPECT_TRUE(old->scheduler.empty());
+  EXPECT_FALSE(old->scheduler_restarts);
+  auto null = launcher_from_json(R"({"node":"n1","scheduler_restarts":null})", "k");
+  ASSERT_TRUE(null.ok());
+  EXPECT_FALSE(null->scheduler_restarts);
+  auto bad =
+      launcher_from_json(R"({"node":"n1","scheduler_restarts":"1"})", "/sw/jobs/j/launchers/n1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message,
+            "/sw/jobs/j/launchers/n1: field \"scheduler_restarts\" must be an integer, got \"1\"");
+  EXPECT_FALSE(launcher_from_json(R"({"scheduler_job":1234})", "k").ok());
+}
+
+TEST(IncarnationRecord, NamesTheSchedulerThatRestartsIt) {
+  IncarnationRecord r;
+  r.incarnation = 1;
+  r.scheduler = "slurm";
+  r.scheduler_job = "1234";
+  auto back = incarnation_from_json(incarnation_to_json(r), "k");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->scheduler, "slurm");
+  EXPECT_EQ(back->scheduler_job, "1234");
+  auto plain = incarnation_from_json(R"({"incarnation":2})", "k");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->scheduler.empty());
+  EXPECT_FALSE(incarnation_from_json(R"({"incarnation":2,"scheduler":1})", "k").ok());
+}
+
+TEST(SlurmRunOf, TheLaunchersOfTheIncarnationMustAgree) {
+  LauncherRecord n1 = launcher("n1", 1, 0, 0, "slurm", "77", 0);
+  LauncherRecord n2 = launcher("n2", 2, 0, 0, "slurm", "77", 0);
+  struct Case {
+    const char* name;
+    std::vector<LauncherRecord> launchers;
+    std::string want;  // "job/restarts", or the error
+  };
+  LauncherRecord n2_later = n2;
+  n2_later.scheduler_restarts = 1;
+  LauncherRecord n2_other = n2;
+  n2_other.scheduler_job = "78";
+  LauncherRecord n2_plain = launcher("n2", 2, 0, 0);
+  LauncherRecord n2_ahead = n2_later;
+  n2_ahead.incarnation = 1;
+  const std::vector<Case> cases = {
+      {"both agree", {n1, n2}, "77/0"},
+      {"one node", {n1}, "77/0"},
+      {"another incarnation's launcher is not asked", {n1, n2_ahead}, "77/0"},
+      {"none",
+       {},
+       "no launcher of incarnation 0 carries a Slurm job id (none is registered for it)"},
+      {"outside Slurm",
+       {launcher("n1", 1, 0, 0), n2_plain},
+       "no launcher of incarnation 0 carries a Slurm job id (n1, n2 run outside Slurm)"},
+      {"restart counts differ",
+       {n1, n2_later},
+       "the launchers of incarnation 0 disagree: n1 runs in Slurm job 77 (restarts 0), n2 in Slurm "
+       "job 77 (restarts 1)"},
+      {"job ids differ",
+       {n1, n2_other},
+       "the launchers of incarnation 0 disagree: n1 runs in Slurm job 77 (restarts 0), n2 in Slurm "
+       "job 78 (restarts 0)"},
+      {"one outside Slurm",
+       {n1, n2_plain},
+       "the launchers of incarnation 0 disagree: n1 runs in Slurm job 77, n2 outside Slurm"},
+  };
+  for (const auto& c : cases) {
+    auto r = slurm_run_of(c.launchers, 0);
+    std::string got = r ? r->job + "/" + std::to_string(r->restarts) : r.error().message;
+    EXPECT_EQ(got, c.want) << c.name;
+  }
 }
 
 TEST(NodeName, Rule) {

@@ -111,9 +111,21 @@ TEST_F(OrdersTest, TheIncarnationMovesOnceFencedAndTheRosterIsKept) {
   EXPECT_FALSE(*fenced);  // a leader whose key is not the one it holds moves nothing
   EXPECT_EQ(a.incarnation()->record.incarnation, 1);
 
-  EXPECT_EQ(*a.launchers(), 0);
+  EXPECT_EQ(a.launchers()->size(), 0u);
   ASSERT_TRUE(client_->put("/sw/jobs/j/launchers/a", "{}").ok());
-  EXPECT_EQ(*a.launchers(), 1);
+  ASSERT_TRUE(client_->put("/sw/jobs/j/launchers/b", "not json").ok());
+  LauncherRecord slurm;
+  slurm.node = "c";
+  slurm.scheduler = "slurm";
+  slurm.scheduler_job = "1234";
+  slurm.scheduler_restarts = 1;
+  ASSERT_TRUE(client_->put("/sw/jobs/j/launchers/c", launcher_to_json(slurm)).ok());
+  auto three = a.launchers();
+  ASSERT_TRUE(three.ok());
+  ASSERT_EQ(three->size(), 3u);  // a bad record is still a launcher, named by its key
+  EXPECT_EQ((*three)[1].node, "b");
+  EXPECT_EQ((*three)[2].scheduler_job, "1234");
+  EXPECT_EQ((*three)[2].scheduler_restarts, 1);
 
   auto empty = a.roster();
   ASSERT_TRUE(empty.ok());
