@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "src/contract/beacon_writer.h"
+#include "src/contract/names.h"
 #include "src/coord/etcd_client.h"
 #include "src/coord/incarnation.h"
 #include "tests/cli/run_binary.h"
@@ -367,6 +369,36 @@ TEST_F(RunCoord, UnderSlurmTheIncarnationInEtcdWinsWhenAhead) {
   ASSERT_TRUE(launches(1)) << err();
   EXPECT_EQ(lines()[0].inc, "3");
   EXPECT_EQ(lines()[0].resume, "ckpt-3");
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+// A rerun's first launch of a later incarnation removes the beacons its earlier incarnation's dead
+// ranks left (proven stale): the agents would otherwise judge them along with the new ones.
+TEST_F(RunCoord, UnderSlurmTheRerunRemovesTheEarlierIncarnationsStaleBeacons) {
+  std::string path = contract::beacon_path(dir_ / "beacons", job_, 0);
+  pid_t rank = ::fork();
+  if (rank == 0) {
+    contract::Identity id;
+    id.dir = dir_ / "beacons";
+    id.job = job_;
+    id.host = "n1";
+    id.incarnation = 0;
+    auto w = contract::BeaconWriter::create(id);
+    if (!w) ::_exit(2);
+    (*w)->step(1);
+    ::_exit(0);  // dies without a word: its beacon stays
+  }
+  ASSERT_GT(rank, 0);
+  int st = 0;
+  ASSERT_EQ(::waitpid(rank, &st, 0), rank);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  ASSERT_TRUE(std::ifstream(path).good());
+  start({}, "", {{"SLURM_JOB_ID", "4242"}, {"SLURM_RESTART_COUNT", "1"}});
+  ASSERT_TRUE(launches(1)) << err();
+  EXPECT_EQ(lines()[0].inc, "1");
+  EXPECT_FALSE(std::ifstream(path).good()) << err();
+  EXPECT_NE(err().find("cleanup: removed " + path), std::string::npos) << err();
   finish();
   EXPECT_EQ(wait_exit(5), 0) << err();
 }
