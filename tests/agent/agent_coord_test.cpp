@@ -467,7 +467,10 @@ TEST_F(AgentCoordPreemptTest, ANodeThatMayNotPreemptRefusesAndTheLeaderPagesItsS
 // the restart count they published, through a fake scontrol that keeps Restarts in a file.
 class AgentCoordSlurmTest : public AgentCoordPreemptTest {
  protected:
-  void write_slurm_specs(const std::string& url) {
+  void write_slurm_specs(const std::string& url, const std::string& runbook = "") {
+    std::string scancel = (base_ / "scancel").string();
+    std::ofstream(scancel) << fmt::format("#!/bin/sh\necho \"$1\" >> {}/cancels\n", base_.string());
+    fs::permissions(scancel, fs::perms::owner_all);
     std::string fake = (base_ / "scontrol").string();
     std::ofstream(fake) << fmt::format(
         "#!/bin/sh\n"
@@ -483,15 +486,17 @@ class AgentCoordSlurmTest : public AgentCoordPreemptTest {
     for (const char* n : {"a", "b"}) {
       std::ofstream((base_ / n / "specs" / "pretrain.toml").string()) << fmt::format(
           "owner = \"team-llm\"\nexpected_interval = \"100ms\"\ngrace_intervals = 2\n"
-          "[runbook]\nresume_owner = \"slurm\"\nack_timeout = \"1s\"\npreempt_grace = \"2s\"\n"
-          "[slurm]\nscontrol = \"{}\"\n"
+          "[runbook]\nresume_owner = \"slurm\"\nack_timeout = \"1s\"\npreempt_grace = \"2s\"\n{}"
+          "[slurm]\nscontrol = \"{}\"\nscancel = \"{}\"\n"
           "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\ntimeout = \"2s\"\n",
-          fake, url);
+          runbook, fake, scancel, url);
     }
   }
   void set_restarts(int n) { std::ofstream((base_ / "restarts").string()) << n << "\n"; }
-  std::string requeues() const {
-    std::ifstream f((base_ / "requeues").string());
+  std::string requeues() const { return read("requeues"); }
+  std::string cancels() const { return read("cancels"); }
+  std::string read(const char* name) const {
+    std::ifstream f((base_ / name).string());
     return std::string((std::istreambuf_iterator<char>(f)), {});
   }
   // Each node's `stepwatch run --coord` of incarnation 0, as under Slurm job 77 (or outside it).
@@ -569,6 +574,21 @@ TEST_F(AgentCoordSlurmTest, AMovedRestartCountIsNotRequeuedAgain) {
   auto inc = etcd_client.range("/stepwatch/v1/jobs/pretrain/incarnation");
   ASSERT_TRUE(inc.ok());
   EXPECT_TRUE(inc->kvs.empty()) << "nothing recorded: the rerun's launchers move it up";
+}
+
+// runbook.resume = false: the job must stay stopped, and a plain end could be requeued by Slurm.
+TEST_F(AgentCoordSlurmTest, ResumeOffCancelsTheBatchJob) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_slurm_specs(rx.url(), "resume = false\n");
+  set_restarts(0);
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  register_launchers(etcd_client, 0);
+  std::string resolution = run_to_close(etcd.endpoint());
+  EXPECT_NE(resolution.find("runbook.resume = false: Slurm job 77 cancelled"), std::string::npos)
+      << resolution;
+  EXPECT_EQ(cancels(), "77\n");
+  EXPECT_EQ(requeues(), "");
 }
 
 TEST_F(AgentCoordSlurmTest, LaunchersOutsideSlurmAreNotRequeued) {
