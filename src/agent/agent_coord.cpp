@@ -349,17 +349,18 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
     if (slurm) return cancel_by_slurm(t, done);
     return {true, done + "; runbook.resume = false: left to its owner"};
   }
-  auto launchers = t.orders->launchers();
-  if (!launchers) return {true, done + "; not relaunched: " + launchers.error().message};
-  if (launchers->empty()) {
-    return {true, done + "; no `stepwatch run --coord` runs for the job: nothing relaunches it"};
-  }
-  // The incarnation key also records a requeue: a next leader finds it moved and does not act.
+  // First: the incarnation key also records a requeue, and a next leader that finds it moved
+  // does not act (by then Slurm may have ended the launchers too).
   auto from = t.orders->incarnation();
   if (!from) return {true, done + "; not relaunched: " + from.error().message};
   if (from->record.incarnation != t.incarnation) {
     return {true,
             fmt::format("{}; incarnation {} was started already", done, from->record.incarnation)};
+  }
+  auto launchers = t.orders->launchers();
+  if (!launchers) return {true, done + "; not relaunched: " + launchers.error().message};
+  if (launchers->empty()) {
+    return {true, done + "; no `stepwatch run --coord` runs for the job: nothing relaunches it"};
   }
   // Resume from the newest checkpoint every rank committed.
   std::optional<contract::CheckpointMark> common;
