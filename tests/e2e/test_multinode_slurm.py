@@ -15,7 +15,6 @@ from the last committed checkpoint and the job ends COMPLETED with Restarts=1 an
 Times are printed. The job's output (both runs, --open-mode=append) is shown on failure.
 """
 
-import importlib.util
 import os
 import re
 import shutil
@@ -32,10 +31,8 @@ import swtest  # noqa: E402
 from agent_support import NodeAgent, Receiver, free_port  # noqa: E402
 from etcd_support import ETCD, Etcd  # noqa: E402
 from slurm_support import SlurmCluster  # noqa: E402
-from swtest import SOURCE_DIR, python_env, stepwatch_bin  # noqa: E402
+from swtest import HAVE_TORCH, TRAIN, python_env, stepwatch_bin  # noqa: E402
 
-TRAIN = os.path.join(SOURCE_DIR, "examples", "train_ddp.py")
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
 JOB = "ddp"
 
 
