@@ -10,7 +10,7 @@
 
 namespace stepwatch::watch {
 
-std::optional<int> rank_from_environ(const std::string& proc_root, int pid) {
+std::optional<EnvRank> rank_from_environ(const std::string& proc_root, int pid) {
   auto env = probe::ProcFs(proc_root).environ(pid);
   if (!env) return std::nullopt;
   std::optional<int> slurm;
@@ -23,10 +23,21 @@ std::optional<int> rank_from_environ(const std::string& proc_root, int pid) {
       if (ec != std::errc() || p != digits.data() + digits.size() || v < 0) return std::nullopt;
       return v;
     };
-    if (auto r = value_of("RANK=")) return r;
+    if (auto r = value_of("RANK=")) return EnvRank{*r, false};
     if (auto r = value_of("SLURM_PROCID=")) slurm = r;
   }
-  return slurm;
+  if (!slurm) return std::nullopt;
+  return EnvRank{*slurm, true};
+}
+
+std::map<int, int> ranks_from_environ(const std::string& proc_root, const std::vector<int>& pids) {
+  std::map<int, int> by_rank, by_slurm;
+  for (int pid : pids) {
+    auto r = rank_from_environ(proc_root, pid);
+    if (!r) continue;
+    (r->from_slurm ? by_slurm : by_rank).try_emplace(r->rank, pid);
+  }
+  return by_rank.empty() ? by_slurm : by_rank;
 }
 
 void Observer::drop_outside_world(std::vector<contract::RankSnapshot>& ranks,
@@ -96,9 +107,10 @@ detect::Observation Observer::poll(const Stamp& now,
     if (tree) {
       // An uninstrumented job: its ranks are the processes started with RANK in the environment.
       if (obs.ranks.empty()) {
-        for (const auto& [pid, p] : tree->procs) {
-          auto rank = rank_from_environ(config_.proc_root, pid);
-          if (rank && !rep.rank_pids.count(*rank)) rep.rank_pids[*rank] = pid;
+        std::vector<int> pids;
+        for (const auto& [pid, p] : tree->procs) pids.push_back(pid);
+        for (const auto& [rank, pid] : ranks_from_environ(config_.proc_root, pids)) {
+          if (!rep.rank_pids.count(rank)) rep.rank_pids[rank] = pid;
         }
         // Thread states for those, now that they are known.
         for (auto& [rank, pid] : rep.rank_pids) {

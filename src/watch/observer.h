@@ -3,6 +3,7 @@
 // source is optional and a missing one is "evidence absent", never an error.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -99,6 +100,15 @@ class Observer {
 };
 
 // The RANK (or SLURM_PROCID) a process was started with, from /proc/<pid>/environ.
-std::optional<int> rank_from_environ(const std::string& proc_root, int pid);
+struct EnvRank {
+  int rank = -1;
+  bool from_slurm = false;  // SLURM_PROCID: the process had no RANK
+};
+std::optional<EnvRank> rank_from_environ(const std::string& proc_root, int pid);
+
+// The ranks of an uninstrumented job's processes (pids ascending), by rank: RANK first. A
+// process known only by SLURM_PROCID counts only when none carries RANK: under Slurm a launcher
+// (the batch script's, or torchrun in an srun task) has SLURM_PROCID too, and its ranks RANK.
+std::map<int, int> ranks_from_environ(const std::string& proc_root, const std::vector<int>& pids);
 
 }  // namespace stepwatch::watch

@@ -378,8 +378,33 @@ TEST(RankFromEnviron, ReadsRankOrSlurm) {
     std::fwrite(slurm.data(), 1, slurm.size(), f);
     std::fclose(f);
   }
-  EXPECT_EQ(rank_from_environ(root.string(), 10), 5);
-  EXPECT_EQ(rank_from_environ(root.string(), 11), 3);  // a malformed RANK is ignored
+  EXPECT_EQ(rank_from_environ(root.string(), 10)->rank, 5);
+  EXPECT_FALSE(rank_from_environ(root.string(), 10)->from_slurm);
+  EXPECT_EQ(rank_from_environ(root.string(), 11)->rank, 3);  // a malformed RANK is ignored
+  EXPECT_TRUE(rank_from_environ(root.string(), 11)->from_slurm);
+  fs::remove_all(root);
+}
+
+TEST(RankFromEnviron, UnderSlurmTheLauncherIsNotRankZero) {
+  auto root = fs::temp_directory_path() / fmt::format("sw-env-slurm-{}", ::getpid());
+  auto write_env = [&](int pid, std::string_view env) {
+    fs::create_directories(root / std::to_string(pid));
+    FILE* f = std::fopen((root / std::to_string(pid) / "environ").c_str(), "w");
+    std::fwrite(env.data(), 1, env.size(), f);
+    std::fclose(f);
+  };
+  using namespace std::string_view_literals;
+  // A batch script's launcher (SLURM_PROCID=0 only) and the two ranks it started (RANK).
+  write_env(10, "SLURM_JOB_ID=7\0SLURM_PROCID=0\0"sv);
+  write_env(11, "SLURM_PROCID=0\0RANK=0\0"sv);
+  write_env(12, "SLURM_PROCID=0\0RANK=1\0"sv);
+  EXPECT_EQ(ranks_from_environ(root.string(), {10, 11, 12}),
+            (std::map<int, int>{{0, 11}, {1, 12}}));
+  // Ranks started by srun itself carry only SLURM_PROCID: then it names them.
+  write_env(20, "SLURM_PROCID=0\0"sv);
+  write_env(21, "SLURM_PROCID=1\0"sv);
+  EXPECT_EQ(ranks_from_environ(root.string(), {20, 21}), (std::map<int, int>{{0, 20}, {1, 21}}));
+  EXPECT_TRUE(ranks_from_environ(root.string(), {99}).empty());  // no such process
   fs::remove_all(root);
 }
 
