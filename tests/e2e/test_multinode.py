@@ -29,6 +29,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
+import swtest  # noqa: E402
 from agent_support import RANKS, NodeAgent, Receiver, free_port, get  # noqa: E402
 from etcd_support import ETCD, Etcd, Forwarder  # noqa: E402
 from swtest import python_env, stepwatch_bin  # noqa: E402
@@ -102,17 +103,7 @@ class MultiNodeBase(unittest.TestCase):
 
     def wait_for(self, what, check, timeout=20, every=0.05):
         """Polls check() until it returns something true; that value. Fails after `timeout` s."""
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = check()
-                if last:
-                    return last
-            except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-                last = e
-            time.sleep(every)
-        self.fail(f"timed out after {timeout}s waiting for {what}: {last}")
+        return swtest.wait_for(what, check, timeout, every)
 
     def wait_published(self, node):
         """Until `node` has put a summary of the job: it is in the job's leader line."""

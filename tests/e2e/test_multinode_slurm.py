@@ -85,17 +85,7 @@ class MultiNodeSlurm(unittest.TestCase):
             os.environ.pop(k, None)
 
     def wait_for(self, what, check, timeout=20, every=0.05, details=lambda: ""):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = check()
-                if last:
-                    return last
-            except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-                last = e
-            time.sleep(every)
-        self.fail(f"timed out after {timeout}s waiting for {what}: {last}\n{details()}")
+        return swtest.wait_for(what, check, timeout, every, details)
 
     def submit(self, nodes, port):
         ckpt = os.path.join(self.tmp, "ckpt")

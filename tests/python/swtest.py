@@ -236,3 +236,20 @@ def wait_until(pred, timeout, poll=0.2):
             return v
         time.sleep(poll)
     return pred()
+
+
+def wait_for(what, check, timeout=20, every=0.05, details=lambda: ""):
+    """Polls check() until it returns something true and returns that; a check that raises
+    OSError, ValueError, KeyError, IndexError or TypeError (a file not written yet) is polled
+    again. AssertionError naming `what`, the last result and details() after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            last = e
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}: {last}\n{details()}")
