@@ -95,17 +95,7 @@ class AgentBase(unittest.TestCase):
         return p
 
     def wait_for(self, what, check, timeout=60):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = check()
-                if last:
-                    return last
-            except (OSError, ValueError, KeyError, IndexError) as e:
-                last = e
-            time.sleep(0.5)
-        self.fail(f"timed out waiting for {what}: {last}")
+        return swtest.wait_for(what, check, timeout, every=0.5)
 
 
 class Receiver:
