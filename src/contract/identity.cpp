@@ -12,9 +12,6 @@
 
 namespace stepwatch::contract {
 
-namespace {
-
-// Reads an integer variable: nullopt when unset or empty, an error when malformed.
 Result<std::optional<int64_t>> int_var(const GetEnv& getenv, const char* name) {
   const char* v = getenv(name);
   if (v == nullptr || *v == '\0') return std::optional<int64_t>{};
@@ -26,6 +23,8 @@ Result<std::optional<int64_t>> int_var(const GetEnv& getenv, const char* name) {
   }
   return std::optional<int64_t>{out};
 }
+
+namespace {
 
 // First set variable of a list (torchrun before Slurm), with the name that supplied it.
 Result<std::optional<int64_t>> first_var(const GetEnv& getenv,

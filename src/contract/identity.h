@@ -32,6 +32,9 @@ struct IdentityOverrides {
 
 using GetEnv = std::function<const char*(const char*)>;
 
+// Reads an integer variable: nullopt when unset or empty, an error naming it when malformed.
+Result<std::optional<int64_t>> int_var(const GetEnv& getenv, const char* name);
+
 // Resolves the identity; errors name the variable at fault ("RANK=\"x\" is not an integer").
 // Errc::kNotFound means no job id; Errc::kInvalidArgument a malformed or inconsistent value.
 Result<Identity> resolve_identity(const IdentityOverrides& overrides, const GetEnv& getenv);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 
 namespace stepwatch::runbook {
 
@@ -14,17 +13,13 @@ const char* value(const GetEnv& getenv, const char* name) {
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
 
+// A restart counter: contract::int_var, and a whole number >= 0.
 Result<std::optional<int64_t>> count(const GetEnv& getenv, const char* name) {
-  const char* v = value(getenv, name);
-  if (v == nullptr) return std::optional<int64_t>{};
-  std::string_view s(v);
-  int64_t n = -1;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size() || n < 0 || n > 1'000'000'000) {
-    return Error{Errc::kInvalidArgument,
-                 fmt::format("{}={} is not a restart count (a whole number >= 0)", name, s)};
-  }
-  return std::optional<int64_t>{n};
+  auto n = contract::int_var(getenv, name);
+  if (n && (!*n || (**n >= 0 && **n <= 1'000'000'000))) return n;
+  return Error{
+      Errc::kInvalidArgument,
+      fmt::format("{}={} is not a restart count (a whole number >= 0)", name, getenv(name))};
 }
 
 }  // namespace

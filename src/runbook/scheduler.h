@@ -7,16 +7,16 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 
 #include "src/common/result.h"
+#include "src/contract/identity.h"
 #include "src/spec/spec.h"
 
 namespace stepwatch::runbook {
 
-using GetEnv = std::function<const char*(const char*)>;
+using GetEnv = contract::GetEnv;
 
 struct SchedulerContext {
   spec::ResumeOwner kind = spec::ResumeOwner::kStepwatch;  // kStepwatch: no scheduler found
