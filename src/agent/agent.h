@@ -27,6 +27,7 @@
 #include "src/detect/detector.h"
 #include "src/runbook/incident.h"
 #include "src/runbook/ledger.h"
+#include "src/runbook/node_fault_history.h"
 #include "src/runbook/pager.h"
 #include "src/serve/job_source.h"
 #include "src/serve/node_fault_view.h"
@@ -110,7 +111,13 @@ class Agent : public serve::JobSource {
   runbook::DeliverySink delivery_sink();
   void retire(Tracked& t, Stamp now, const char* why);
   void note_problem(const std::string& message);
-  // ---- the node-fault history (agent_history.cpp; single node only) ----
+  // ---- the node-fault history (agent_history.cpp) ----
+  // Where it is kept: this node's store; for a multi-node job, etcd, written by the job's
+  // leader (history_writer is null on the other nodes: they record nothing).
+  runbook::HistoryLedger& history_reader();
+  runbook::HistoryLedger* history_writer(Tracked& t);
+  // A history read or write failed: the store's error, or a coordination problem.
+  void note_history_error(const Error& e);
   // After each observation of the job: records the start of an incarnation it has not seen (its
   // end is recorded when the next one appears), and keeps what its verdict says.
   void note_history(Tracked& t, const detect::Observation& obs, const detect::Verdict& v,
@@ -123,6 +130,19 @@ class Agent : public serve::JobSource {
   void end_history_as_seen(Tracked& t, std::string_view otherwise, Stamp now);
   // Recomputes node_faults() when the history changed, or a minute has passed (windows slide).
   void refresh_node_faults(Stamp now);
+  // The leader's next incarnation, unless a restart storm holds it (then: paged, the incarnation
+  // key marked held for the launchers, and true). Drains suspect Slurm nodes first when the
+  // spec opts in.
+  bool hold_for_storm(Tracked& t, const coord::JobIncarnation& from,
+                      const coord::IncarnationRecord& next, const std::string& done);
+  // A held job whose incident was acked since the hold began: its next incarnation starts and
+  // the incident closes. Each poll of a job this node leads.
+  void release_storm_hold(Tracked& t, Stamp now);
+  // [node_fault] drain under Slurm: the job's suspect hosts are drained (once each), each line
+  // logged and recorded with the job's incident.
+  void drain_suspect_nodes(Tracked& t);
+  // One action of the job's incident in etcd (the leader's notes: a hold, a drain).
+  void note_job_action(Tracked& t, bool ok, const std::string& line);
 
   // After each poll of run(): counts the polls in a row that failed as a whole.
   void note_poll_outcome(bool ok);
@@ -151,6 +171,15 @@ class Agent : public serve::JobSource {
   // After every node's report: the next incarnation (a `stepwatch run --coord` relaunches it)
   // or the close.
   runbook::AfterPreempt after_job_preempt(Tracked& t, const runbook::ActReport& report);
+  // Moves the job's incarnation key from `from` to `to` (fenced CAS); false, said in the log,
+  // when the counter moved meanwhile, the fence failed or etcd did not answer.
+  bool advance_incarnation(Tracked& t, const coord::JobIncarnation& from,
+                           const coord::IncarnationRecord& to);
+  // The next incarnation `to` from `from`, by its owner: the launchers (the incarnation key
+  // moves) or Slurm (requeue_by_slurm).
+  runbook::AfterPreempt resume_job(Tracked& t, const std::string& done,
+                                   const std::vector<coord::LauncherRecord>& launchers,
+                                   const coord::JobIncarnation& from, coord::IncarnationRecord to);
   // runbook.resume_owner = "slurm" (agent_slurm.cpp): the batch job the launchers run in is
   // requeued, fenced by their restart count, and the requeue recorded as incarnation `to`;
   // resume = false cancels it.
@@ -159,6 +188,11 @@ class Agent : public serve::JobSource {
                                          const coord::JobIncarnation& from,
                                          coord::IncarnationRecord to);
   runbook::AfterPreempt cancel_by_slurm(Tracked& t, const std::string& done);
+  // The scheduler restarts the job on its exit status ([slurm] requeue = "exit", Kubernetes):
+  // the incarnation key moves to `to`, which carries the code every launcher exits with.
+  runbook::AfterPreempt resume_by_exit(Tracked& t, const std::string& done,
+                                       const coord::JobIncarnation& from,
+                                       coord::IncarnationRecord to);
   // The leader's roster of the job's nodes: written when it changes, read when it takes over.
   void keep_roster(Tracked& t, const detect::Observation& merged, bool took_over, Stamp now);
   // The leader writes its view of the whole job (on a change of verdict, and every publish
@@ -170,6 +204,7 @@ class Agent : public serve::JobSource {
   AgentDeps deps_;
   store::Store store_;  // the poll thread's connection
   runbook::StoreLedger ledger_{store_};
+  runbook::StoreHistory store_history_{store_};
   runbook::PageDeliveries deliveries_;  // every job's pages under way
   bool first_poll_ = true;
   uint64_t store_errors_this_poll_ = 0;  // poll thread only

@@ -60,7 +60,8 @@ Agent::Coordination::Coordination(const CoordConfig& c)
     : config(c),
       etcd(etcd_options(c)),
       session(etcd, coord::SessionOptions{c.prefix, c.node_name, c.lease_ttl_ns}),
-      api_etcd(etcd_options(c)) {}
+      api_etcd(etcd_options(c)),
+      history(etcd, c.prefix, "", [] { return int64_t{0}; }) {}
 
 coord::LedgerKeys Agent::Coordination::keys(const std::string& job) const {
   coord::LedgerKeys k;
@@ -85,6 +86,10 @@ void Agent::coordinate(Tracked& t, detect::Observation& obs, Stamp now) {
                                                 coord_->config.publish_interval_ns);
     t.orders = std::make_unique<coord::JobOrders>(coord_->etcd, coord_->session.job_key(t.job),
                                                   node_name(), coord_->keys(t.job).fence_key);
+    coord::JobCoord* jc = t.coord.get();
+    t.history = std::make_unique<coord::EtcdHistory>(coord_->etcd, coord_->config.prefix,
+                                                     coord_->keys(t.job).fence_key,
+                                                     [jc] { return jc->fence(); });
   }
   bool led = t.coord->leads();
   coord::NodeSummary s;
@@ -151,7 +156,13 @@ void Agent::step_runbook(Tracked& t, const detect::Verdict& v, Stamp now) {
     }
     // The incarnation alone tells runs apart: wall clocks of other hosts are not compared.
     t.job_runbook->set_run(t.incarnation, 0);
-    t.job_runbook->step(v, now);
+    if (t.storm_hold) {
+      // Held after a restart storm: the preempted ranks' verdict neither recovers nor ends the
+      // incident; only the ack (or a next incarnation started by someone else) does.
+      release_storm_hold(t, now);
+    } else {
+      t.job_runbook->step(v, now);
+    }
   } else if (t.job_runbook) {
     // Even mid-preempt: the next leader finds the order in etcd and gathers the reports itself.
     if (!coord_->session.connected()) {
@@ -165,6 +176,7 @@ void Agent::step_runbook(Tracked& t, const detect::Verdict& v, Stamp now) {
     }
     t.job_runbook.reset();
     t.job_act.reset();
+    t.storm_hold.reset();  // marked in the incarnation key: the next leader takes it up
   }
   if (t.job_deliveries) t.job_deliveries->reap(now);
 }
@@ -344,6 +356,8 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
   for (const auto& r : t.state.observation.ranks) nodes.insert(r.host);
   std::string done =
       fmt::format("preempted on {} node(s) ({})", nodes.size(), fmt::join(nodes, ", "));
+  // The incarnation ended here, with the verdict it was preempted on (the job's history).
+  end_history(t, "preempted", &t.acted_on, t.now);
   const bool slurm = t.spec.runbook.resume_owner == spec::ResumeOwner::kSlurm;
   if (!t.spec.runbook.resume) {
     if (slurm) return cancel_by_slurm(t, done);
@@ -381,14 +395,35 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
   to.incident = t.job_runbook && t.job_runbook->id() ? *t.job_runbook->id() : 0;
   to.by = node_name();
   to.at_ns = wall_now_ns();
-  if (slurm) return requeue_by_slurm(t, done, *launchers, *from, std::move(to));
-  auto moved = t.orders->advance(*from, to, t.coord->fence());
-  if (!moved || !*moved) {
-    log_warn("agent: job {}: moving it to incarnation {} failed ({}): the incident stays open",
-             t.job, to.incarnation,
-             moved ? "the counter moved or the fence failed" : moved.error().message);
-    return {false, ""};
+  if (hold_for_storm(t, *from, to, done)) return {false, ""};  // open until acked
+  return resume_job(t, done, *launchers, *from, std::move(to));
+}
+
+bool Agent::advance_incarnation(Tracked& t, const coord::JobIncarnation& from,
+                                const coord::IncarnationRecord& to) {
+  auto moved = t.orders->advance(from, to, t.coord->fence());
+  if (moved && *moved) return true;
+  log_warn("agent: job {}: moving it to incarnation {} failed ({}): the incident stays open", t.job,
+           to.incarnation, moved ? "the counter moved or the fence failed" : moved.error().message);
+  return false;
+}
+
+runbook::AfterPreempt Agent::resume_job(Tracked& t, const std::string& done,
+                                        const std::vector<coord::LauncherRecord>& launchers,
+                                        const coord::JobIncarnation& from,
+                                        coord::IncarnationRecord to) {
+  to.hold_incident = 0;
+  to.hold.clear();
+  if (t.spec.runbook.resume_owner == spec::ResumeOwner::kSlurm) {
+    if (t.spec.node_fault.drain) drain_suspect_nodes(t);  // first: Slurm places the rerun elsewhere
+    return requeue_by_slurm(t, done, launchers, from, std::move(to));
   }
+  if (t.spec.runbook.resume_owner == spec::ResumeOwner::kKubernetes) {
+    to.scheduler = "kubernetes";
+    to.exit_code = t.spec.kubernetes.requeue_exit_code;
+    return resume_by_exit(t, done, from, std::move(to));
+  }
+  if (!advance_incarnation(t, from, to)) return {false, ""};
   log_info(
       "agent: job {}: incarnation {} -> {}{}: its `stepwatch run --coord` launchers relaunch it",
       t.job, t.incarnation, to.incarnation,
@@ -435,7 +470,8 @@ void Agent::share_view(Tracked& t, Stamp now) {
 }
 
 bool Agent::preempting(const Tracked& t) const {
-  return t.order_act.has_value() || (t.job_runbook && t.job_runbook->acting());
+  return t.order_act.has_value() || (t.job_runbook && t.job_runbook->acting()) ||
+         t.storm_hold.has_value();
 }
 
 void Agent::coord_retire(Tracked& t, Stamp now, const char* why) {

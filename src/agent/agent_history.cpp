@@ -1,7 +1,9 @@
 // The agent's side of the node-fault history (runbook/node_fault.h, docs/node-fault.md): each
-// job's incarnations, recorded once per transition in the agent's store, the hosts their ends
-// implicate, and what the rules make of them for the API, /metrics and the dashboard. A single
-// node only: a multi-node job's history would be the leader's, in etcd (not built).
+// job's incarnations, recorded once per transition, the hosts their ends implicate, and what
+// the rules make of them for the API, /metrics and the dashboard. A single node's jobs are kept
+// in its store; a multi-node job's in etcd (coord/etcd_history.h), recorded by its leader from
+// the merged view of every node's ranks, and read by every node. The leader also holds the
+// job's next incarnation on a restart storm until its incident is acked.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,14 +11,18 @@
 
 #include "src/agent/agent.h"
 #include "src/agent/tracked.h"
+#include "src/common/log.h"
 #include "src/runbook/node_fault_history.h"
+#include "src/runbook/slurm.h"
 
 namespace stepwatch::agent {
 
 namespace {
 
-// The history's view is recomputed at least this often: the rules' windows slide with time.
+// The history's view is recomputed at least this often: the rules' windows slide with time. A
+// multi-node job's history is written by its leader, perhaps another node: read more often.
 constexpr int64_t kNodeFaultsEveryNs = 60 * kNsPerSec;
+constexpr int64_t kCoordNodeFaultsEveryNs = 5 * kNsPerSec;
 
 // How an incarnation ended, from the last verdict seen of it; `otherwise` when that verdict
 // says neither finished nor failed (the job restarted or vanished while it looked fine).
@@ -39,15 +45,40 @@ void keep_verdict(detect::Verdict& into, const detect::Verdict& v) {
   into.culprits = v.culprits;
 }
 
+// The nodes the job's ranks run on, each once, in the order seen: the leader's merged ranks name
+// each node; a rank without a host runs `here`.
+std::vector<std::string> hosts_of(const detect::Observation& obs, const std::string& here) {
+  std::vector<std::string> out;
+  for (const auto& rank : obs.ranks) {
+    const std::string& host = rank.host.empty() ? here : rank.host;
+    if (std::find(out.begin(), out.end(), host) == out.end()) out.push_back(host);
+  }
+  return out;
+}
+
 bool in_window(int64_t t, int64_t now, int64_t window) {
   return t > now - window && t <= now;
 }
 
 }  // namespace
 
+runbook::HistoryLedger& Agent::history_reader() {
+  if (coord_) return coord_->history;
+  return store_history_;
+}
+
+runbook::HistoryLedger* Agent::history_writer(Tracked& t) {
+  if (!coord_) return &store_history_;
+  // The job's leader, while etcd answers: nobody else records (nor does a node cut off).
+  if (t.history && t.coord && t.coord->leads() && coord_->session.connected())
+    return t.history.get();
+  return nullptr;
+}
+
 void Agent::note_history(Tracked& t, const detect::Observation& obs, const detect::Verdict& v,
                          Stamp now) {
-  if (coord_ || obs.ranks.empty()) return;  // multi-node history is the leader's (not built)
+  runbook::HistoryLedger* history = history_writer(t);
+  if (!history || obs.ranks.empty()) return;
   if (t.incarnation != t.history_seen) {
     // The job's incarnation moved on: the previous one ended as its last verdict said.
     end_history_as_seen(t, "restarted", now);
@@ -55,8 +86,8 @@ void Agent::note_history(Tracked& t, const detect::Observation& obs, const detec
     t.checkpoint_step.reset();
     // A restarted agent finds the incarnations it already ended: they stay ended, once.
     bool ended = false;
-    auto known = store_.incarnations(t.job, 8);
-    if (!known) note_store_error(known.error());
+    auto known = history->incarnations(t.job, 8);
+    if (!known) note_history_error(known.error());
     for (const auto& r : known ? *known : std::vector<store::IncarnationRecord>{})
       ended = ended || (r.incarnation == t.incarnation && r.ended());
     if (!ended) {
@@ -69,10 +100,29 @@ void Agent::note_history(Tracked& t, const detect::Observation& obs, const detec
         if (static_cast<int64_t>(rank.incarnation) == t.incarnation && rank.created.wall_ns > 0)
           r.started_ns = std::min(r.started_ns, rank.created.wall_ns);
       }
-      r.hosts = {node_name()};
-      if (auto st = store_.record_incarnation(r); !st) note_store_error(st.error());
+      r.hosts = hosts_of(obs, node_name());
+      if (auto st = history->record_incarnation(r); !st) note_history_error(st.error());
       t.history_open = t.incarnation;
+      t.history_hosts = std::set<std::string>(r.hosts.begin(), r.hosts.end());
       node_faults_dirty_ = true;
+    }
+  }
+  if (t.history_open) {
+    // Nodes whose ranks appear after the start was recorded (the leader merges each node's
+    // summary as it arrives) join the incarnation's hosts (record_incarnation takes the union).
+    store::IncarnationRecord more;
+    for (auto& host : hosts_of(obs, node_name())) {
+      if (!t.history_hosts.count(host)) more.hosts.push_back(std::move(host));
+    }
+    if (!more.hosts.empty()) {
+      more.job = t.job;
+      more.incarnation = *t.history_open;
+      if (auto st = history->record_incarnation(more); !st) {
+        note_history_error(st.error());
+      } else {
+        t.history_hosts.insert(more.hosts.begin(), more.hosts.end());
+        node_faults_dirty_ = true;
+      }
     }
   }
   keep_verdict(t.last_verdict, v);
@@ -84,10 +134,12 @@ void Agent::note_history(Tracked& t, const detect::Observation& obs, const detec
 
 void Agent::end_history(Tracked& t, std::string_view reason, const detect::Verdict* v, Stamp now) {
   if (!t.history_open) return;
+  runbook::HistoryLedger* history = history_writer(t);
+  if (!history) return;  // no longer the leader: the next one ends it
   store::IncarnationRecord r =
       runbook::ended_incarnation(t.job, *t.history_open, reason, v, node_name(), now.wall_ns);
   r.checkpoint_step = t.checkpoint_step;
-  if (auto st = runbook::record_ended(store_, r); !st) note_store_error(st.error());
+  if (auto st = runbook::record_ended(*history, r); !st) note_history_error(st.error());
   t.history_open.reset();
   node_faults_dirty_ = true;
 }
@@ -96,21 +148,29 @@ void Agent::end_history_as_seen(Tracked& t, std::string_view otherwise, Stamp no
   end_history(t, end_reason(t.last_verdict, otherwise), &t.last_verdict, now);
 }
 
+void Agent::note_history_error(const Error& e) {
+  if (coord_) {
+    note_problem("the node-fault history in etcd: " + e.message);
+  } else {
+    note_store_error(e);
+  }
+}
+
 void Agent::refresh_node_faults(Stamp now) {
-  if (coord_) return;
   if (!node_faults_dirty_ && next_node_faults_mono_ns_ && now.mono_ns < *next_node_faults_mono_ns_)
     return;
   node_faults_dirty_ = false;
-  next_node_faults_mono_ns_ = now.mono_ns + kNodeFaultsEveryNs;
+  next_node_faults_mono_ns_ = now.mono_ns + (coord_ ? kCoordNodeFaultsEveryNs : kNodeFaultsEveryNs);
 
   // The fleet view takes the [node_fault] defaults; each job's view its own spec's.
   const runbook::NodeFaultPolicy fleet;
   int64_t longest = fleet.cross_job_window_ns;
   for (const auto& [job, t] : tracked_)
     longest = std::max(longest, t->spec.node_fault.cross_job_window_ns);
-  auto implications = store_.implications(now.wall_ns - longest);
+  runbook::HistoryLedger& reader = history_reader();
+  auto implications = reader.implications(now.wall_ns - longest);
   if (!implications) {
-    note_store_error(implications.error());
+    note_history_error(implications.error());
     node_faults_dirty_ = true;  // tried again next poll
     return;
   }
@@ -120,9 +180,9 @@ void Agent::refresh_node_faults(Stamp now) {
   std::map<std::string, serve::HostFault> hosts;
   for (const auto& [job, t] : tracked_) {
     if (t->hidden) continue;
-    auto history = store_.incarnations(job, runbook::kHistoryRead);
+    auto history = reader.incarnations(job, runbook::kHistoryRead);
     if (!history) {
-      note_store_error(history.error());
+      note_history_error(history.error());
       continue;
     }
     const runbook::NodeFaultPolicy& policy = t->spec.node_fault;
@@ -163,6 +223,135 @@ void Agent::refresh_node_faults(Stamp now) {
   }
   std::lock_guard lock(mu_);
   node_faults_ = std::move(snap);
+}
+
+bool Agent::hold_for_storm(Tracked& t, const coord::JobIncarnation& from,
+                           const coord::IncarnationRecord& next, const std::string& done) {
+  if (next.incident <= 0) return false;  // an incident not recorded in etcd cannot be acked
+  if (from.record.hold_incident == next.incident) {
+    // A previous leader held it: the hold stands (paged already), as of when it was marked.
+    log_info("agent: job {}: incident {}: taking up the restart-storm hold {} marked", t.job,
+             next.incident, from.record.by.empty() ? "a previous leader" : from.record.by);
+    t.storm_hold = Tracked::StormHold{next, next.incident, from.record.at_ns, done};
+    return true;
+  }
+  int64_t now = wall_now_ns();
+  auto report = runbook::read_node_fault(history_reader(), t.job, t.spec.node_fault, now);
+  if (!report) {
+    note_history_error(report.error());
+    return false;  // the history cannot say: resume as if no storm
+  }
+  if (!report->storm) return false;
+  std::string why = fmt::format(
+      "restart storm: {}; automatic resume held until acked (stepwatch ack {}, on any node of "
+      "the job), then incarnation {}{}",
+      report->storm->evidence, t.job, next.incarnation,
+      next.resume_from.empty() ? "" : " from " + next.resume_from);
+  // Marked in the incarnation key (fenced, the number unchanged): the launchers wait for the
+  // ack without their resume_wait limit, and a next leader takes the hold up.
+  coord::IncarnationRecord held = from.record;
+  held.hold_incident = next.incident;
+  held.hold = why;
+  held.by = node_name();
+  held.at_ns = now;
+  auto marked = t.orders->advance(from, held, t.coord->fence());
+  if (!marked || !*marked) {
+    log_warn(
+        "agent: job {}: the restart-storm hold was not marked in etcd ({}): the launchers wait "
+        "only their resume_wait for it",
+        t.job, marked ? "the counter moved or the fence failed" : marked.error().message);
+  }
+  log_warn("agent: job {}: {}", t.job, why);
+  note_job_action(t, true, why);
+  runbook::PageMessage m = t.job_host->page(t.acted_on);
+  m.severity = "warning";
+  m.state = "restart-storm";
+  m.summary = why;
+  m.incident_id = std::to_string(next.incident);
+  m.incarnation = static_cast<int>(t.incarnation);
+  m.started_wall_ns = now;
+  auto record = std::make_shared<runbook::IncidentRecord>();
+  record->job = t.job;
+  record->id = next.incident;
+  t.job_deliveries->start(record, runbook::PageDeliveries::Kind::kEscalation, t.spec.runbook.pagers,
+                          std::move(m));
+  t.storm_hold = Tracked::StormHold{next, next.incident, now, done};
+  return true;
+}
+
+void Agent::release_storm_hold(Tracked& t, Stamp now) {
+  if (!t.storm_hold || !t.job_ledger) return;
+  Tracked::StormHold& h = *t.storm_hold;
+  auto acked = t.job_ledger->acked_since(h.incident, h.since_wall_ns);
+  if (!acked) {
+    note_problem(fmt::format("job {}: its incident in etcd: {}", t.job, acked.error().message));
+    return;
+  }
+  if (!t.job_runbook->is_open()) {  // closed meanwhile
+    t.storm_hold.reset();
+    return;
+  }
+  if (t.incarnation >= h.next.incarnation) {  // someone started it meanwhile: nothing to hold
+    std::string why =
+        fmt::format("incarnation {} started while the restart storm held it", t.incarnation);
+    log_info("agent: job {}: {}", t.job, why);
+    t.storm_hold.reset();
+    t.job_runbook->close(now, why);
+    return;
+  }
+  if (!*acked) return;
+  log_info("agent: job {}: restart storm: incident {} acked; starting incarnation {}", t.job,
+           h.incident, h.next.incarnation);
+  auto from = t.orders->incarnation();
+  auto launchers = t.orders->launchers();
+  if (!from || !launchers) {
+    note_problem(fmt::format("job {}: releasing its hold: {}", t.job,
+                             !from ? from.error().message : launchers.error().message));
+    return;  // tried again next poll
+  }
+  Tracked::StormHold hold = std::move(*t.storm_hold);
+  t.storm_hold.reset();
+  runbook::AfterPreempt after;
+  if (from->record.incarnation != hold.next.incarnation - 1) {
+    after = {true, fmt::format("{}; incarnation {} was started already", hold.done,
+                               from->record.incarnation)};
+  } else {
+    hold.next.at_ns = now.wall_ns;
+    after = resume_job(t, hold.done, *launchers, *from, hold.next);
+  }
+  if (!after.close) return;  // the incident stays open (paged again by its survivors' rule)
+  t.job_runbook->close(now, after.resolution.empty() ? "resumed after a restart storm"
+                                                     : "acked restart storm; " + after.resolution);
+}
+
+void Agent::drain_suspect_nodes(Tracked& t) {
+  auto report = runbook::read_node_fault(history_reader(), t.job, t.spec.node_fault, wall_now_ns());
+  if (!report) {
+    note_history_error(report.error());
+    return;
+  }
+  for (const auto& d :
+       runbook::drain_suspects(runbook::SlurmControl(t.spec.slurm), *report, t.job, t.drained)) {
+    if (d.ok) {
+      log_warn("agent: job {}: {}", t.job, d.line);
+    } else {
+      log_error("agent: job {}: {}", t.job, d.line);
+    }
+    note_job_action(t, d.ok, d.line);
+  }
+}
+
+void Agent::note_job_action(Tracked& t, bool ok, const std::string& line) {
+  if (!t.job_ledger || !t.job_runbook || !t.job_runbook->id()) return;
+  store::Action a;
+  a.incident_id = *t.job_runbook->id();
+  a.job = t.job;
+  a.at_ns = wall_now_ns();
+  a.kind = std::string(store::action_kind::kNote);
+  a.ok = ok;
+  a.detail = line;
+  if (auto st = t.job_ledger->record_action(a); !st)
+    note_problem(fmt::format("job {}: its incident in etcd: {}", t.job, st.error().message));
 }
 
 std::shared_ptr<const serve::NodeFaultSnapshot> Agent::node_faults() const {

@@ -90,14 +90,14 @@ runbook::PageMessage Agent::JobHost::page(const detect::Verdict& v) {
       scope_ == Scope::kJob
           ? fmt::format("stepwatch ack {} (on any node of the job)", t_.job)
           : fmt::format("stepwatch ack {} --state-dir {}", t_.job, agent_.config_.state_dir);
-  // The hosts this node's history suspects, and a restart storm (single node: the history of a
-  // multi-node job would be the leader's, in etcd).
-  if (scope_ == Scope::kNode && !agent_.coord_) {
+  // The hosts the job's history suspects, and a restart storm: this node's store, or etcd for
+  // the job's incident on a multi-node job (a node cut off from etcd names none).
+  if (scope_ == Scope::kJob || !agent_.coord_) {
     const char* scheduler = spec::resume_owner_name(t_.spec.runbook.resume_owner);
-    if (auto st = runbook::add_node_fault(m, agent_.store_, t_.job, t_.spec.node_fault, scheduler,
-                                          t_.now.wall_ns);
+    if (auto st = runbook::add_node_fault(m, agent_.history_reader(), t_.job, t_.spec.node_fault,
+                                          scheduler, t_.now.wall_ns);
         !st) {
-      agent_.note_store_error(st.error());
+      agent_.note_history_error(st.error());
     }
   }
   return m;
@@ -187,11 +187,11 @@ runbook::PreemptTargets Agent::JobHost::targets() {
 
 std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, int64_t incident_id,
                                                     runbook::PreemptTargets targets) {
-  if (scope_ == Scope::kJob) return agent_.order_preempt(t_, incident_id);
   t_.acted_on = {};
   t_.acted_on.state = v.state;  // what the incarnation's end records (not its ranks)
   t_.acted_on.cause = v.cause;
   t_.acted_on.culprits = v.culprits;
+  if (scope_ == Scope::kJob) return agent_.order_preempt(t_, incident_id);
   // The artifact of the proven processes, then the preempt, on a thread of their own: the poll
   // of every other job goes on meanwhile.
   runbook::ArtifactRequest req;

@@ -1,5 +1,7 @@
-// The job leader's resume when Slurm owns the job's restarts (runbook.resume_owner = "slurm";
-// docs/slurm.md, "Multi-node jobs"). The launchers of the incarnation name the batch job and the
+// The job leader's resume when a scheduler owns the job's restarts (runbook.resume_owner;
+// docs/slurm.md, "Multi-node jobs"). With [slurm] requeue = "exit", or under Kubernetes, the
+// incarnation key tells the launchers to exit with the code the scheduler restarts on
+// (resume_by_exit). Otherwise: The launchers of the incarnation name the batch job and the
 // restart count it started with; the leader requeues it through runbook::SlurmControl, fenced by
 // that count, and then records the requeue as the job's next incarnation in etcd (CAS, fenced
 // by its leadership): a next leader after a failover finds the incarnation moved and does not
@@ -20,6 +22,13 @@ runbook::AfterPreempt Agent::requeue_by_slurm(Tracked& t, const std::string& don
                                               const std::vector<coord::LauncherRecord>& launchers,
                                               const coord::JobIncarnation& from,
                                               coord::IncarnationRecord to) {
+  if (t.spec.slurm.requeue == spec::SlurmRequeue::kExit) {
+    auto run = coord::slurm_run_of(launchers, t.incarnation);
+    to.scheduler = "slurm";
+    to.scheduler_job = run ? run->job : "";
+    to.exit_code = t.spec.slurm.requeue_exit_code;
+    return resume_by_exit(t, done, from, std::move(to));
+  }
   auto run = coord::slurm_run_of(launchers, t.incarnation);
   if (!run) {
     log_warn("agent: job {}: runbook.resume_owner = \"slurm\", but {}: not requeued", t.job,
@@ -52,6 +61,20 @@ runbook::AfterPreempt Agent::requeue_by_slurm(Tracked& t, const std::string& don
   }
   return {true, fmt::format("{}; {}; next incarnation {}{}", done, r->detail, to.incarnation,
                             to.resume_from.empty() ? "" : " from " + to.resume_from)};
+}
+
+runbook::AfterPreempt Agent::resume_by_exit(Tracked& t, const std::string& done,
+                                            const coord::JobIncarnation& from,
+                                            coord::IncarnationRecord to) {
+  // The incarnation key says it once (CAS, fenced): every launcher exits with the code, and the
+  // scheduler restarts the job on it; a next leader finds the key moved and does nothing.
+  if (!advance_incarnation(t, from, to)) return {false, ""};
+  std::string said = fmt::format(
+      "its launchers exit with {} for {} to restart it as incarnation {}{}", *to.exit_code,
+      to.scheduler == "slurm" ? "Slurm's RequeueExit" : std::string("Kubernetes"), to.incarnation,
+      to.resume_from.empty() ? "" : " from " + to.resume_from);
+  log_info("agent: job {}: {}", t.job, said);
+  return {true, fmt::format("{}; {}", done, said)};
 }
 
 runbook::AfterPreempt Agent::cancel_by_slurm(Tracked& t, const std::string& done) {

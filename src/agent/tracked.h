@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "src/agent/agent.h"
+#include "src/coord/etcd_history.h"
 #include "src/coord/etcd_ledger.h"
 #include "src/coord/job_coord.h"
 #include "src/coord/orders.h"
@@ -62,6 +63,9 @@ struct Agent::Coordination {
   std::mutex api_mu;
   coord::EtcdClient api_etcd;  // the API threads' (guarded by api_mu)
   uint64_t puts_retired = 0;   // summaries published for jobs no longer tracked
+  // Every job's node-fault history and every host's implications, read on the poll thread
+  // (unfenced: it writes nothing; a job's leader writes through the job's own, fenced).
+  coord::EtcdHistory history;
   coord::LedgerKeys keys(const std::string& job) const;
 };
 
@@ -89,6 +93,7 @@ struct Agent::Tracked {
   // whose end is not yet, the highest one handled, and what ends it: the last verdict (state,
   // cause, culprits only), the verdict the runbook preempted on, the newest committed checkpoint.
   std::optional<int64_t> history_open;
+  std::set<std::string> history_hosts;  // the hosts recorded for history_open
   int64_t history_seen = -1;
   detect::Verdict last_verdict;
   detect::Verdict acted_on;
@@ -102,6 +107,19 @@ struct Agent::Tracked {
   std::unique_ptr<JobHost> job_host;
   std::unique_ptr<runbook::Incident> job_runbook;
   std::unique_ptr<coord::JobOrders> orders;
+  // The job's node-fault history in etcd, written while this node leads it (fenced).
+  std::unique_ptr<coord::EtcdHistory> history;
+  // A restart storm holds the job's next incarnation until its incident is acked (the leader;
+  // agent_history.cpp): what it resumes to, the incident, since when (an earlier ack does not
+  // release it), and what the preempt did.
+  struct StormHold {
+    coord::IncarnationRecord next;
+    int64_t incident = 0;
+    int64_t since_wall_ns = 0;
+    std::string done;
+  };
+  std::optional<StormHold> storm_hold;
+  std::set<std::string> drained;  // Slurm nodes this job's leader drained ([node_fault] drain)
   // Orders of the job's incidents: those this node reported on, and the one it carries out now.
   std::set<int64_t> orders_done;
   std::optional<coord::Order> order_running;

@@ -274,6 +274,11 @@ const std::string& EtcdClient::endpoint() const {
   return impl_->endpoint();
 }
 
+bool fence_held(const TxnResult& t, int64_t fence) {
+  return !t.ranges.empty() && !t.ranges[0].kvs.empty() &&
+         t.ranges[0].kvs[0].create_revision == fence;
+}
+
 Result<int64_t> EtcdClient::put(const std::string& key, const std::string& value, int64_t lease) {
   return impl_->guard<int64_t>("/v3/kv/put", [&]() -> Result<int64_t> {
     auto reply = impl_->post("/v3/kv/put", put_request(key, value, lease));
@@ -290,6 +295,9 @@ Result<RangeResult> EtcdClient::range(const std::string& key, const RangeOptions
     if (options.by_create_rev) {
       body["sort_target"] = "CREATE";
       body["sort_order"] = "ASCEND";
+    } else if (options.descending) {
+      body["sort_target"] = "KEY";
+      body["sort_order"] = "DESCEND";
     }
     auto reply = impl_->post("/v3/kv/range", body);
     if (!reply) return reply.error();

@@ -57,6 +57,7 @@ struct RangeOptions {
   int64_t limit = 0;           // 0: no limit
   bool keys_only = false;      // values left empty
   bool by_create_rev = false;  // sorted by create_revision, ascending (else by key)
+  bool descending = false;     // sorted by key, descending (with limit: the last keys)
 };
 
 // One comparison of a txn.
@@ -94,6 +95,10 @@ struct TxnResult {
   // The results of the range ops of the branch that ran, in order.
   std::vector<RangeResult> ranges;
 };
+
+// After a txn fenced by CREATE(fence key) == fence whose failure branch is
+// {TxnOp::get(fence key)}: whether the fence still held, i.e. another compare failed.
+bool fence_held(const TxnResult& t, int64_t fence);
 
 struct Lease {
   int64_t id = 0;

@@ -184,9 +184,7 @@ Status EtcdLedger::modify(int64_t id,
       if (applied) *applied = true;
       return {};
     }
-    bool fence_holds = !t->ranges.empty() && !t->ranges[0].kvs.empty() &&
-                       t->ranges[0].kvs[0].create_revision == fence;
-    if (!fence_holds) {
+    if (!fence_held(*t, fence)) {
       return Error{Errc::kBusy,
                    fmt::format("job {}: incident {}: write refused by the fence: this node ({}) "
                                "no longer leads the job (its lease lapsed)",
@@ -257,9 +255,7 @@ Status EtcdLedger::close(int64_t id, int64_t at_ns, std::string_view resolution)
                        {TxnOp::get(keys_.fence_key)});
     if (!t) return t.error();
     if (t->succeeded) return {};
-    bool fence_holds = !t->ranges.empty() && !t->ranges[0].kvs.empty() &&
-                       t->ranges[0].kvs[0].create_revision == fence;
-    if (!fence_holds) {
+    if (!fence_held(*t, fence)) {
       return Error{Errc::kBusy,
                    fmt::format("job {}: closing incident {} refused by the fence: this node ({}) "
                                "no longer leads the job",
@@ -286,6 +282,18 @@ Status EtcdLedger::record_action(const store::Action& a) {
   return st;
 }
 
+Result<bool> EtcdLedger::acked_since(int64_t id, int64_t since_ns) {
+  auto r = read(id);
+  if (!r) return r.error();
+  if (!*r) return false;
+  for (const auto& a : (*r)->doc.value("actions", json::array())) {
+    if (a.is_object() && a.value("kind", "") == store::action_kind::kAck &&
+        a.value("at_ns", int64_t{0}) >= since_ns)
+      return true;
+  }
+  return false;
+}
+
 Result<std::optional<store::Incident>> ack_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,
                                                    const std::string& job, int64_t at_ns,
                                                    const std::string& by, const std::string& note) {
@@ -299,11 +307,14 @@ Result<std::optional<store::Incident>> ack_in_etcd(EtcdClient& etcd, const Ledge
       return Error{Errc::kParse, fmt::format("etcd key {}: not JSON", kv.key)};
     auto inc = from_json(doc, kv.key, kv.create_revision);
     if (!inc) return inc.error();
-    if (inc->acked_at_ns)
-      return std::optional<store::Incident>{std::move(*inc)};  // the first stays
-    inc->acked_at_ns = at_ns;
-    inc->acked_by = by;
-    inc->ack_note = note;
+    // The first ack's time, name and note stay; every ack is an action (as in the store), so
+    // that an ack after a restart storm's hold began releases it.
+    const bool first = !inc->acked_at_ns;
+    if (first) {
+      inc->acked_at_ns = at_ns;
+      inc->acked_by = by;
+      inc->ack_note = note;
+    }
     json actions = doc.value("actions", json::array());
     actions.push_back(
         {{"at_ns", at_ns},
@@ -311,6 +322,7 @@ Result<std::optional<store::Incident>> ack_in_etcd(EtcdClient& etcd, const Ledge
          {"ok", true},
          {"detail", fmt::format("acked by {}{}", by, note.empty() ? "" : ": " + note)},
          {"node", keys.node}});
+    if (actions.size() > kMaxActions) actions.erase(actions.begin());
     std::string value = to_json(*inc, actions, doc.value("opened_by", "")).dump();
     auto t = etcd.txn({Compare::mod_rev(keys.incident, kv.mod_revision)},
                       {TxnOp::put(keys.incident, value)});

@@ -48,8 +48,10 @@ class EtcdLedger final : public runbook::IncidentLedger {
   Status close(int64_t id, int64_t at_ns, std::string_view resolution) override;
   Status record_action(const store::Action& action) override;
 
-  // The job's actions recorded in etcd (the open incident's, then the closed ones' are kept
-  // with them), newest last.
+  // Whether the open incident `id` was acked at or after since_ns (every ack is one of its
+  // actions); false when it is not open.
+  Result<bool> acked_since(int64_t id, int64_t since_ns);
+
   const std::string& job() const { return job_; }
 
  private:

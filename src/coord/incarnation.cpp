@@ -67,6 +67,11 @@ std::string incarnation_to_json(const IncarnationRecord& r) {
   if (r.resume_step) j["resume_step"] = *r.resume_step;
   if (!r.scheduler.empty()) j["scheduler"] = r.scheduler;
   if (!r.scheduler_job.empty()) j["scheduler_job"] = r.scheduler_job;
+  if (r.exit_code) j["exit_code"] = *r.exit_code;
+  if (r.hold_incident) {
+    j["hold_incident"] = r.hold_incident;
+    j["hold"] = r.hold;
+  }
   return j.dump();
 }
 
@@ -82,8 +87,20 @@ Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::stri
       !read_string(*j, "resume_from", &r.resume_from, &e) ||
       !read_int(*j, "incident", &r.incident, &e) || !read_string(*j, "by", &r.by, &e) ||
       !read_int(*j, "at_ns", &r.at_ns, &e) || !read_string(*j, "scheduler", &r.scheduler, &e) ||
-      !read_string(*j, "scheduler_job", &r.scheduler_job, &e)) {
+      !read_string(*j, "scheduler_job", &r.scheduler_job, &e) ||
+      !read_int(*j, "hold_incident", &r.hold_incident, &e) ||
+      !read_string(*j, "hold", &r.hold, &e)) {
     return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
+  }
+  if (j->contains("exit_code") && !(*j)["exit_code"].is_null()) {
+    int64_t code = 0;
+    if (!read_int(*j, "exit_code", &code, &e))
+      return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
+    if (code < 1 || code > 255) {
+      return Error{Errc::kParse,
+                   fmt::format("{}: field \"exit_code\" must be 1-255, got {}", source, code)};
+    }
+    r.exit_code = static_cast<int>(code);
   }
   if (j->contains("resume_step")) {
     int64_t step = 0;

@@ -1,9 +1,14 @@
 // The job's incarnation in etcd and the launchers that relaunch on it (docs/multinode.md, Keys):
 //   <prefix>/jobs/<job>/incarnation {"incarnation":N,"resume_from","resume_step","incident","by",
-//                                          "at_ns","scheduler","scheduler_job"}
+//                                          "at_ns","scheduler","scheduler_job","exit_code",
+//                                          "hold_incident","hold"}
 //       written by the job's leader, by CAS on its mod revision; absent means 0. "scheduler":
 //       "slurm" when the leader had Slurm requeue the job: the launchers leave the relaunch to
-//       Slurm. Under Slurm a launcher whose SLURM_RESTART_COUNT is above N moves it up (CAS);
+//       Slurm; with "exit_code" ([slurm] requeue = "exit") they exit with it, and Slurm's
+//       RequeueExit requeues the batch job. "hold_incident" (N unchanged): a restart storm holds
+//       the next incarnation until that incident is acked; the launchers wait for it without
+//       their resume_wait limit. Under Slurm a launcher whose SLURM_RESTART_COUNT is above N moves
+//       it up (CAS);
 //   <prefix>/jobs/<job>/launchers/<node>  {"node","pid","incarnation","started_at_ns",
 //                                          "scheduler","scheduler_job","scheduler_restarts"}
 //       each node's `stepwatch run --coord`, under its own lease: while one exists, relaunching
@@ -31,6 +36,12 @@ struct IncarnationRecord {
   int64_t at_ns = 0;                   // wall clock of the write
   std::string scheduler;      // "slurm": the scheduler restarts the job, not the launchers; "" none
   std::string scheduler_job;  // the scheduler's job id it requeued
+  // Slurm with [slurm] requeue = "exit": the launchers exit with this code (RequeueExit).
+  std::optional<int> exit_code;
+  // A restart storm holds the next incarnation until this incident is acked (0: no hold), and
+  // the one line that says why.
+  int64_t hold_incident = 0;
+  std::string hold;
 };
 
 struct LauncherRecord {

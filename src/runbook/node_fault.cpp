@@ -69,7 +69,8 @@ JobsByHost jobs_by_host(const std::vector<HostImplication>& implications, const 
 void apply_cross_job(SuspectHost& s, const std::map<std::string, int64_t>& jobs,
                      const NodeFaultPolicy& p) {
   s.jobs_implicated = static_cast<int>(jobs.size());
-  if (s.jobs_implicated < p.cross_job_min) return;
+  if (p.cross_job_min <= 0 || s.jobs_implicated < p.cross_job_min) return;
+  s.blamed = true;
   std::vector<std::string> names;
   for (const auto& [job, incarnation] : jobs) {
     names.push_back(fmt::format("{}#{}", job, incarnation));
@@ -172,6 +173,7 @@ std::vector<SuspectHost> suspect_hosts(const std::vector<IncarnationRecord>& job
     auto& c = culprit_in[host];
     s.culprit_in = static_cast<int>(c.size());
     if (culprit_on && s.culprit_in >= p.suspect_culprit_min) {
+      s.blamed = true;
       s.evidence.push_back(
           fmt::format("culprit in {} of the last {} ended incarnations (limit {} of {}): {}",
                       s.culprit_in, of_last, p.suspect_culprit_min, p.suspect_of_last, ids(c)));

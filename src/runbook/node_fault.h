@@ -46,6 +46,9 @@ std::optional<RestartStorm> restart_storm(const std::vector<store::IncarnationRe
 struct SuspectHost {
   std::string host;
   std::vector<std::string> evidence;  // one line per rule that fired, with numbers and ids
+  // The culprit or the cross-job rule fired: the host itself was blamed, not only present in a
+  // chain of short runs (correlation only). Only a blamed host is ever drained.
+  bool blamed = false;
   // The counts behind the rules, filled whether or not each rule fired.
   int culprit_in = 0;       // implicated in this many of the last of_last ended incarnations
   int of_last = 0;          // the ended incarnations examined: min(suspect_of_last, available)

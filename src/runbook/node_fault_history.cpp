@@ -1,6 +1,10 @@
 #include "src/runbook/node_fault_history.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+
+#include "src/runbook/slurm.h"
 
 namespace stepwatch::runbook {
 
@@ -23,8 +27,8 @@ store::IncarnationRecord ended_incarnation(const std::string& job, int64_t incar
   return r;
 }
 
-Status record_ended(store::Store& store, const store::IncarnationRecord& r) {
-  Status first = store.record_incarnation(r);
+Status record_ended(HistoryLedger& history, const store::IncarnationRecord& r) {
+  Status first = history.record_incarnation(r);
   for (const auto& host : implicated_hosts(r)) {
     store::HostImplication h;
     h.host = host;
@@ -33,21 +37,21 @@ Status record_ended(store::Store& store, const store::IncarnationRecord& r) {
     h.at_ns = r.ended_ns.value_or(0);
     h.cause = r.cause;
     h.reason = r.end_reason;
-    if (auto st = store.record_implication(h); !st && first) first = st;
+    if (auto st = history.record_implication(h); !st && first) first = st;
   }
   return first;
 }
 
-Result<NodeFaultReport> read_node_fault(store::Store& store, const std::string& job,
+Result<NodeFaultReport> read_node_fault(HistoryLedger& history, const std::string& job,
                                         const NodeFaultPolicy& policy, int64_t now_wall_ns) {
-  auto history = store.incarnations(job, kHistoryRead);
-  if (!history) return history.error();
-  auto implications = store.implications(now_wall_ns - policy.cross_job_window_ns);
+  auto job_history = history.incarnations(job, kHistoryRead);
+  if (!job_history) return job_history.error();
+  auto implications = history.implications(now_wall_ns - policy.cross_job_window_ns);
   if (!implications) return implications.error();
   NodeFaultReport r;
-  r.storm = restart_storm(*history, policy, now_wall_ns);
-  r.suspects = suspect_hosts(*history, *implications, policy, now_wall_ns);
-  r.history = std::move(*history);
+  r.storm = restart_storm(*job_history, policy, now_wall_ns);
+  r.suspects = suspect_hosts(*job_history, *implications, policy, now_wall_ns);
+  r.history = std::move(*job_history);
   return r;
 }
 
@@ -57,13 +61,37 @@ void add_node_fault(PageMessage& m, const NodeFaultReport& report, std::string_v
     m.suspects.push_back({s.host, s.evidence, exclude_hint(scheduler, {s.host})});
 }
 
-Status add_node_fault(PageMessage& m, store::Store& store, const std::string& job,
+Status add_node_fault(PageMessage& m, HistoryLedger& history, const std::string& job,
                       const NodeFaultPolicy& policy, std::string_view scheduler,
                       int64_t now_wall_ns) {
-  auto report = read_node_fault(store, job, policy, now_wall_ns);
+  auto report = read_node_fault(history, job, policy, now_wall_ns);
   if (!report) return report.error();
   add_node_fault(m, *report, scheduler);
   return {};
+}
+
+std::vector<DrainLine> drain_suspects(const SlurmControl& slurm, const NodeFaultReport& report,
+                                      const std::string& job, std::set<std::string>& drained) {
+  std::vector<DrainLine> out;
+  for (const auto& s : report.suspects) {
+    if (!drained.insert(s.host).second) continue;
+    if (!s.blamed) {
+      out.push_back({fmt::format("Slurm node {} not drained: its only evidence is the short-run "
+                                 "correlation ({})",
+                                 s.host, s.evidence.empty() ? "" : s.evidence.front()),
+                     true});
+      continue;
+    }
+    std::string reason = fmt::format("stepwatch {}: {}", job,
+                                     s.evidence.empty() ? "suspect host" : s.evidence.front());
+    if (reason.size() > 200) reason = reason.substr(0, 197) + "...";
+    Status st = slurm.drain(s.host, reason);
+    out.push_back(
+        {st ? fmt::format("drained Slurm node {} ({})", s.host, reason)
+            : fmt::format("could not drain Slurm node {}: {}", s.host, st.error().message),
+         st.ok()});
+  }
+  return out;
 }
 
 }  // namespace stepwatch::runbook

@@ -1,11 +1,14 @@
-// The store side of the node-fault rules (node_fault.h, docs/node-fault.md), shared by both
-// runbook hosts (`stepwatch run`'s supervisor and `stepwatch agent`): how an ended incarnation
-// is recorded with the hosts it implicates, how the rules' inputs are read, and what a page says
-// of them. One definition, so that a page names the same hosts whichever process sends it.
+// The store side of the node-fault rules (node_fault.h, docs/node-fault.md), shared by every
+// runbook host (`stepwatch run`'s supervisor, `stepwatch agent`, a multi-node job's leader): how
+// an ended incarnation is recorded with the hosts it implicates, how the rules' inputs are read,
+// and what a page says of them. One definition, so that a page names the same hosts whichever
+// process sends it. Where the history lives is a HistoryLedger: one node's SQLite store
+// (StoreHistory), or etcd for a multi-node job (coord::EtcdHistory).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +22,42 @@
 
 namespace stepwatch::runbook {
 
+// Where a job's incarnations and every job's host implications are kept. The semantics are
+// Store's (store.h): record_incarnation merges into the recorded one (store::merge_incarnation),
+// record_implication keeps the first of a (host, job, incarnation), incarnations() is newest
+// first, implications(since) those with at_ns >= since, newest first.
+class HistoryLedger {
+ public:
+  virtual ~HistoryLedger() = default;
+  virtual Status record_incarnation(const store::IncarnationRecord& record) = 0;
+  virtual Result<std::vector<store::IncarnationRecord>> incarnations(const std::string& job,
+                                                                     int limit) = 0;
+  virtual Status record_implication(const store::HostImplication& implication) = 0;
+  virtual Result<std::vector<store::HostImplication>> implications(int64_t since_ns) = 0;
+};
+
+// The history in one node's store. The store must outlive it; one thread.
+class StoreHistory final : public HistoryLedger {
+ public:
+  explicit StoreHistory(store::Store& store) : store_(store) {}
+  Status record_incarnation(const store::IncarnationRecord& record) override {
+    return store_.record_incarnation(record);
+  }
+  Result<std::vector<store::IncarnationRecord>> incarnations(const std::string& job,
+                                                             int limit) override {
+    return store_.incarnations(job, limit);
+  }
+  Status record_implication(const store::HostImplication& implication) override {
+    return store_.record_implication(implication);
+  }
+  Result<std::vector<store::HostImplication>> implications(int64_t since_ns) override {
+    return store_.implications(since_ns);
+  }
+
+ private:
+  store::Store& store_;
+};
+
 // The end of one incarnation: `reason` ("failed", "preempted", ...), and from the verdict that
 // ended it (null: none, a clean finish or a stop) its cause and culprits. A culprit's host is the
 // one the verdict names, else `node` (a single-node job runs every rank there).
@@ -28,7 +67,7 @@ store::IncarnationRecord ended_incarnation(const std::string& job, int64_t incar
 
 // Records the end (Store::record_incarnation: an upsert) and one implication per host
 // implicated_hosts(r) names (idempotent). The first error is returned; the rest is still tried.
-Status record_ended(store::Store& store, const store::IncarnationRecord& r);
+Status record_ended(HistoryLedger& history, const store::IncarnationRecord& r);
 
 // What the rules say of one job now.
 struct NodeFaultReport {
@@ -42,16 +81,29 @@ inline constexpr int kHistoryRead = 64;
 
 // Reads the job's history and every job's implications within the cross-job window, and applies
 // restart_storm and suspect_hosts with the job's [node_fault] policy.
-Result<NodeFaultReport> read_node_fault(store::Store& store, const std::string& job,
+Result<NodeFaultReport> read_node_fault(HistoryLedger& history, const std::string& job,
                                         const NodeFaultPolicy& policy, int64_t now_wall_ns);
 
 // The page's part: a "restart storm: ..." evidence line, and one PageSuspect per suspect host
 // with its evidence and the exclusion hint for `scheduler` (spec::resume_owner_name, or an id
 // like "slurm:1234"). An error reading the store leaves the page as it was and is returned.
-Status add_node_fault(PageMessage& m, store::Store& store, const std::string& job,
+Status add_node_fault(PageMessage& m, HistoryLedger& history, const std::string& job,
                       const NodeFaultPolicy& policy, std::string_view scheduler,
                       int64_t now_wall_ns);
 // The same from a report already read.
 void add_node_fault(PageMessage& m, const NodeFaultReport& report, std::string_view scheduler);
+
+// The opt-in drain ([node_fault] drain, under Slurm): each blamed suspect host (SuspectHost::
+// blamed: the culprit or cross-job rule; the short-run correlation alone drains nothing) of the
+// report not yet in `drained` is drained through `slurm` (scontrol update NodeName=... State=DRAIN)
+// with the job and the first line of its evidence as the reason, and added to `drained`. One line
+// per host says what happened (drained, or why not), for the host's log and the incident's actions.
+struct DrainLine {
+  std::string line;
+  bool ok = false;
+};
+class SlurmControl;
+std::vector<DrainLine> drain_suspects(const SlurmControl& slurm, const NodeFaultReport& report,
+                                      const std::string& job, std::set<std::string>& drained);
 
 }  // namespace stepwatch::runbook

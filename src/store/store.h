@@ -40,6 +40,13 @@ struct OpenOptions {
   bool fresh_if_empty = false;
 };
 
+// What a recorded incarnation becomes when `n` is recorded over it (Store::record_incarnation's
+// rule, for every place that keeps incarnations: a field given replaces, one not given keeps).
+void merge_incarnation(IncarnationRecord& old, const IncarnationRecord& n);
+// What is wrong with a record as it would be kept (an empty job or host name; ended_ns without
+// end_reason or the reverse), naming the incarnation; nullopt when nothing.
+std::optional<std::string> incarnation_problem(const IncarnationRecord& r);
+
 class Store {
  public:
   // Opens <state_dir>/stepwatch.db, creating the directory (mode 0700) and the database when

@@ -137,8 +137,9 @@ bool any_empty(const std::vector<std::string>& v) {
   return std::any_of(v.begin(), v.end(), [](const std::string& h) { return h.empty(); });
 }
 
-// What the recorded row becomes when `n` is recorded over it (see Store::record_incarnation).
-void merge(IncarnationRecord& old, const IncarnationRecord& n) {
+}  // namespace
+
+void merge_incarnation(IncarnationRecord& old, const IncarnationRecord& n) {
   if (old.started_ns == 0) old.started_ns = n.started_ns;
   if (n.ended_ns) old.ended_ns = n.ended_ns;
   if (!n.end_reason.empty()) old.end_reason = n.end_reason;
@@ -152,13 +153,21 @@ void merge(IncarnationRecord& old, const IncarnationRecord& n) {
   if (!n.scheduler_id.empty()) old.scheduler_id = n.scheduler_id;
 }
 
-}  // namespace
+std::optional<std::string> incarnation_problem(const IncarnationRecord& r) {
+  const auto name = fmt::format("incarnation {} of job {}", r.incarnation, r.job);
+  if (r.job.empty()) return std::string("an empty job id");
+  if (any_empty(r.hosts) || any_empty(r.culprit_hosts)) return name + ": an empty host name";
+  if (r.ended_ns.has_value() != !r.end_reason.empty()) {
+    return name +
+           ": ended_ns and end_reason go together (an ended incarnation says why, a running one "
+           "has no end_reason)";
+  }
+  return std::nullopt;
+}
 
 Status Store::record_incarnation(const IncarnationRecord& record) {
-  const auto name = fmt::format("incarnation {} of job {}", record.incarnation, record.job);
-  if (record.job.empty()) return invalid(*db_, "record_incarnation: empty job id");
-  if (any_empty(record.hosts) || any_empty(record.culprit_hosts)) {
-    return invalid(*db_, fmt::format("record_incarnation: {}: an empty host name", name));
+  if (record.job.empty() || any_empty(record.hosts) || any_empty(record.culprit_hosts)) {
+    return invalid(*db_, "record_incarnation: " + *incarnation_problem(record));
   }
   auto tx = Tx::begin(*db_);
   if (!tx) return tx.error();
@@ -174,15 +183,11 @@ Status Store::record_incarnation(const IncarnationRecord& record) {
       auto old = read_incarnation(*db_, *get);
       if (!old) return old.error();
       r = std::move(*old);
-      merge(r, record);
+      merge_incarnation(r, record);
     }
   }
-  if (r.ended_ns.has_value() != !r.end_reason.empty()) {
-    return invalid(*db_, fmt::format("record_incarnation: {}: ended_ns and end_reason go together "
-                                     "(an ended incarnation says why, a running one has no "
-                                     "end_reason)",
-                                     name));
-  }
+  if (auto problem = incarnation_problem(r))
+    return invalid(*db_, "record_incarnation: " + *problem);
   auto put = db_->prepare("INSERT OR REPLACE INTO incarnations (" SW_INCARNATION_COLUMNS
                           ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
   if (!put) return put.error();

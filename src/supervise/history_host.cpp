@@ -32,7 +32,8 @@ void Supervisor::history_ended(std::string_view reason, const detect::Verdict* v
   store::IncarnationRecord r = runbook::ended_incarnation(opt_.job, state_.incarnation, reason, v,
                                                           node_name(), wall_now_ns());
   r.checkpoint_step = state_.checkpoint_step;
-  if (auto st = runbook::record_ended(*store_, r); !st) say(st.error().message);
+  runbook::StoreHistory history(*store_);
+  if (auto st = runbook::record_ended(history, r); !st) say(st.error().message);
   if (spec_.node_fault.drain && spec_.runbook.resume_owner == spec::ResumeOwner::kSlurm &&
       opt_.scheduler.kind == spec::ResumeOwner::kSlurm) {
     drain_suspects();
@@ -42,28 +43,22 @@ void Supervisor::history_ended(std::string_view reason, const detect::Verdict* v
 void Supervisor::drain_suspects() {
   // Opt-in ([node_fault] drain): before the next incarnation is requeued, so Slurm places it
   // elsewhere. Draining needs operator rights (stepwatch doctor says whether it has them).
-  auto report = runbook::read_node_fault(*store_, opt_.job, spec_.node_fault, wall_now_ns());
+  runbook::StoreHistory history(*store_);
+  auto report = runbook::read_node_fault(history, opt_.job, spec_.node_fault, wall_now_ns());
   if (!report) {
     say("node-fault history not read: " + report.error().message);
     return;
   }
-  runbook::SlurmControl slurm(spec_.slurm);
-  for (const auto& s : report->suspects) {
-    if (!drained_.insert(s.host).second) continue;
-    std::string reason = fmt::format("stepwatch {}: {}", opt_.job,
-                                     s.evidence.empty() ? "suspect host" : s.evidence.front());
-    if (reason.size() > 200) reason = reason.substr(0, 197) + "...";
-    Status st = slurm.drain(s.host, reason);
-    std::string line =
-        st ? fmt::format("drained Slurm node {} ({})", s.host, reason)
-           : fmt::format("could not drain Slurm node {}: {}", s.host, st.error().message);
-    say(line);
-    record_action(store::action_kind::kNote, st.ok(), line);
+  for (const auto& d :
+       runbook::drain_suspects(runbook::SlurmControl(spec_.slurm), *report, opt_.job, drained_)) {
+    say(d.line);
+    record_action(store::action_kind::kNote, d.ok, d.line);
   }
 }
 
 void Supervisor::add_node_fault(runbook::PageMessage& m) {
-  if (auto st = runbook::add_node_fault(m, *store_, opt_.job, spec_.node_fault,
+  runbook::StoreHistory history(*store_);
+  if (auto st = runbook::add_node_fault(m, history, opt_.job, spec_.node_fault,
                                         spec::resume_owner_name(spec_.runbook.resume_owner),
                                         wall_now_ns());
       !st) {
@@ -73,7 +68,8 @@ void Supervisor::add_node_fault(runbook::PageMessage& m) {
 
 bool Supervisor::hold_for_storm(const Resumption& next) {
   int64_t now = wall_now_ns();
-  auto report = runbook::read_node_fault(*store_, opt_.job, spec_.node_fault, now);
+  runbook::StoreHistory history(*store_);
+  auto report = runbook::read_node_fault(history, opt_.job, spec_.node_fault, now);
   if (!report) {
     say("node-fault history not read: " + report.error().message);
     return false;

@@ -238,15 +238,28 @@ coord::IncarnationRecord Launcher::catch_up(coord::JobIncarnation seen) {
   return seen.record;
 }
 
-int Launcher::leave_to_slurm(const coord::IncarnationRecord& moved) {
+int Launcher::leave_to_scheduler(const coord::IncarnationRecord& moved) {
+  std::string how;
+  if (moved.scheduler == "slurm") {
+    how = fmt::format("Slurm job {} {}",
+                      moved.scheduler_job.empty() ? opt_.scheduler.job_id : moved.scheduler_job,
+                      moved.exit_code ? "is requeued by its exit status" : "was requeued");
+  } else {
+    how = fmt::format("{} restarts the job on its exit status", moved.scheduler);
+  }
   say(fmt::format(
-      "the job's incarnation moved to {} (by {}, incident {}): Slurm job {} was requeued and "
-      "starts it; incarnation {} ends here and this launcher exits",
-      moved.incarnation, moved.by.empty() ? "?" : moved.by, moved.incident,
-      moved.scheduler_job.empty() ? opt_.scheduler.job_id : moved.scheduler_job, incarnation_));
+      "the job's incarnation moved to {} (by {}, incident {}): {} and starts it; incarnation {} "
+      "ends here and this launcher exits",
+      moved.incarnation, moved.by.empty() ? "?" : moved.by, moved.incident, how, incarnation_));
   if (!exit_) end_local();
   join_output();
   deregister();
+  if (moved.exit_code) {
+    // Slurm's RequeueExit, or Kubernetes' restart policy, acts on this status (through srun and
+    // the batch script, or the container's exit); no scontrol call was made.
+    say(fmt::format("exiting with {}, the status the scheduler restarts on", *moved.exit_code));
+    return *moved.exit_code;
+  }
   // Not 75: a common RequeueExit code, and the requeue is done.
   return *exit_ == 0 ? 128 + SIGTERM : *exit_;
 }
@@ -295,8 +308,8 @@ int Launcher::run() {
     auto seen = read();
     bool moved = seen && seen->record.incarnation > incarnation_;
     if (!exit_) exit_ = child_->poll_exit();
-    if (moved && seen->record.scheduler == "slurm" && (!exit_ || *exit_ != 0)) {
-      return leave_to_slurm(seen->record);
+    if (moved && !seen->record.scheduler.empty() && (!exit_ || *exit_ != 0)) {
+      return leave_to_scheduler(seen->record);
     }
     if (!exit_) {
       if (!moved) continue;
@@ -319,6 +332,16 @@ int Launcher::run() {
             "incarnation {} ended with status {}: waiting up to {} for the job's incarnation to "
             "move past {} (its leader moves it once every node has preempted)",
             incarnation_, *exit_, format_duration(opt_.resume_wait_ns), incarnation_));
+      }
+      if (seen && seen->record.hold_incident != 0) {
+        // A restart storm: the leader holds the next incarnation until its incident is acked.
+        // No limit meanwhile; resume_wait counts again once the hold is gone.
+        if (told_hold_ != seen->record.hold_incident) {
+          told_hold_ = seen->record.hold_incident;
+          say(fmt::format("the job's leader holds the next incarnation: {}", seen->record.hold));
+        }
+        failed_at_ = now.mono_ns;
+        continue;
       }
       if (now.mono_ns - *failed_at_ < opt_.resume_wait_ns) continue;
       join_output();

@@ -17,7 +17,10 @@
 // launches incarnation max(etcd's, SLURM_RESTART_COUNT), moving etcd's up by CAS when it is
 // below (the first launcher of a rerun wins, the others read it). A moved incarnation that says
 // Slurm requeued the job is never relaunched here: the local incarnation ends (Slurm's requeue
-// kills the step anyway) and the launcher exits; Slurm starts the next one. Until the leader has
+// kills the step anyway) and the launcher exits; Slurm starts the next one. With [slurm] requeue
+// = "exit" the record carries the exit code, and the launcher exits with it (RequeueExit). A
+// record that holds the next incarnation (a restart storm, until its incident is acked) is
+// waited for without the resume_wait limit. Until the leader has
 // decided, a job that exited non-zero still waits, as above: an early exit would end the batch
 // job before the leader could requeue it.
 #pragma once
@@ -73,8 +76,9 @@ class Launcher {
   // Under Slurm: the incarnation to launch first, max(etcd's, SLURM_RESTART_COUNT), with etcd's
   // moved up to it when below.
   coord::IncarnationRecord catch_up(coord::JobIncarnation seen);
-  // A moved incarnation that Slurm restarts: ends what runs here and returns the exit status.
-  int leave_to_slurm(const coord::IncarnationRecord& moved);
+  // A moved incarnation that a scheduler restarts (Slurm's requeue, or the exit status Slurm's
+  // RequeueExit or Kubernetes restarts on): ends what runs here and returns the exit status.
+  int leave_to_scheduler(const coord::IncarnationRecord& moved);
   // Ends the running incarnation: its group gets SIGTERM, the grace, SIGKILL.
   void end_local();
   // What is left of the ended incarnation's session, proven by pid and start time, cleaned up
@@ -102,6 +106,7 @@ class Launcher {
   bool published_ = false;
   uint64_t published_generation_ = 0;
   std::optional<int64_t> told_behind_;  // the lower incarnation already reported
+  int64_t told_hold_ = 0;               // the restart-storm hold already reported (its incident)
 };
 
 }  // namespace stepwatch::supervise

@@ -22,6 +22,7 @@
 #include "src/common/host.h"
 #include "src/contract/beacon_writer.h"
 #include "src/coord/etcd_client.h"
+#include "src/coord/etcd_history.h"
 #include "tests/support/etcd_server.h"
 #include "tests/support/page_receiver.h"
 
@@ -300,7 +301,7 @@ class AgentCoordPreemptTest : public AgentCoordTest {
     AgentCoordTest::TearDown();
   }
   // A trainer rank in its own process under node's root: 8 quick steps, then it hangs.
-  pid_t hung_rank(const std::string& node, int rank) {
+  pid_t hung_rank(const std::string& node, int rank, uint32_t incarnation = 0) {
     int ready[2];
     EXPECT_EQ(::pipe(ready), 0);
     pid_t c = ::fork();
@@ -312,6 +313,7 @@ class AgentCoordPreemptTest : public AgentCoordTest {
       id.host = short_hostname();
       id.rank = rank;
       id.world_size = 2;
+      id.incarnation = incarnation;
       auto w = contract::BeaconWriter::create(id);
       if (!w) ::_exit(2);
       for (int i = 1; i <= 8; ++i) (*w)->step(i);
@@ -340,14 +342,40 @@ class AgentCoordPreemptTest : public AgentCoordTest {
     EXPECT_TRUE(a.ok()) << a.error().message;
     return a.ok() ? std::move(*a) : nullptr;
   }
-  void write_preempt_specs(const std::string& url) {
+  void write_preempt_specs(const std::string& url, const std::string& extra = "") {
     for (const char* n : {"a", "b"}) {
       std::ofstream((base_ / n / "specs" / "pretrain.toml").string()) << fmt::format(
           "owner = \"team-llm\"\nexpected_interval = \"100ms\"\ngrace_intervals = 2\n"
           "[runbook]\nack_timeout = \"1s\"\npreempt_grace = \"2s\"\n"
-          "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\ntimeout = \"2s\"\n",
-          url);
+          "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\ntimeout = \"2s\"\n{}",
+          url, extra);
     }
+  }
+  // The job's history in etcd as an earlier leader left it: incarnations 0 and 1 ended 9 and 4
+  // minutes ago, rank 1's node b the culprit of each; the incarnation key at 2.
+  static void seed_history(coord::EtcdClient& etcd) {
+    const std::string prefix = "/stepwatch/v1";
+    int64_t now = SystemClock::instance().now().wall_ns;
+    for (int64_t n = 0; n < 2; ++n) {
+      store::IncarnationRecord r;
+      r.job = "pretrain";
+      r.incarnation = n;
+      r.started_ns = now - (10 - 5 * n) * 60 * kNsPerSec;
+      r.ended_ns = r.started_ns + 60 * kNsPerSec;
+      r.end_reason = "preempted";
+      r.cause = "io";
+      r.culprit_ranks = {1};
+      r.culprit_hosts = {"b"};
+      r.hosts = {"a", "b"};
+      ASSERT_TRUE(
+          etcd.put(coord::history_key(prefix, "pretrain", n), coord::incarnation_record_json(r))
+              .ok());
+      store::HostImplication i{"b", "pretrain", n, *r.ended_ns, "io", "culprit rank 1 (io)"};
+      ASSERT_TRUE(
+          etcd.put(coord::implication_key(prefix, "b", "pretrain", n), coord::implication_json(i))
+              .ok());
+    }
+    ASSERT_TRUE(etcd.put(prefix + "/jobs/pretrain/incarnation", R"({"incarnation":2})").ok());
   }
   std::vector<pid_t> children_;
 };
@@ -463,6 +491,133 @@ TEST_F(AgentCoordPreemptTest, ANodeThatMayNotPreemptRefusesAndTheLeaderPagesItsS
       << done->kvs[1].value;
 }
 
+// The job's node-fault history is in etcd. Incarnations 0 and 1 ended minutes ago with rank 1's
+// node b the culprit; incarnation 2 hangs on both nodes. Three starts in the window
+// ([node_fault] storm_incarnations = 3) are a restart storm: the leader preempts, records the
+// end, pages the storm, marks the hold in the incarnation key and moves nothing until an ack;
+// every node's API shows b suspect.
+TEST_F(AgentCoordPreemptTest, ARestartStormHoldsTheNextIncarnationUntilAcked) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_preempt_specs(rx.url(), "[node_fault]\nstorm_incarnations = 3\n");
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  const std::string prefix = "/stepwatch/v1";
+  seed_history(etcd_client);
+  ASSERT_TRUE(etcd_client.put(prefix + "/jobs/pretrain/launchers/a", "{}").ok());
+  pid_t r0 = hung_rank("a", 0, 2);
+  pid_t r1 = hung_rank("b", 1, 2);
+  auto a = open_preempting("a", etcd.endpoint());
+  auto b = open_preempting("b", etcd.endpoint());
+  std::this_thread::sleep_for(400ms);
+  poll(*a, later(0));
+  poll(*b, later(0));
+  auto held = [&]() -> std::optional<json> {
+    auto inc = etcd_client.range(prefix + "/jobs/pretrain/incarnation");
+    if (!inc.ok() || inc->kvs.empty()) return std::nullopt;
+    json j = json::parse(inc->kvs[0].value);
+    if (j.value("hold_incident", 0) == 0) return std::nullopt;
+    return j;
+  };
+  for (PollPast past; past.next();) {
+    poll(*a, later(past.at()));
+    poll(*b, later(past.at()));
+    if (held() && rx.count() >= 2) break;
+  }
+  int status = 0;
+  ASSERT_TRUE(ended_within(r0, 5000, &status));
+  ASSERT_TRUE(ended_within(r1, 5000, &status));
+  children_.clear();
+
+  // The stall's page already names the storm and the suspect; the second page is the hold's.
+  ASSERT_TRUE(rx.wait_for(2));
+  json first = json::parse(rx.body(0));
+  ASSERT_EQ(first["suspect_hosts"].size(), 1u) << first.dump();
+  EXPECT_EQ(first["suspect_hosts"][0]["host"], "b");
+  json storm = json::parse(rx.body(1));
+  EXPECT_EQ(storm["state"], "restart-storm") << storm.dump();
+  EXPECT_EQ(storm["severity"], "warning");
+  EXPECT_NE(storm["summary"].get<std::string>().find("restart storm: 3 incarnations started in"),
+            std::string::npos)
+      << storm.dump();
+  EXPECT_NE(storm["summary"].get<std::string>().find(
+                "automatic resume held until acked (stepwatch ack pretrain, on any node of the "
+                "job), then incarnation 3 from step_8"),
+            std::string::npos)
+      << storm.dump();
+  std::optional<json> mark = held();
+  ASSERT_TRUE(mark.has_value()) << "the hold is marked in the incarnation key";
+  EXPECT_EQ((*mark)["incarnation"], 2);
+  EXPECT_EQ((*mark)["by"], "a");
+
+  // The end of incarnation 2 is in the history: preempted, on both nodes, no culprit (every
+  // rank hung in the collective), so b gains no implication from it.
+  auto h2 = etcd_client.range(coord::history_key(prefix, "pretrain", 2));
+  ASSERT_TRUE(h2.ok());
+  ASSERT_EQ(h2->kvs.size(), 1u);
+  json end2 = json::parse(h2->kvs[0].value);
+  EXPECT_EQ(end2["end_reason"], "preempted") << end2.dump();
+  EXPECT_EQ(end2["hosts"], json::array({"a", "b"})) << end2.dump();
+  EXPECT_EQ(end2["checkpoint_step"], 8);
+  auto implied = etcd_client.range(prefix + "/hosts/", {true});
+  ASSERT_TRUE(implied.ok());
+  EXPECT_EQ(implied->kvs.size(), 2u);
+
+  // Held: polls go on, nothing moves, the incident stays open.
+  for (int i = 0; i < 5; ++i) {
+    poll(*a, later(10 + i));
+    poll(*b, later(10 + i));
+  }
+  mark = held();
+  ASSERT_TRUE(mark.has_value());
+  EXPECT_EQ((*mark)["incarnation"], 2);
+  auto open_inc = b->incidents("pretrain", 10);
+  ASSERT_TRUE(open_inc.ok());
+  ASSERT_FALSE(open_inc->empty());
+  EXPECT_TRUE(open_inc->front().is_open());
+  // Every node shows the job's history from etcd: b is suspect, the storm is on.
+  for (Agent* agent : {a.get(), b.get()}) {
+    auto nf = agent->node_faults();
+    ASSERT_TRUE(nf && nf->jobs.count("pretrain"));
+    const auto& view = nf->jobs.at("pretrain");
+    EXPECT_TRUE(view.storm.has_value());
+    ASSERT_FALSE(view.suspects.empty());
+    EXPECT_EQ(view.suspects[0].host, "b");
+    EXPECT_EQ(view.incarnations.size(), 3u);
+    bool b_listed = false;
+    for (const auto& h : nf->hosts) b_listed = b_listed || (h.host == "b" && h.implications == 2);
+    EXPECT_TRUE(b_listed);
+  }
+
+  // The ack (on the follower) releases it: incarnation 3 from the checkpoint, the incident closed.
+  auto acked = b->ack("pretrain", "alice", "node b cordoned");
+  ASSERT_TRUE(acked.ok()) << acked.error().message;
+  ASSERT_TRUE(acked->has_value());
+  for (int i = 0; i < 50; ++i) {
+    poll(*a, later(20 + i));
+    poll(*b, later(20 + i));
+    auto inc = b->incidents("pretrain", 10);
+    if (inc.ok() && !inc->empty() && !inc->front().is_open()) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  auto inc = etcd_client.range(prefix + "/jobs/pretrain/incarnation");
+  ASSERT_TRUE(inc.ok());
+  ASSERT_EQ(inc->kvs.size(), 1u);
+  json next = json::parse(inc->kvs[0].value);
+  EXPECT_EQ(next["incarnation"], 3) << next.dump();
+  EXPECT_EQ(next["resume_from"], "step_8");
+  EXPECT_FALSE(next.contains("hold_incident")) << next.dump();
+  auto closed = b->incidents("pretrain", 10);
+  ASSERT_TRUE(closed.ok());
+  ASSERT_FALSE(closed->empty());
+  EXPECT_FALSE(closed->front().is_open());
+  EXPECT_NE(closed->front().resolution.find(
+                "acked restart storm; preempted on 2 node(s) (a, b); relaunched as incarnation 3 "
+                "from step_8"),
+            std::string::npos)
+      << closed->front().resolution;
+  EXPECT_EQ(rx.count(), 2u);
+}
+
 // runbook.resume_owner = "slurm": the leader requeues the batch job its launchers name, fenced by
 // the restart count they published, through a fake scontrol that keeps Restarts in a file.
 class AgentCoordSlurmTest : public AgentCoordPreemptTest {
@@ -480,6 +635,8 @@ class AgentCoordSlurmTest : public AgentCoordPreemptTest {
         "Restarts=$n BatchHost=a NodeList=a,b\"\n"
         "elif [ \"$1\" = requeue ]; then\n"
         "  echo $((n + 1)) > {0}/restarts; echo \"$2\" >> {0}/requeues\n"
+        "elif [ \"$1\" = update ]; then\n"
+        "  echo \"$2 $3\" >> {0}/drains\n"
         "fi\n",
         base_.string());
     fs::permissions(fake, fs::perms::owner_all);
@@ -495,14 +652,16 @@ class AgentCoordSlurmTest : public AgentCoordPreemptTest {
   void set_restarts(int n) { std::ofstream((base_ / "restarts").string()) << n << "\n"; }
   std::string requeues() const { return read("requeues"); }
   std::string cancels() const { return read("cancels"); }
-  std::string read(const char* name) const {
-    std::ifstream f((base_ / name).string());
+  std::string read(const char* name) const { return read_path((base_ / name).string()); }
+  static std::string read_path(const std::string& path) {
+    std::ifstream f(path);
     return std::string((std::istreambuf_iterator<char>(f)), {});
   }
   // Each node's `stepwatch run --coord` of incarnation 0, as under Slurm job 77 (or outside it).
-  void register_launchers(coord::EtcdClient& etcd, std::optional<int> restarts) {
+  void register_launchers(coord::EtcdClient& etcd, std::optional<int> restarts,
+                          int incarnation = 0) {
     for (const char* n : {"a", "b"}) {
-      json l = {{"node", n}, {"pid", 1}, {"incarnation", 0}, {"started_at_ns", 1}};
+      json l = {{"node", n}, {"pid", 1}, {"incarnation", incarnation}, {"started_at_ns", 1}};
       if (restarts) {
         l["scheduler"] = "slurm";
         l["scheduler_job"] = "77";
@@ -514,9 +673,9 @@ class AgentCoordSlurmTest : public AgentCoordPreemptTest {
   }
   // Both hung ranks preempted past the ack timeout, until b sees the job's incident closed; its
   // resolution ("" when it never closed).
-  std::string run_to_close(const std::string& endpoint) {
-    hung_rank("a", 0);
-    hung_rank("b", 1);
+  std::string run_to_close(const std::string& endpoint, uint32_t incarnation = 0) {
+    hung_rank("a", 0, incarnation);
+    hung_rank("b", 1, incarnation);
     auto a = open_preempting("a", endpoint);
     auto b = open_preempting("b", endpoint);
     std::this_thread::sleep_for(400ms);
@@ -589,6 +748,73 @@ TEST_F(AgentCoordSlurmTest, ResumeOffCancelsTheBatchJob) {
       << resolution;
   EXPECT_EQ(cancels(), "77\n");
   EXPECT_EQ(requeues(), "");
+}
+
+// [slurm] requeue = "exit": no scontrol call; the incarnation key carries the RequeueExit code
+// every launcher exits with.
+TEST_F(AgentCoordSlurmTest, RequeueByExitTellsTheLaunchersTheCode) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_slurm_specs(rx.url());
+  // The [slurm] table gains the mode and the code.
+  std::string slurm_exit = "requeue = \"exit\"\nrequeue_exit_code = 79\n";
+  for (const char* n : {"a", "b"}) {
+    std::string path = (base_ / n / "specs" / "pretrain.toml").string();
+    std::string text = read_path(path);
+    text.replace(text.find("[slurm]\n") + 8, 0, slurm_exit);
+    std::ofstream(path) << text;
+  }
+  set_restarts(0);
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  register_launchers(etcd_client, 0);
+  std::string resolution = run_to_close(etcd.endpoint());
+  EXPECT_NE(resolution.find("its launchers exit with 79 for Slurm's RequeueExit to restart it as "
+                            "incarnation 1 from step_8"),
+            std::string::npos)
+      << resolution;
+  EXPECT_EQ(requeues(), "") << "no scontrol requeue with requeue = \"exit\"";
+  auto inc = etcd_client.range("/stepwatch/v1/jobs/pretrain/incarnation");
+  ASSERT_TRUE(inc.ok());
+  ASSERT_EQ(inc->kvs.size(), 1u);
+  json next = json::parse(inc->kvs[0].value);
+  EXPECT_EQ(next["incarnation"], 1);
+  EXPECT_EQ(next["scheduler"], "slurm");
+  EXPECT_EQ(next["scheduler_job"], "77");
+  EXPECT_EQ(next["exit_code"], 79);
+}
+
+// [node_fault] drain = true under Slurm: the leader drains the job's suspect node (b, the culprit
+// of the two incarnations before) once, before it requeues.
+TEST_F(AgentCoordSlurmTest, TheLeaderDrainsASuspectNodeBeforeTheRequeue) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_slurm_specs(rx.url());
+  for (const char* n : {"a", "b"}) {
+    std::ofstream((base_ / n / "specs" / "pretrain.toml").string(), std::ios::app)
+        << "[node_fault]\ndrain = true\nstorm_incarnations = 0\n";
+  }
+  set_restarts(2);
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  seed_history(etcd_client);
+  register_launchers(etcd_client, 2, 2);
+  std::string resolution = run_to_close(etcd.endpoint(), 2);
+  EXPECT_NE(resolution.find("requeued Slurm job 77 (Restarts 2 -> 3); next incarnation 3"),
+            std::string::npos)
+      << resolution;
+  std::string drains = read("drains");
+  EXPECT_NE(drains.find("NodeName=b State=DRAIN"), std::string::npos) << drains;
+  EXPECT_EQ(drains.find("NodeName=a"), std::string::npos) << drains;
+  // The drain is one of the incident's actions, kept with it in etcd once it closed.
+  auto kept = etcd_client.range("/stepwatch/v1/jobs/pretrain/incidents/", {true});
+  ASSERT_TRUE(kept.ok());
+  std::string closed;
+  for (const auto& kv : kept->kvs) closed += kv.value;
+  EXPECT_NE(closed.find("drained Slurm node b (stepwatch pretrain: culprit in"), std::string::npos)
+      << closed;
+  // a ran every short incarnation too: named, but correlation is not blame.
+  EXPECT_NE(closed.find("Slurm node a not drained: its only evidence is the short-run correlation"),
+            std::string::npos)
+      << closed;
 }
 
 TEST_F(AgentCoordSlurmTest, LaunchersOutsideSlurmAreNotRequeued) {

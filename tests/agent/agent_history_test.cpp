@@ -213,11 +213,12 @@ TEST_F(AgentHistoryTest, ACollectiveHangWithoutALaggingRankNamesNobody) {
   // out a host, so nothing is implicated and nobody is suspect (docs/node-fault.md).
   {
     store::Store s = open_store();
+    runbook::StoreHistory h(s);
     int64_t start = t0_.wall_ns - 3600 * kNsPerSec;
     for (int64_t n = 0; n < 2; ++n) {
       store::IncarnationRecord r =
           ended("llm", n, start + n * 600 * kNsPerSec, "collective", {}, {"gpu-07", "gpu-08"});
-      ASSERT_TRUE(runbook::record_ended(s, r).ok());
+      ASSERT_TRUE(runbook::record_ended(h, r).ok());
     }
   }
   write_spec("llm");
@@ -319,10 +320,11 @@ TEST_F(AgentHistoryTest, ThePageNamesTheSuspectHostWithItsEvidenceAndHint) {
   write_spec("llm", rx.url());
   {
     store::Store s = open_store();
+    runbook::StoreHistory h(s);
     int64_t start = t0_.wall_ns - 3600 * kNsPerSec;
     for (int64_t n = 0; n < 2; ++n) {
       ASSERT_TRUE(runbook::record_ended(
-                      s, ended("llm", n, start + n * 600 * kNsPerSec, "io", {3}, {"gpu-07"}))
+                      h, ended("llm", n, start + n * 600 * kNsPerSec, "io", {3}, {"gpu-07"}))
                       .ok());
     }
   }

@@ -14,7 +14,13 @@ TEST(IncarnationKeys, AreUnderTheJob) {
 }
 
 TEST(IncarnationRecord, RoundTrips) {
-  IncarnationRecord r{3, "step_20", 20, 41, "gpu-1", 1'700'000'000'000'000'000, "", ""};
+  IncarnationRecord r;
+  r.incarnation = 3;
+  r.resume_from = "step_20";
+  r.resume_step = 20;
+  r.incident = 41;
+  r.by = "gpu-1";
+  r.at_ns = 1'700'000'000'000'000'000;
   auto back = incarnation_from_json(incarnation_to_json(r), "k");
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back->incarnation, 3);
@@ -23,6 +29,20 @@ TEST(IncarnationRecord, RoundTrips) {
   EXPECT_EQ(back->incident, 41);
   EXPECT_EQ(back->by, "gpu-1");
   EXPECT_EQ(back->at_ns, r.at_ns);
+  EXPECT_FALSE(back->exit_code.has_value());
+  EXPECT_EQ(back->hold_incident, 0);
+
+  // A requeue by exit code and a restart-storm hold travel with it.
+  r.scheduler = "slurm";
+  r.exit_code = 75;
+  r.hold_incident = 41;
+  r.hold = "restart storm: 5 incarnations started in 12m00s";
+  back = incarnation_from_json(incarnation_to_json(r), "k");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->scheduler, "slurm");
+  EXPECT_EQ(back->exit_code, 75);
+  EXPECT_EQ(back->hold_incident, 41);
+  EXPECT_EQ(back->hold, r.hold);
 }
 
 TEST(IncarnationRecord, OnlyIncarnationIsRequired) {
@@ -47,6 +67,9 @@ TEST(IncarnationRecord, RefusesWhatIsNotOne) {
       {R"({"incarnation": 1.5})", "\"incarnation\" must be an integer"},
       {R"({"incarnation": -1})", "must be >= 0"},
       {R"({"incarnation": 1, "resume_from": 7})", "\"resume_from\" must be a string"},
+      {R"({"incarnation": 1, "exit_code": 0})", "\"exit_code\" must be 1-255"},
+      {R"({"incarnation": 1, "exit_code": 256})", "\"exit_code\" must be 1-255"},
+      {R"({"incarnation": 1, "hold_incident": "7"})", "\"hold_incident\" must be an integer"},
   };
   for (const auto& c : cases) {
     auto r = incarnation_from_json(c.text, "etcd key /sw/jobs/j/incarnation");

@@ -9,13 +9,19 @@ webhook receiver, and a job whose rank 0 writes under a's root and rank 1 under 
 - CoordinationLost: a healthy job while etcd is killed and restarted, and while b's path to
   etcd is cut (a TCP forwarder) and restored.
 - MultiNodeResume: the same PyTorch job, each node's rank launched by its own `stepwatch run
-  --coord`: past the ack timeout each node's agent preempts its own rank once, the leader moves
-  the job to incarnation 1 from the newest committed checkpoint, both launchers relaunch, and
-  the job resumes there and finishes.
+  --coord`: past the ack timeout each node's agent preempts its own rank once. With [node_fault]
+  storm_incarnations = 1 the hang is a restart storm: the leader records the incarnation's end
+  in etcd, pages the storm and holds the relaunch (the launchers wait past their resume_wait)
+  until an ack on the other node; then it moves the job to incarnation 1 from the newest
+  committed checkpoint, both launchers relaunch, and the job resumes there and finishes.
+- LauncherExit: a launcher told by the incarnation key to leave the restart to a scheduler exits
+  with the key's exit code.
 
 Leases are 1 s, polls 200 ms: every bound below is a few TTLs. Measured times are printed.
 """
 
+import base64
+import json
 import os
 import re
 import signal
@@ -25,6 +31,7 @@ import tempfile
 import shutil
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
@@ -325,21 +332,24 @@ def read(path):
         return f.read()
 
 
-def write_preempt_spec(node, url):
+def write_preempt_spec(node, url, extra=""):
     """As write_spec, and the runbook acts: preempt 1 s after the page unless acked."""
     with open(os.path.join(node.specs, f"{JOB}.toml"), "w") as f:
         f.write(f'job = "{JOB}"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
                 f'[phases]\ndata = "1s"\n[runbook]\nack_timeout = "1s"\npreempt_grace = "2s"\n'
-                f'[[runbook.pager]]\nurl = "{url}"\ntimeout = "2s"\nretries = 1\n')
+                f'[[runbook.pager]]\nurl = "{url}"\ntimeout = "2s"\nretries = 1\n{extra}')
 
 
 class MultiNodeResume(MultiNodeBase):
-    def test_each_node_preempts_its_own_rank_once_and_the_job_resumes_from_its_checkpoint(self):
+    def launch(self, spec_extra="", resume_wait="60s"):
+        """Both agents (preempting), and each node's rank under its own `stepwatch run --coord`:
+        the real 2-rank trainer whose rank 1 hangs in its data fetch at step 50 of incarnation 0,
+        a checkpoint committed every 20 steps. The nodes and the launchers, by node name."""
         etcd, rx = self.etcd, self.receiver
         nodes = {}
         for name in ("a", "b"):
             n = NodeAgent(self.bin, self.tmp, name, etcd.endpoint, extra='preempt_jobs = ["ddp"]')
-            write_preempt_spec(n, rx.url)
+            write_preempt_spec(n, rx.url, spec_extra)
             self.addCleanup(n.stop)
             nodes[name] = n
         nodes["a"].start()
@@ -354,7 +364,7 @@ class MultiNodeResume(MultiNodeBase):
             log = open(os.path.join(self.tmp, f"launcher-{name}.log"), "w")
             self.addCleanup(log.close)
             argv = [self.bin, "run", "--coord", etcd.endpoint, "--job", JOB, "--node", name, "--dir", n.root,
-                    "--lease-ttl", "1s", "--grace", "2s", "--resume-wait", "60s", "--",
+                    "--lease-ttl", "1s", "--grace", "2s", "--resume-wait", resume_wait, "--",
                     "/usr/bin/python3", os.path.join(SRC, "examples", "train_ddp.py"), "--steps", "90",
                     "--step-time", "0.05", "--label-data", "--ckpt-dir", ckpt, "--ckpt-every", "20",
                     "--hang-rank", "1", "--hang-at-step", "50", "--hang-incarnation", "0"]
@@ -364,19 +374,10 @@ class MultiNodeResume(MultiNodeBase):
             if name == "a":
                 self.wait_published(nodes["a"])  # a first in the leader line
                 nodes["b"].start()
-        a, b = nodes["a"], nodes["b"]
+        return nodes, launchers
 
-        # The hang: one page; past the ack timeout the leader orders, each node ends its own rank.
-        self.wait_for("the page", lambda: rx.pages, timeout=60)
-        page = rx.pages[0]
-        self.assertEqual([(c["rank"], c["host"]) for c in page["culprits"]], [(1, "b")], page)
-        incident_id = page["incident_id"]
-        inc = self.wait_for("the incident closed with the relaunch", lambda: (
-            lambda i: i if i and i[0]["status"] == "closed" else None)(self.incidents(a)), timeout=60)
-        self.assertEqual(str(inc[0]["id"]), incident_id)
-        self.assertIn("relaunched as incarnation 1 from step_40", inc[0]["resolution"])
-
-        # Both launchers relaunch incarnation 1; it resumes from step_40 and finishes.
+    def wait_finished(self, launchers):
+        """Both launchers exit 0, each rank having resumed from the checkpoint at step 40."""
         for name, p in launchers.items():
             try:
                 rc = p.wait(timeout=120)
@@ -386,14 +387,93 @@ class MultiNodeResume(MultiNodeBase):
         for rank in (0, 1):
             log = read(os.path.join(self.tmp, f"launcher-{'ab'[rank]}.log"))
             self.assertIn("step_40", log)  # the relaunched rank resumed from the committed checkpoint
+
+    def test_each_node_preempts_its_own_rank_once_a_storm_holds_the_relaunch_and_the_job_resumes(self):
+        """Each node's agent preempts its own rank once, as the leader orders. With
+        storm_incarnations = 1 the first hang is already a restart storm: the leader records
+        incarnation 0's end in etcd (culprit rank 1 on b), pages the storm and holds, and the
+        launchers wait past their resume_wait. An ack through node b releases it: incarnation 1
+        resumes from the committed checkpoint on both nodes and finishes. (Without a storm the
+        relaunch follows the preempt at once: agent_coord_test, and e2e_multinode_slurm.)"""
+        rx = self.receiver
+        nodes, launchers = self.launch("[node_fault]\nstorm_incarnations = 1\n", resume_wait="2s")
+        a, b = nodes["a"], nodes["b"]
+        t0 = time.monotonic()
+        self.wait_for("the page and the storm's page", lambda: len(rx.pages) >= 2, timeout=90)
+        page, storm = rx.pages[0], rx.pages[1]
+        self.assertEqual([(c["rank"], c["host"]) for c in page["culprits"]], [(1, "b")], page)
+        self.assertEqual((storm["state"], storm["severity"], storm["incident_id"]),
+                         ("restart-storm", "warning", page["incident_id"]), storm)
+        self.assertIn("automatic resume held until acked (stepwatch ack ddp, on any node of the job), then "
+                      "incarnation 1 from step_40", storm["summary"])
+        held_at = time.monotonic()
+        print(f"\nstorm hold paged {held_at - t0:.1f} s after the launchers started", flush=True)
+
+        # Held past the launchers' resume_wait (2 s): they wait, saying why; nothing relaunches.
+        time.sleep(3.5)
+        for name, p in launchers.items():
+            self.assertIsNone(p.poll(), read(os.path.join(self.tmp, f"launcher-{name}.log"))[-2000:])
+            self.assertIn("the job's leader holds the next incarnation: restart storm",
+                          read(os.path.join(self.tmp, f"launcher-{name}.log")))
+        inc = self.incidents(b)
+        self.assertEqual((str(inc[0]["id"]), inc[0]["status"]), (page["incident_id"], "open"), inc)
+
+        # The job's history is in etcd: every node shows it, and b is implicated by it.
+        for n in (a, b):
+            nf = self.wait_for(f"{n.name} shows incarnation 0's end", lambda: (
+                lambda f: f if any(i["incarnation"] == 0 and i["ended_at"] for i in f["incarnations"]) else None)(
+                    n.job(JOB)["node_fault"]), timeout=15)
+            ended = [i for i in nf["incarnations"] if i["incarnation"] == 0][0]
+            self.assertEqual((ended["end_reason"], ended["culprit_hosts"], sorted(ended["hosts"])),
+                             ("preempted", ["b"], ["a", "b"]), nf)
+            self.assertIsNotNone(nf["restart_storm"], nf)
+            hosts = {h["host"]: h for h in n.json("/api/v1/hosts")["hosts"]}
+            self.assertEqual(hosts["b"]["implications"], 1, hosts)
+
+        # The ack, on the follower, releases the hold: incarnation 1 from step_40 on both nodes.
+        ack = subprocess.run([self.bin, "ack", JOB, "--agent", b.api, "--by", "alice"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=30)
+        self.assertEqual(ack.returncode, 0, ack.stdout)
+        self.wait_finished(launchers)
+        inc = self.wait_for("the incident closed", lambda: (
+            lambda i: i if i and i[0]["status"] == "closed" else None)(self.incidents(a)), timeout=30)
+        self.assertIn("acked restart storm; preempted on 2 node(s) (a, b); relaunched as incarnation 1 from "
+                      "step_40", inc[0]["resolution"])
         done = self.wait_for("the job finished on the leader", lambda: (
             lambda j: j if j["state"] == "finished" else None)(a.job(JOB)), timeout=20)
         self.assertEqual({r["beacon"]["incarnation"] for r in done["ranks"]}, {1})
-        self.assertEqual(len(rx.pages), 1, rx.pages)  # one page: no page for the preempted ranks
+        # Two pages, the stall's and the storm's: none for the preempted ranks.
+        self.assertEqual(len(rx.pages), 2, rx.pages)
         # Each node carried the order out once, on its own rank.
         for n in (a, b):
             actions = [l for l in read(n.log).splitlines() if "as ordered by a" in l and "preempted on this node" in l]
             self.assertEqual(len(actions), 1, (n.name, actions))
+
+
+class LauncherExit(MultiNodeBase):
+    def put(self, key, value):
+        body = json.dumps({"key": base64.b64encode(key.encode()).decode(),
+                           "value": base64.b64encode(value.encode()).decode()}).encode()
+        req = urllib.request.Request(self.etcd.endpoint + "/v3/kv/put", data=body, method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            r.read()
+
+    def test_a_scheduler_owned_incarnation_ends_the_launcher_with_its_exit_code(self):
+        """The leader moved the job for a scheduler that restarts on an exit status (Kubernetes'
+        128-255, Slurm's RequeueExit): the waiting launcher exits with that code, not the job's."""
+        log_path = os.path.join(self.tmp, "launcher.log")
+        with open(log_path, "w") as log:
+            p = subprocess.Popen([self.bin, "run", "--coord", self.etcd.endpoint, "--job", JOB, "--node", "a",
+                                  "--dir", self.tmp, "--lease-ttl", "1s", "--resume-wait", "60s", "--",
+                                  "/bin/sh", "-c", "exit 3"],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(self._kill, p)
+        self.wait_for("the launcher waiting for the move", lambda: "waiting up to 1m00s" in read(log_path))
+        self.put(f"/stepwatch/v1/jobs/{JOB}/incarnation",
+                 json.dumps({"incarnation": 1, "by": "b", "incident": 7, "scheduler": "kubernetes",
+                             "exit_code": 175}))
+        self.assertEqual(p.wait(timeout=20), 175, read(log_path))
+        self.assertIn("kubernetes restarts the job on its exit status", read(log_path))
 
 
 if __name__ == "__main__":

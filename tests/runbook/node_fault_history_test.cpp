@@ -27,14 +27,17 @@ class NodeFaultHistoryTest : public ::testing::Test {
     auto s = store::Store::open(dir_.string());
     ASSERT_TRUE(s.ok()) << s.error().message;
     store_.emplace(std::move(*s));
+    history_.emplace(*store_);
   }
   void TearDown() override {
+    history_.reset();
     store_.reset();
     fs::remove_all(dir_);
   }
   static inline int counter_ = 0;
   fs::path dir_;
   std::optional<store::Store> store_;
+  std::optional<StoreHistory> history_;
 };
 
 detect::Verdict stalled(detect::Cause cause, std::vector<detect::Culprit> culprits) {
@@ -71,15 +74,15 @@ TEST_F(NodeFaultHistoryTest, ACollectiveHangWithoutALaggingRankImplicatesNobody)
     start.hosts = {"gpu-07"};
     ASSERT_TRUE(store_->record_incarnation(start).ok());
     auto v = stalled(detect::Cause::kCollective, {});
-    ASSERT_TRUE(record_ended(*store_, ended_incarnation("llm", n, "failed", &v, "gpu-07",
-                                                        start.started_ns + 20 * kMin))
+    ASSERT_TRUE(record_ended(*history_, ended_incarnation("llm", n, "failed", &v, "gpu-07",
+                                                          start.started_ns + 20 * kMin))
                     .ok());
   }
   auto implications = store_->implications(0);
   ASSERT_TRUE(implications.ok());
   EXPECT_TRUE(implications->empty());
   PageMessage m;
-  ASSERT_TRUE(add_node_fault(m, *store_, "llm", NodeFaultPolicy{}, "slurm", kNow).ok());
+  ASSERT_TRUE(add_node_fault(m, *history_, "llm", NodeFaultPolicy{}, "slurm", kNow).ok());
   EXPECT_TRUE(m.suspects.empty());
 }
 
@@ -95,11 +98,11 @@ TEST_F(NodeFaultHistoryTest, ThePageNamesASuspectWithItsHintAndTheStorm) {
     ASSERT_TRUE(store_->record_incarnation(start).ok());
     if (n == 2) break;  // the one that runs now
     auto v = stalled(detect::Cause::kIo, {{3, "in D state"}});
-    ASSERT_TRUE(record_ended(*store_, ended_incarnation("llm", n, "failed", &v, "gpu-07",
-                                                        start.started_ns + 11 * kMin))
+    ASSERT_TRUE(record_ended(*history_, ended_incarnation("llm", n, "failed", &v, "gpu-07",
+                                                          start.started_ns + 11 * kMin))
                     .ok());
-    ASSERT_TRUE(record_ended(*store_, ended_incarnation("llm", n, "failed", &v, "gpu-07",
-                                                        start.started_ns + 11 * kMin))
+    ASSERT_TRUE(record_ended(*history_, ended_incarnation("llm", n, "failed", &v, "gpu-07",
+                                                          start.started_ns + 11 * kMin))
                     .ok());  // again: idempotent
   }
   auto implications = store_->implications(0);
@@ -107,7 +110,7 @@ TEST_F(NodeFaultHistoryTest, ThePageNamesASuspectWithItsHintAndTheStorm) {
   EXPECT_EQ(implications->size(), 2u);
 
   PageMessage m;
-  ASSERT_TRUE(add_node_fault(m, *store_, "llm", p, "slurm:1234", kNow).ok());
+  ASSERT_TRUE(add_node_fault(m, *history_, "llm", p, "slurm:1234", kNow).ok());
   ASSERT_EQ(m.suspects.size(), 1u);
   EXPECT_EQ(m.suspects[0].host, "gpu-07");
   EXPECT_EQ(m.suspects[0].exclude_hint, "sbatch --exclude=gpu-07");

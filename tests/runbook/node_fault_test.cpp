@@ -197,6 +197,24 @@ TEST(NodeFault, SuspectEvidenceNamesTheNumbersAndIncarnations) {
                 "in 3 consecutive incarnations that each ended, not finished, within 10m00s "
                 "(limit 3): 5, 6, 7 (weak: correlation only)",
                 "implicated in 3 jobs in the last 1d00h (limit 3): llm#7, rl#9, vit#2"}));
+  EXPECT_TRUE(s[0].blamed);
+}
+
+TEST(NodeFault, OnlyTheCulpritAndCrossJobRulesBlameAHost) {
+  // Short runs alone name h1 (weak, correlation only) but do not blame it: nothing drains it.
+  auto weak = suspect_hosts({inc(3, 10, 2, {"h1"}), inc(2, 20, 2, {"h1"}), inc(1, 30, 2, {"h1"})},
+                            {}, {}, kNow);
+  ASSERT_EQ(weak.size(), 1u);
+  EXPECT_FALSE(weak[0].blamed);
+  auto culprit = suspect_hosts({inc(2, 100, 60, {"h1"}, {"h1"}), inc(1, 200, 60, {"h1"}, {"h1"})},
+                               {}, {}, kNow);
+  ASSERT_EQ(culprit.size(), 1u);
+  EXPECT_TRUE(culprit[0].blamed);
+  auto lemon = cross_job_suspects({implicated("h1", "a", 1, kHour), implicated("h1", "b", 1, kHour),
+                                   implicated("h1", "c", 1, kHour)},
+                                  {}, kNow);
+  ASSERT_EQ(lemon.size(), 1u);
+  EXPECT_TRUE(lemon[0].blamed);
 }
 
 TEST(NodeFault, CrossJobSuspectsCoverTheWholeFleet) {
