@@ -55,7 +55,7 @@ class GrafanaDashboard(unittest.TestCase):
     def test_a_focused_dashboard_of_a_known_schema(self):
         self.assertGreaterEqual(self.dash["schemaVersion"], 36)
         self.assertTrue(self.dash["uid"])
-        self.assertTrue(6 <= len(self.panels) <= 12, len(self.panels))
+        self.assertTrue(6 <= len(self.panels) <= 13, len(self.panels))
         for name in ("datasource", "job", "host"):
             self.assertIn(name, self.variables)
         self.assertEqual(self.variables["datasource"]["type"], "datasource")
@@ -105,11 +105,13 @@ class GrafanaDashboard(unittest.TestCase):
                     documented = re.search(rf"`{re.escape(name)}(`|\{{)", self.metrics_md)
                     self.assertTrue(documented, f"{name} is not documented in docs/metrics.md")
                     seen.add(name)
-        # The families the dashboard is for: state, progress, incidents, the agent, coordination.
+        # The families the dashboard is for: state, progress, incidents, the agent, coordination,
+        # the node at fault.
         for name in ("stepwatch_job_state", "stepwatch_job_step", "stepwatch_job_step_age_seconds",
                      "stepwatch_job_expected_interval_seconds", "stepwatch_job_incidents_total",
                      "stepwatch_job_actions_total", "stepwatch_agent_poll_duration_seconds",
-                     "stepwatch_agent_coord_connected", "stepwatch_job_leader"):
+                     "stepwatch_agent_coord_connected", "stepwatch_job_leader", "stepwatch_host_suspect",
+                     "stepwatch_host_implications"):
             self.assertIn(name, seen)
 
     def test_the_metric_name_reader_reads_names_only(self):
