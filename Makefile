@@ -1,7 +1,7 @@
 # stepwatch: every target installs what it needs (scripts/setup-deps.sh) before building.
 PRESET ?= release
 BUILD := build/$(PRESET)
-FUZZ_SECONDS ?= 20
+FUZZ_SECONDS ?= 10
 JOBS ?= $(shell nproc)
 # make install PREFIX=/usr DESTDIR=/tmp/stage (docs/install.md)
 PREFIX ?= /usr/local
@@ -62,7 +62,8 @@ unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Every fuzz target (fuzz/README.md) for FUZZ_SECONDS each, JOBS at a time (each target still
-# gets a core for its whole time): eight targets, about 80 s on two cores after the build.
+# gets a core for its whole time): eight targets, about 40 s on two cores after the build: a
+# smoke run of every property (the campaign is `make fuzz`).
 fuzz-test: deps
 	STEPWATCH_FUZZ_JOBS=$(JOBS) ./fuzz/run.sh $(FUZZ_SECONDS)
 
