@@ -138,6 +138,11 @@ class Agent : public serve::JobSource {
   // A held job whose incident was acked since the hold began: its next incarnation starts and
   // the incident closes. Each poll of a job this node leads.
   void release_storm_hold(Tracked& t, Stamp now);
+  // A new leader: a hold a previous leader marked in the incarnation key stands (until the ack),
+  // and the job's incident is neither stepped nor closed as recovered meanwhile.
+  void take_up_storm_hold(Tracked& t);
+  void take_up_storm_hold(Tracked& t, const coord::IncarnationRecord& held,
+                          const std::string& done);
   // [node_fault] drain under Slurm: the job's suspect hosts are drained (once each), each line
   // logged and recorded with the job's incident.
   void drain_suspect_nodes(Tracked& t);
@@ -171,6 +176,9 @@ class Agent : public serve::JobSource {
   // After every node's report: the next incarnation (a `stepwatch run --coord` relaunches it)
   // or the close.
   runbook::AfterPreempt after_job_preempt(Tracked& t, const runbook::ActReport& report);
+  // The job's next incarnation after `incident`: N+1 from the newest checkpoint every rank
+  // committed (none when a rank has none).
+  coord::IncarnationRecord next_incarnation(const Tracked& t, int64_t incident) const;
   // Moves the job's incarnation key from `from` to `to` (fenced CAS); false, said in the log,
   // when the counter moved meanwhile, the fence failed or etcd did not answer.
   bool advance_incarnation(Tracked& t, const coord::JobIncarnation& from,

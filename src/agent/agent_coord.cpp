@@ -153,6 +153,7 @@ void Agent::step_runbook(Tracked& t, const detect::Verdict& v, Stamp now) {
       t.job_runbook = std::make_unique<runbook::Incident>(
           runbook::IncidentScope{t.job, 0, 0}, runbook::IncidentPolicy::from_spec(t.spec),
           *t.job_ledger, *t.job_host, *t.job_deliveries);
+      take_up_storm_hold(t);  // one a previous leader marked stands
     }
     // The incarnation alone tells runs apart: wall clocks of other hosts are not compared.
     t.job_runbook->set_run(t.incarnation, 0);
@@ -376,6 +377,13 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
   if (launchers->empty()) {
     return {true, done + "; no `stepwatch run --coord` runs for the job: nothing relaunches it"};
   }
+  coord::IncarnationRecord to =
+      next_incarnation(t, t.job_runbook && t.job_runbook->id() ? *t.job_runbook->id() : 0);
+  if (hold_for_storm(t, *from, to, done)) return {false, ""};  // open until acked
+  return resume_job(t, done, *launchers, *from, std::move(to));
+}
+
+coord::IncarnationRecord Agent::next_incarnation(const Tracked& t, int64_t incident) const {
   // Resume from the newest checkpoint every rank committed.
   std::optional<contract::CheckpointMark> common;
   bool all = !t.state.observation.ranks.empty();
@@ -392,11 +400,10 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
     to.resume_from = common->id;
     to.resume_step = common->step;
   }
-  to.incident = t.job_runbook && t.job_runbook->id() ? *t.job_runbook->id() : 0;
+  to.incident = incident;
   to.by = node_name();
   to.at_ns = wall_now_ns();
-  if (hold_for_storm(t, *from, to, done)) return {false, ""};  // open until acked
-  return resume_job(t, done, *launchers, *from, std::move(to));
+  return to;
 }
 
 bool Agent::advance_incarnation(Tracked& t, const coord::JobIncarnation& from,

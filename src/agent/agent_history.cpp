@@ -230,9 +230,7 @@ bool Agent::hold_for_storm(Tracked& t, const coord::JobIncarnation& from,
   if (next.incident <= 0) return false;  // an incident not recorded in etcd cannot be acked
   if (from.record.hold_incident == next.incident) {
     // A previous leader held it: the hold stands (paged already), as of when it was marked.
-    log_info("agent: job {}: incident {}: taking up the restart-storm hold {} marked", t.job,
-             next.incident, from.record.by.empty() ? "a previous leader" : from.record.by);
-    t.storm_hold = Tracked::StormHold{next, next.incident, from.record.at_ns, done};
+    take_up_storm_hold(t, from.record, done);
     return true;
   }
   int64_t now = wall_now_ns();
@@ -252,6 +250,8 @@ bool Agent::hold_for_storm(Tracked& t, const coord::JobIncarnation& from,
   coord::IncarnationRecord held = from.record;
   held.hold_incident = next.incident;
   held.hold = why;
+  held.hold_resume_from = next.resume_from;
+  held.hold_resume_step = next.resume_step;
   held.by = node_name();
   held.at_ns = now;
   auto marked = t.orders->advance(from, held, t.coord->fence());
@@ -279,24 +279,51 @@ bool Agent::hold_for_storm(Tracked& t, const coord::JobIncarnation& from,
   return true;
 }
 
+void Agent::take_up_storm_hold(Tracked& t) {
+  auto at = t.orders->incarnation();
+  if (!at || at->record.hold_incident == 0 || at->record.incarnation != t.incarnation) return;
+  take_up_storm_hold(t, at->record, "preempted under a previous leader");
+}
+
+void Agent::take_up_storm_hold(Tracked& t, const coord::IncarnationRecord& held,
+                               const std::string& done) {
+  log_info("agent: job {}: incident {}: taking up the restart-storm hold {} marked: {}", t.job,
+           held.hold_incident, held.by.empty() ? "a previous leader" : held.by, held.hold);
+  // The checkpoint it decided on: this leader may no longer see every rank's.
+  coord::IncarnationRecord next = next_incarnation(t, held.hold_incident);
+  next.resume_from = held.hold_resume_from;
+  next.resume_step = held.hold_resume_step;
+  t.storm_hold = Tracked::StormHold{std::move(next), held.hold_incident, held.at_ns, done};
+}
+
 void Agent::release_storm_hold(Tracked& t, Stamp now) {
   if (!t.storm_hold || !t.job_ledger) return;
   Tracked::StormHold& h = *t.storm_hold;
-  auto acked = t.job_ledger->acked_since(h.incident, h.since_wall_ns);
-  if (!acked) {
-    note_problem(fmt::format("job {}: its incident in etcd: {}", t.job, acked.error().message));
+  auto incident = t.job_ledger->get(h.incident);
+  auto acked = incident ? t.job_ledger->acked_since(h.incident, h.since_wall_ns) : false;
+  if (!incident || !acked) {
+    note_problem(fmt::format("job {}: its incident in etcd: {}", t.job,
+                             !incident ? incident.error().message : acked.error().message));
     return;
   }
-  if (!t.job_runbook->is_open()) {  // closed meanwhile
+  if (!*incident || !(*incident)->is_open()) {  // closed meanwhile (the job ended)
     t.storm_hold.reset();
     return;
   }
+  // A leader that took the hold up has not stepped (nor adopted) the incident: it closes in etcd.
+  auto close = [&t, now, this, id = h.incident](const std::string& resolution) {
+    if (t.job_runbook->is_open()) {
+      t.job_runbook->close(now, resolution);
+    } else if (auto st = t.job_ledger->close(id, now.wall_ns, resolution); !st) {
+      note_problem(fmt::format("job {}: its incident in etcd: {}", t.job, st.error().message));
+    }
+  };
   if (t.incarnation >= h.next.incarnation) {  // someone started it meanwhile: nothing to hold
     std::string why =
         fmt::format("incarnation {} started while the restart storm held it", t.incarnation);
     log_info("agent: job {}: {}", t.job, why);
+    close(why);
     t.storm_hold.reset();
-    t.job_runbook->close(now, why);
     return;
   }
   if (!*acked) return;
@@ -320,8 +347,8 @@ void Agent::release_storm_hold(Tracked& t, Stamp now) {
     after = resume_job(t, hold.done, *launchers, *from, hold.next);
   }
   if (!after.close) return;  // the incident stays open (paged again by its survivors' rule)
-  t.job_runbook->close(now, after.resolution.empty() ? "resumed after a restart storm"
-                                                     : "acked restart storm; " + after.resolution);
+  close(after.resolution.empty() ? "resumed after a restart storm"
+                                 : "acked restart storm; " + after.resolution);
 }
 
 void Agent::drain_suspect_nodes(Tracked& t) {

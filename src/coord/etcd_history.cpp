@@ -30,15 +30,15 @@ class Fields {
     } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
       ok = it->is_number_integer();
     } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-      ok = it->is_array() && std::all_of(it->begin(), it->end(),
-                                         [](const json& e) { return e.is_number_integer(); });
+      ok = it->is_array() &&
+           std::all_of(it->begin(), it->end(), [](const json& e) { return e.is_number_integer(); });
     } else {
       ok = it->is_array() &&
            std::all_of(it->begin(), it->end(), [](const json& e) { return e.is_string(); });
     }
     if (!ok) {
-      error_ = fmt::format("{}: field \"{}\" has the wrong type: {:.80}", source_, field,
-                           it->dump());
+      error_ =
+          fmt::format("{}: field \"{}\" has the wrong type: {:.80}", source_, field, it->dump());
       return;
     }
     if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
@@ -142,7 +142,7 @@ Result<store::IncarnationRecord> incarnation_record_from_json(std::string_view t
 }
 
 std::string implication_json(const store::HostImplication& i) {
-  return json{{"host", i.host},   {"job", i.job},       {"incarnation", i.incarnation},
+  return json{{"host", i.host},   {"job", i.job},     {"incarnation", i.incarnation},
               {"at_ns", i.at_ns}, {"cause", i.cause}, {"reason", i.reason}}
       .dump();
 }
@@ -184,7 +184,8 @@ Result<Compare> EtcdHistory::fenced(std::string_view what) const {
 Status EtcdHistory::record_incarnation(const store::IncarnationRecord& record) {
   const std::string key = history_key(prefix_, record.job, record.incarnation);
   if (record.job.empty()) {
-    return Error{Errc::kInvalidArgument, "record_incarnation: " + *store::incarnation_problem(record)};
+    return Error{Errc::kInvalidArgument,
+                 "record_incarnation: " + *store::incarnation_problem(record)};
   }
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto fence = fenced(key);

@@ -71,6 +71,8 @@ std::string incarnation_to_json(const IncarnationRecord& r) {
   if (r.hold_incident) {
     j["hold_incident"] = r.hold_incident;
     j["hold"] = r.hold;
+    j["hold_resume_from"] = r.hold_resume_from;
+    if (r.hold_resume_step) j["hold_resume_step"] = *r.hold_resume_step;
   }
   return j.dump();
 }
@@ -89,7 +91,8 @@ Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::stri
       !read_int(*j, "at_ns", &r.at_ns, &e) || !read_string(*j, "scheduler", &r.scheduler, &e) ||
       !read_string(*j, "scheduler_job", &r.scheduler_job, &e) ||
       !read_int(*j, "hold_incident", &r.hold_incident, &e) ||
-      !read_string(*j, "hold", &r.hold, &e)) {
+      !read_string(*j, "hold", &r.hold, &e) ||
+      !read_string(*j, "hold_resume_from", &r.hold_resume_from, &e)) {
     return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
   }
   if (j->contains("exit_code") && !(*j)["exit_code"].is_null()) {
@@ -102,11 +105,13 @@ Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::stri
     }
     r.exit_code = static_cast<int>(code);
   }
-  if (j->contains("resume_step")) {
+  for (auto [field, out] : {std::pair{"resume_step", &r.resume_step},
+                            std::pair{"hold_resume_step", &r.hold_resume_step}}) {
+    if (!j->contains(field) || (*j)[field].is_null()) continue;
     int64_t step = 0;
-    if (!read_int(*j, "resume_step", &step, &e))
+    if (!read_int(*j, field, &step, &e))
       return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
-    r.resume_step = step;
+    *out = step;
   }
   if (r.incarnation < 0) {
     return Error{Errc::kParse, fmt::format("{}: field \"incarnation\" must be >= 0, got {}", source,

@@ -1,7 +1,8 @@
 // The job's incarnation in etcd and the launchers that relaunch on it (docs/multinode.md, Keys):
 //   <prefix>/jobs/<job>/incarnation {"incarnation":N,"resume_from","resume_step","incident","by",
 //                                          "at_ns","scheduler","scheduler_job","exit_code",
-//                                          "hold_incident","hold"}
+//                                          "hold_incident","hold","hold_resume_from",
+//                                          "hold_resume_step"}
 //       written by the job's leader, by CAS on its mod revision; absent means 0. "scheduler":
 //       "slurm" when the leader had Slurm requeue the job: the launchers leave the relaunch to
 //       Slurm; with "exit_code" ([slurm] requeue = "exit") they exit with it, and Slurm's
@@ -38,10 +39,13 @@ struct IncarnationRecord {
   std::string scheduler_job;  // the scheduler's job id it requeued
   // Slurm with [slurm] requeue = "exit": the launchers exit with this code (RequeueExit).
   std::optional<int> exit_code;
-  // A restart storm holds the next incarnation until this incident is acked (0: no hold), and
-  // the one line that says why.
+  // A restart storm holds the next incarnation until this incident is acked (0: no hold), the
+  // one line that says why, and the checkpoint the next incarnation resumes from once released
+  // (so that a next leader, which may no longer see every rank, resumes from the same one).
   int64_t hold_incident = 0;
   std::string hold;
+  std::string hold_resume_from;
+  std::optional<int64_t> hold_resume_step;
 };
 
 struct LauncherRecord {

@@ -353,6 +353,14 @@ class AgentCoordPreemptTest : public AgentCoordTest {
   }
   // The job's history in etcd as an earlier leader left it: incarnations 0 and 1 ended 9 and 4
   // minutes ago, rank 1's node b the culprit of each; the incarnation key at 2.
+  // The incarnation key while a restart storm holds it; nullopt when not held.
+  static std::optional<json> held(coord::EtcdClient& etcd) {
+    auto inc = etcd.range("/stepwatch/v1/jobs/pretrain/incarnation");
+    if (!inc.ok() || inc->kvs.empty()) return std::nullopt;
+    json j = json::parse(inc->kvs[0].value);
+    if (j.value("hold_incident", 0) == 0) return std::nullopt;
+    return j;
+  }
   static void seed_history(coord::EtcdClient& etcd) {
     const std::string prefix = "/stepwatch/v1";
     int64_t now = SystemClock::instance().now().wall_ns;
@@ -511,17 +519,10 @@ TEST_F(AgentCoordPreemptTest, ARestartStormHoldsTheNextIncarnationUntilAcked) {
   std::this_thread::sleep_for(400ms);
   poll(*a, later(0));
   poll(*b, later(0));
-  auto held = [&]() -> std::optional<json> {
-    auto inc = etcd_client.range(prefix + "/jobs/pretrain/incarnation");
-    if (!inc.ok() || inc->kvs.empty()) return std::nullopt;
-    json j = json::parse(inc->kvs[0].value);
-    if (j.value("hold_incident", 0) == 0) return std::nullopt;
-    return j;
-  };
   for (PollPast past; past.next();) {
     poll(*a, later(past.at()));
     poll(*b, later(past.at()));
-    if (held() && rx.count() >= 2) break;
+    if (held(etcd_client) && rx.count() >= 2) break;
   }
   int status = 0;
   ASSERT_TRUE(ended_within(r0, 5000, &status));
@@ -544,7 +545,7 @@ TEST_F(AgentCoordPreemptTest, ARestartStormHoldsTheNextIncarnationUntilAcked) {
                 "job), then incarnation 3 from step_8"),
             std::string::npos)
       << storm.dump();
-  std::optional<json> mark = held();
+  std::optional<json> mark = held(etcd_client);
   ASSERT_TRUE(mark.has_value()) << "the hold is marked in the incarnation key";
   EXPECT_EQ((*mark)["incarnation"], 2);
   EXPECT_EQ((*mark)["by"], "a");
@@ -567,7 +568,7 @@ TEST_F(AgentCoordPreemptTest, ARestartStormHoldsTheNextIncarnationUntilAcked) {
     poll(*a, later(10 + i));
     poll(*b, later(10 + i));
   }
-  mark = held();
+  mark = held(etcd_client);
   ASSERT_TRUE(mark.has_value());
   EXPECT_EQ((*mark)["incarnation"], 2);
   auto open_inc = b->incidents("pretrain", 10);
@@ -613,6 +614,65 @@ TEST_F(AgentCoordPreemptTest, ARestartStormHoldsTheNextIncarnationUntilAcked) {
   EXPECT_NE(closed->front().resolution.find(
                 "acked restart storm; preempted on 2 node(s) (a, b); relaunched as incarnation 3 "
                 "from step_8"),
+            std::string::npos)
+      << closed->front().resolution;
+  EXPECT_EQ(rx.count(), 2u);
+}
+
+// The leader holding a storm's next incarnation goes away: the next leader takes the hold up
+// from the incarnation key, neither pages again nor closes the incident as recovered, and
+// releases it on the ack.
+TEST_F(AgentCoordPreemptTest, AStormHoldSurvivesALeaderChange) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_preempt_specs(rx.url(), "[node_fault]\nstorm_incarnations = 3\n");
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  seed_history(etcd_client);
+  ASSERT_TRUE(etcd_client.put("/stepwatch/v1/jobs/pretrain/launchers/b", "{}").ok());
+  hung_rank("a", 0, 2);
+  hung_rank("b", 1, 2);
+  auto a = open_preempting("a", etcd.endpoint());
+  auto b = open_preempting("b", etcd.endpoint());
+  std::this_thread::sleep_for(400ms);
+  poll(*a, later(0));
+  poll(*b, later(0));
+  for (PollPast past; past.next();) {
+    poll(*a, later(past.at()));
+    poll(*b, later(past.at()));
+    if (held(etcd_client) && rx.count() >= 2) break;
+  }
+  ASSERT_TRUE(held(etcd_client).has_value());
+  ASSERT_TRUE(rx.wait_for(2));
+
+  a.reset();  // the leader's agent stops: its lease lapses within the TTL (1 s)
+  bool b_leads = false;
+  for (int i = 0; i < 100 && !b_leads; ++i) {
+    std::this_thread::sleep_for(50ms);
+    poll(*b, later(10 + 0.05 * i));
+    auto jb = b->job("pretrain");
+    b_leads = jb && jb->cluster && jb->cluster->leads;
+  }
+  ASSERT_TRUE(b_leads);
+  for (int i = 0; i < 5; ++i) poll(*b, later(20 + i));
+  auto open_inc = b->incidents("pretrain", 10);
+  ASSERT_TRUE(open_inc.ok());
+  ASSERT_FALSE(open_inc->empty());
+  EXPECT_TRUE(open_inc->front().is_open()) << open_inc->front().resolution;
+  ASSERT_TRUE(held(etcd_client).has_value()) << "still held under the new leader";
+
+  auto acked = b->ack("pretrain", "alice", "");
+  ASSERT_TRUE(acked.ok() && acked->has_value());
+  for (int i = 0; i < 5; ++i) poll(*b, later(30 + i));
+  auto inc = etcd_client.range("/stepwatch/v1/jobs/pretrain/incarnation");
+  ASSERT_TRUE(inc.ok() && inc->kvs.size() == 1u);
+  json next = json::parse(inc->kvs[0].value);
+  EXPECT_EQ(next["incarnation"], 3) << next.dump();
+  EXPECT_EQ(next["by"], "b");
+  EXPECT_EQ(next["resume_from"], "step_8");
+  auto closed = b->incidents("pretrain", 10);
+  ASSERT_TRUE(closed.ok() && !closed->empty());
+  EXPECT_NE(closed->front().resolution.find("acked restart storm; preempted under a previous "
+                                            "leader; relaunched as incarnation 3 from step_8"),
             std::string::npos)
       << closed->front().resolution;
   EXPECT_EQ(rx.count(), 2u);

@@ -171,8 +171,9 @@ TEST_F(EtcdHistoryTest, ImplicationsAreKeptOnceAndReadAcrossJobsNewestFirst) {
 
 TEST_F(EtcdHistoryTest, AValueThatDoesNotParseNamesItsKeyAndField) {
   EtcdHistory h = history();
-  ASSERT_TRUE(client_->put("/sw/jobs/llm/history/00000000000000000002",
-                           R"({"job":"llm","incarnation":2,"hosts":"a"})")
+  ASSERT_TRUE(client_
+                  ->put("/sw/jobs/llm/history/00000000000000000002",
+                        R"({"job":"llm","incarnation":2,"hosts":"a"})")
                   .ok());
   auto got = h.incarnations("llm", 0);
   ASSERT_FALSE(got.ok());

@@ -37,12 +37,16 @@ TEST(IncarnationRecord, RoundTrips) {
   r.exit_code = 75;
   r.hold_incident = 41;
   r.hold = "restart storm: 5 incarnations started in 12m00s";
+  r.hold_resume_from = "step_30";
+  r.hold_resume_step = 30;
   back = incarnation_from_json(incarnation_to_json(r), "k");
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back->scheduler, "slurm");
   EXPECT_EQ(back->exit_code, 75);
   EXPECT_EQ(back->hold_incident, 41);
   EXPECT_EQ(back->hold, r.hold);
+  EXPECT_EQ(back->hold_resume_from, "step_30");
+  EXPECT_EQ(back->hold_resume_step, 30);
 }
 
 TEST(IncarnationRecord, OnlyIncarnationIsRequired) {
@@ -70,6 +74,7 @@ TEST(IncarnationRecord, RefusesWhatIsNotOne) {
       {R"({"incarnation": 1, "exit_code": 0})", "\"exit_code\" must be 1-255"},
       {R"({"incarnation": 1, "exit_code": 256})", "\"exit_code\" must be 1-255"},
       {R"({"incarnation": 1, "hold_incident": "7"})", "\"hold_incident\" must be an integer"},
+      {R"({"incarnation": 1, "hold_resume_step": "7"})", "\"hold_resume_step\" must be an integer"},
   };
   for (const auto& c : cases) {
     auto r = incarnation_from_json(c.text, "etcd key /sw/jobs/j/incarnation");
