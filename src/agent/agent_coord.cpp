@@ -379,7 +379,7 @@ runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActRep
   }
   coord::IncarnationRecord to =
       next_incarnation(t, t.job_runbook && t.job_runbook->id() ? *t.job_runbook->id() : 0);
-  if (hold_for_storm(t, *from, to, done)) return {false, ""};  // open until acked
+  if (hold_for_storm(t, *from, to, done)) return {false, "", true};  // held until acked
   return resume_job(t, done, *launchers, *from, std::move(to));
 }
 

@@ -342,6 +342,7 @@ void Incident::step(const detect::Verdict& v, Stamp now, bool running) {
     o.misses = 0;
   }
   if (o.acting) return;  // the preempt is under way: its report decides
+  if (o.held) return;    // the host holds it open until it closes it (a restart storm)
   if (!fires && running && recovered(v.state)) {
     say(LogLevel::kInfo, fmt::format("incident {}: the job recovered ({})", id, v.summary));
     close(now, "recovered");
@@ -440,6 +441,7 @@ void Incident::reap_act(Stamp now) {
     close(now, next.resolution);
   } else {
     o.escalated = true;
+    o.held = next.hold;
   }
 }
 

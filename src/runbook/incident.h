@@ -128,6 +128,9 @@ struct ActReport {
 struct AfterPreempt {
   bool close = true;       // false: the incident stays open
   std::string resolution;  // when it closes
+  // With close = false: the host holds it open (a restart storm waits for an ack) and closes it
+  // itself; meanwhile a recovery does not close it and nothing is acted on.
+  bool hold = false;
 };
 
 // What differs between the front ends. Called on the turn's thread, except act()'s work.
@@ -215,6 +218,7 @@ class Incident {
     std::optional<std::string> close_after;  // closed while acting: its resolution
     std::string refused;                     // of the preempt under way
     bool escalated = false;  // a preempt left survivors: paged again, not acting again
+    bool held = false;       // the host holds it open after its preempt (AfterPreempt::hold)
   };
 
   // At the first turn: adopts the job's open incident from the ledger (a restarted watcher) if

@@ -185,7 +185,7 @@ runbook::AfterPreempt Supervisor::resume(const detect::Observation& obs,
                   ckpt ? fmt::format("{} (step {})", ckpt->first, ckpt->second)
                        : "scratch (no committed checkpoint)"};
   // A restart storm holds the next incarnation until the owner acks (history_host.cpp).
-  if (hold_for_storm(next)) return {false, ""};
+  if (hold_for_storm(next)) return {false, "", true};  // held until acked
   return start_next(next);
 }
 

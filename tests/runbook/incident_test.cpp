@@ -109,6 +109,7 @@ class FakeHost final : public IncidentHost {
   // Set: act() returns at once and its preempt finishes only once this is ready.
   std::optional<std::shared_future<void>> gate;
   std::string resolution = "preempted by the host";
+  bool hold = false;  // after_preempt holds the incident open (a restart storm)
 
   PageMessage page(const detect::Verdict& v) override {
     PageMessage m;
@@ -150,7 +151,10 @@ class FakeHost final : public IncidentHost {
     done.set_value(r);
     return done.get_future();
   }
-  AfterPreempt after_preempt(const ActReport& r) override { return {r.preempt.ok, resolution}; }
+  AfterPreempt after_preempt(const ActReport& r) override {
+    if (hold) return {false, "", true};
+    return {r.preempt.ok, resolution};
+  }
   void ledger_failed(const Error&) override { ++ledger_failures; }
 
   bool said(std::string_view part) const {
@@ -272,6 +276,25 @@ TEST_F(IncidentTest, AStallIsPagedOnceAndARecoveryClosesIt) {
   EXPECT_FALSE(runbook_->is_open());
   EXPECT_EQ(row(id).resolution, "recovered");
   EXPECT_EQ(host_.acts, 0);
+}
+
+TEST_F(IncidentTest, AHeldIncidentIsNeitherRecoveredNorActedOnUntilTheHostClosesIt) {
+  host_.hold = true;  // a restart storm: the host holds the next incarnation until an ack
+  turn(detect::State::kStalled);
+  clock_.advance(61 * kSec);
+  turn(detect::State::kStalled);
+  ASSERT_EQ(host_.acts, 1);
+  ASSERT_TRUE(runbook_->is_open());
+  turn(detect::State::kHealthy);  // the preempted ranks' verdict is no recovery
+  EXPECT_TRUE(runbook_->is_open());
+  for (int i = 0; i < 3; ++i) {
+    clock_.advance(61 * kSec);
+    turn(detect::State::kStalled);
+  }
+  EXPECT_EQ(host_.acts, 1) << "held: not acted on again";
+  runbook_->close(clock_.now(), "acked restart storm");
+  EXPECT_FALSE(runbook_->is_open());
+  EXPECT_EQ(row(1).resolution, "acked restart storm");
 }
 
 TEST_F(IncidentTest, SuspectInTheMiddleResetsTheMissesButKeepsTheIncident) {
