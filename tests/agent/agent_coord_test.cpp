@@ -289,6 +289,23 @@ TEST_F(AgentCoordTest, WithoutEtcdAgentsPageLocallyAndNeverActThenHandBack) {
   EXPECT_TRUE(job->front().is_open());  // the job's incident, in etcd, opened by its leader
 }
 
+// Polls past the ack timeout until the caller has what it waits for. The fake clock moves 10 ms
+// a poll, from 1.5 s to at most 3.5 s; the ranks' ends are real, and a loaded machine stretches
+// them, so the polls go on for up to 30 s of real time rather than a fixed count.
+class PollPast {
+ public:
+  bool next() {
+    if (i_ > 0) std::this_thread::sleep_for(20ms);
+    ++i_;
+    return std::chrono::steady_clock::now() < give_up_;
+  }
+  double at() const { return 1.5 + 0.01 * std::min(i_ - 1, 200); }
+
+ private:
+  int i_ = 0;
+  std::chrono::steady_clock::time_point give_up_ = std::chrono::steady_clock::now() + 30s;
+};
+
 // The job's preempt: the leader orders it once the ack timeout passed, each node's agent ends its
 // own proven rank and reports, and the leader moves the job to its next incarnation for the
 // registered `stepwatch run --coord` launcher.
@@ -362,6 +379,32 @@ class AgentCoordPreemptTest : public AgentCoordTest {
     if (j.value("hold_incident", 0) == 0) return std::nullopt;
     return j;
   }
+  // The seeded history, a launcher, incarnation 2 hung on both nodes and storm_incarnations = 3:
+  // both agents polled past the ack timeout until the storm holds the job (its two pages sent)
+  // and both ranks have ended.
+  std::pair<std::unique_ptr<Agent>, std::unique_ptr<Agent>> run_to_storm_hold(
+      test::EtcdServer& etcd, coord::EtcdClient& client, test::Receiver& rx) {
+    write_preempt_specs(rx.url(), "[node_fault]\nstorm_incarnations = 3\n");
+    seed_history(client);
+    EXPECT_TRUE(client.put("/stepwatch/v1/jobs/pretrain/launchers/a", "{}").ok());
+    pid_t r0 = hung_rank("a", 0, 2);
+    pid_t r1 = hung_rank("b", 1, 2);
+    auto a = open_preempting("a", etcd.endpoint());
+    auto b = open_preempting("b", etcd.endpoint());
+    std::this_thread::sleep_for(400ms);
+    poll(*a, later(0));
+    poll(*b, later(0));
+    for (PollPast past; past.next();) {
+      poll(*a, later(past.at()));
+      poll(*b, later(past.at()));
+      if (held(client) && rx.count() >= 2) break;
+    }
+    int status = 0;
+    EXPECT_TRUE(ended_within(r0, 5000, &status));
+    EXPECT_TRUE(ended_within(r1, 5000, &status));
+    children_.clear();
+    return {std::move(a), std::move(b)};
+  }
   static void seed_history(coord::EtcdClient& etcd) {
     const std::string prefix = "/stepwatch/v1";
     int64_t now = SystemClock::instance().now().wall_ns;
@@ -387,23 +430,6 @@ class AgentCoordPreemptTest : public AgentCoordTest {
     ASSERT_TRUE(etcd.put(prefix + "/jobs/pretrain/incarnation", R"({"incarnation":2})").ok());
   }
   std::vector<pid_t> children_;
-};
-
-// Polls past the ack timeout until the caller has what it waits for. The fake clock moves 10 ms
-// a poll, from 1.5 s to at most 3.5 s; the ranks' ends are real, and a loaded machine stretches
-// them, so the polls go on for up to 30 s of real time rather than a fixed count.
-class PollPast {
- public:
-  bool next() {
-    if (i_ > 0) std::this_thread::sleep_for(20ms);
-    ++i_;
-    return std::chrono::steady_clock::now() < give_up_;
-  }
-  double at() const { return 1.5 + 0.01 * std::min(i_ - 1, 200); }
-
- private:
-  int i_ = 0;
-  std::chrono::steady_clock::time_point give_up_ = std::chrono::steady_clock::now() + 30s;
 };
 
 TEST_F(AgentCoordPreemptTest, EachNodeEndsItsOwnRankOnceAndTheJobMovesToItsNextIncarnation) {
@@ -508,27 +534,10 @@ TEST_F(AgentCoordPreemptTest, ANodeThatMayNotPreemptRefusesAndTheLeaderPagesItsS
 TEST_F(AgentCoordPreemptTest, ARestartStormHoldsTheNextIncarnationUntilAcked) {
   test::EtcdServer etcd;
   test::Receiver rx;
-  write_preempt_specs(rx.url(), "[node_fault]\nstorm_incarnations = 3\n");
   coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
   const std::string prefix = "/stepwatch/v1";
-  seed_history(etcd_client);
-  ASSERT_TRUE(etcd_client.put(prefix + "/jobs/pretrain/launchers/a", "{}").ok());
-  pid_t r0 = hung_rank("a", 0, 2);
-  pid_t r1 = hung_rank("b", 1, 2);
-  auto a = open_preempting("a", etcd.endpoint());
-  auto b = open_preempting("b", etcd.endpoint());
-  std::this_thread::sleep_for(400ms);
-  poll(*a, later(0));
-  poll(*b, later(0));
-  for (PollPast past; past.next();) {
-    poll(*a, later(past.at()));
-    poll(*b, later(past.at()));
-    if (held(etcd_client) && rx.count() >= 2) break;
-  }
-  int status = 0;
-  ASSERT_TRUE(ended_within(r0, 5000, &status));
-  ASSERT_TRUE(ended_within(r1, 5000, &status));
-  children_.clear();
+  auto [a, b] = run_to_storm_hold(etcd, etcd_client, rx);
+  ASSERT_TRUE(a && b);
 
   // The stall's page already names the storm and the suspect; the second page is the hold's.
   ASSERT_TRUE(rx.wait_for(2));
@@ -633,22 +642,9 @@ TEST_F(AgentCoordPreemptTest, ARestartStormHoldsTheNextIncarnationUntilAcked) {
 TEST_F(AgentCoordPreemptTest, AStormHoldSurvivesALeaderChange) {
   test::EtcdServer etcd;
   test::Receiver rx;
-  write_preempt_specs(rx.url(), "[node_fault]\nstorm_incarnations = 3\n");
   coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
-  seed_history(etcd_client);
-  ASSERT_TRUE(etcd_client.put("/stepwatch/v1/jobs/pretrain/launchers/b", "{}").ok());
-  hung_rank("a", 0, 2);
-  hung_rank("b", 1, 2);
-  auto a = open_preempting("a", etcd.endpoint());
-  auto b = open_preempting("b", etcd.endpoint());
-  std::this_thread::sleep_for(400ms);
-  poll(*a, later(0));
-  poll(*b, later(0));
-  for (PollPast past; past.next();) {
-    poll(*a, later(past.at()));
-    poll(*b, later(past.at()));
-    if (held(etcd_client) && rx.count() >= 2) break;
-  }
+  auto [a, b] = run_to_storm_hold(etcd, etcd_client, rx);
+  ASSERT_TRUE(a && b);
   ASSERT_TRUE(held(etcd_client).has_value());
   ASSERT_TRUE(rx.wait_for(2));
 
