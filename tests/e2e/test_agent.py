@@ -32,6 +32,8 @@ DASHBOARD_PANELS_WITHOUT_DATA = {
     "GPU SM utilisation (evidence, not the verdict)": "the ranks hold no GPU (no NVML series)",
     "Multi-node: coordination through etcd": "a single-node agent exports no stepwatch_agent_coord_*",
     "Multi-node: job leaders": "a single-node agent exports no stepwatch_job_leader",
+    "Node fault: implicated and suspect hosts": "no incarnation of the stalled job ends here, so no host is "
+                                                "implicated (agent_history_test checks the series)",
 }
 
 
