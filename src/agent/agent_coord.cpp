@@ -65,7 +65,7 @@ Agent::Coordination::Coordination(const CoordConfig& c)
 
 coord::LedgerKeys Agent::Coordination::keys(const std::string& job) const {
   coord::LedgerKeys k;
-  k.incident = session.job_key(job, "incident");
+  k.incident = coord::incident_key(config.prefix, job);
   k.closed_dir = session.job_key(job, "incidents/");
   k.fence_key = session.job_key(job, "nodes/" + config.node_name);
   k.node = config.node_name;

@@ -79,6 +79,10 @@ struct EtcdLedger::Read {
   int64_t mod_revision = 0;
 };
 
+std::string incident_key(std::string_view prefix, std::string_view job) {
+  return fmt::format("{}/jobs/{}/incident", prefix, job);
+}
+
 EtcdLedger::EtcdLedger(EtcdClient& etcd, std::string job, LedgerKeys keys,
                        std::function<int64_t()> fence)
     : etcd_(etcd), job_(std::move(job)), keys_(std::move(keys)), fence_(std::move(fence)) {}

@@ -24,6 +24,9 @@
 
 namespace stepwatch::coord {
 
+// <prefix>/jobs/<job>/incident: the job's open incident (its id is the key's create revision).
+std::string incident_key(std::string_view prefix, std::string_view job);
+
 // Where a job's incident lives and who may write it.
 struct LedgerKeys {
   std::string incident;    // <prefix>/jobs/<job>/incident

@@ -10,6 +10,7 @@
 #include "src/common/duration.h"
 #include "src/common/proc_stat.h"
 #include "src/contract/names.h"
+#include "src/coord/etcd_ledger.h"
 #include "src/probe/procfs.h"
 #include "src/runbook/hygiene.h"
 #include "src/runbook/scheduler.h"
@@ -264,6 +265,29 @@ int Launcher::leave_to_scheduler(const coord::IncarnationRecord& moved) {
   return *exit_ == 0 ? 128 + SIGTERM : *exit_;
 }
 
+bool Launcher::hold_stands(int64_t incident, Stamp now) {
+  if (hold_checked_ && hold_checked_->first == incident &&
+      now.mono_ns - hold_checked_->second < kHoldCheckNs) {
+    return true;
+  }
+  // The hold's incident is the job's open one (its id is the key's create revision). One that
+  // closed without the hold being lifted (the job was abandoned, a leader went away for good)
+  // holds nothing: resume_wait applies again. etcd not answering: the hold stands.
+  auto r = etcd_.range(coord::incident_key(opt_.prefix, opt_.job));
+  if (r && (r->kvs.empty() || r->kvs[0].create_revision != incident)) {
+    if (told_stale_hold_ != incident) {
+      told_stale_hold_ = incident;
+      say(
+          fmt::format("the hold's incident {} is no longer open: waiting no longer than {} for "
+                      "the incarnation to move",
+                      incident, format_duration(opt_.resume_wait_ns)));
+    }
+    return false;
+  }
+  hold_checked_ = {incident, now.mono_ns};
+  return true;
+}
+
 int Launcher::shutdown(int sig) {
   say(fmt::format("received {}: passing it to the job and stopping", strsignal(sig)));
   int status = 128 + sig;
@@ -333,7 +357,7 @@ int Launcher::run() {
             "move past {} (its leader moves it once every node has preempted)",
             incarnation_, *exit_, format_duration(opt_.resume_wait_ns), incarnation_));
       }
-      if (seen && seen->record.hold_incident != 0) {
+      if (seen && seen->record.hold_incident != 0 && hold_stands(seen->record.hold_incident, now)) {
         // A restart storm: the leader holds the next incarnation until its incident is acked.
         // No limit meanwhile; resume_wait counts again once the hold is gone.
         if (told_hold_ != seen->record.hold_incident) {

@@ -107,6 +107,12 @@ class Launcher {
   uint64_t published_generation_ = 0;
   std::optional<int64_t> told_behind_;  // the lower incarnation already reported
   int64_t told_hold_ = 0;               // the restart-storm hold already reported (its incident)
+  // Whether a restart-storm hold still stands: its incident is the job's open one in etcd.
+  // Checked at most every kHoldCheckNs while it stands.
+  bool hold_stands(int64_t incident, Stamp now);
+  static constexpr int64_t kHoldCheckNs = 5 * kNsPerSec;
+  std::optional<std::pair<int64_t, int64_t>> hold_checked_;  // incident, when (mono ns)
+  int64_t told_stale_hold_ = 0;
 };
 
 }  // namespace stepwatch::supervise

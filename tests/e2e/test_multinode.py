@@ -15,7 +15,8 @@ webhook receiver, and a job whose rank 0 writes under a's root and rank 1 under 
   until an ack on the other node; then it moves the job to incarnation 1 from the newest
   committed checkpoint, both launchers relaunch, and the job resumes there and finishes.
 - LauncherExit: a launcher told by the incarnation key to leave the restart to a scheduler exits
-  with the key's exit code.
+  with the key's exit code; a storm hold keeps a launcher waiting past its resume_wait only while
+  the hold's incident is open.
 
 Leases are 1 s, polls 200 ms: every bound below is a few TTLs. Measured times are printed.
 """
@@ -451,23 +452,46 @@ class MultiNodeResume(MultiNodeBase):
 
 
 class LauncherExit(MultiNodeBase):
-    def put(self, key, value):
-        body = json.dumps({"key": base64.b64encode(key.encode()).decode(),
-                           "value": base64.b64encode(value.encode()).decode()}).encode()
-        req = urllib.request.Request(self.etcd.endpoint + "/v3/kv/put", data=body, method="POST")
+    def etcd_call(self, path, body):
+        req = urllib.request.Request(self.etcd.endpoint + path, data=json.dumps(body).encode(), method="POST")
         with urllib.request.urlopen(req, timeout=5) as r:
-            r.read()
+            return json.loads(r.read())
+
+    def put(self, key, value):
+        """Puts the key; the store's revision after it (a new key's create revision)."""
+        reply = self.etcd_call("/v3/kv/put", {"key": base64.b64encode(key.encode()).decode(),
+                                             "value": base64.b64encode(value.encode()).decode()})
+        return int(reply["header"]["revision"])
+
+    def launch(self, resume_wait):
+        """A launcher whose command exits 3 at once: it waits for the incarnation to move."""
+        log_path = os.path.join(self.tmp, "launcher.log")
+        with open(log_path, "w") as log:
+            p = subprocess.Popen([self.bin, "run", "--coord", self.etcd.endpoint, "--job", JOB, "--node", "a",
+                                  "--dir", self.tmp, "--lease-ttl", "1s", "--resume-wait", resume_wait, "--",
+                                  "/bin/sh", "-c", "exit 3"],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(self._kill, p)
+        return p, log_path
+
+    def test_a_storm_hold_waits_past_resume_wait_only_while_its_incident_is_open(self):
+        incident = self.put(f"/stepwatch/v1/jobs/{JOB}/incident", "{}")
+        self.put(f"/stepwatch/v1/jobs/{JOB}/incarnation",
+                 json.dumps({"incarnation": 0, "hold_incident": incident, "hold": "restart storm: test"}))
+        p, log_path = self.launch("2s")
+        time.sleep(3.5)
+        self.assertIsNone(p.poll(), read(log_path))
+        self.assertIn("the job's leader holds the next incarnation: restart storm: test", read(log_path))
+        # The incident goes (closed elsewhere, the job abandoned): the hold no longer holds.
+        key = base64.b64encode(f"/stepwatch/v1/jobs/{JOB}/incident".encode()).decode()
+        self.etcd_call("/v3/kv/deleterange", {"key": key})
+        self.assertEqual(p.wait(timeout=15), 3, read(log_path))
+        self.assertIn(f"the hold's incident {incident} is no longer open", read(log_path))
 
     def test_a_scheduler_owned_incarnation_ends_the_launcher_with_its_exit_code(self):
         """The leader moved the job for a scheduler that restarts on an exit status (Kubernetes'
         128-255, Slurm's RequeueExit): the waiting launcher exits with that code, not the job's."""
-        log_path = os.path.join(self.tmp, "launcher.log")
-        with open(log_path, "w") as log:
-            p = subprocess.Popen([self.bin, "run", "--coord", self.etcd.endpoint, "--job", JOB, "--node", "a",
-                                  "--dir", self.tmp, "--lease-ttl", "1s", "--resume-wait", "60s", "--",
-                                  "/bin/sh", "-c", "exit 3"],
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(self._kill, p)
+        p, log_path = self.launch("60s")
         self.wait_for("the launcher waiting for the move", lambda: "waiting up to 1m00s" in read(log_path))
         self.put(f"/stepwatch/v1/jobs/{JOB}/incarnation",
                  json.dumps({"incarnation": 1, "by": "b", "incident": 7, "scheduler": "kubernetes",
