@@ -263,18 +263,8 @@ bool Agent::hold_for_storm(Tracked& t, const coord::JobIncarnation& from,
   }
   log_warn("agent: job {}: {}", t.job, why);
   note_job_action(t, true, why);
-  runbook::PageMessage m = t.job_host->page(t.acted_on);
-  m.severity = "warning";
-  m.state = "restart-storm";
-  m.summary = why;
-  m.incident_id = std::to_string(next.incident);
-  m.incarnation = static_cast<int>(t.incarnation);
-  m.started_wall_ns = now;
-  auto record = std::make_shared<runbook::IncidentRecord>();
-  record->job = t.job;
-  record->id = next.incident;
-  t.job_deliveries->start(record, runbook::PageDeliveries::Kind::kEscalation, t.spec.runbook.pagers,
-                          std::move(m));
+  runbook::send_storm_page(*t.job_deliveries, t.spec.runbook.pagers, t.job_host->page(t.acted_on),
+                           t.job, next.incident, t.incarnation, why, now);
   t.storm_hold = Tracked::StormHold{next, next.incident, now, done};
   return true;
 }
@@ -299,14 +289,12 @@ void Agent::take_up_storm_hold(Tracked& t, const coord::IncarnationRecord& held,
 void Agent::release_storm_hold(Tracked& t, Stamp now) {
   if (!t.storm_hold || !t.job_ledger) return;
   Tracked::StormHold& h = *t.storm_hold;
-  auto incident = t.job_ledger->get(h.incident);
-  auto acked = incident ? t.job_ledger->acked_since(h.incident, h.since_wall_ns) : false;
-  if (!incident || !acked) {
-    note_problem(fmt::format("job {}: its incident in etcd: {}", t.job,
-                             !incident ? incident.error().message : acked.error().message));
+  auto acked = t.job_ledger->acked_since(h.incident, h.since_wall_ns);  // one read a poll
+  if (!acked) {
+    note_problem(fmt::format("job {}: its incident in etcd: {}", t.job, acked.error().message));
     return;
   }
-  if (!*incident || !(*incident)->is_open()) {  // closed meanwhile (the job ended)
+  if (!*acked) {  // no longer open: closed meanwhile (the job ended)
     t.storm_hold.reset();
     return;
   }
@@ -326,7 +314,7 @@ void Agent::release_storm_hold(Tracked& t, Stamp now) {
     t.storm_hold.reset();
     return;
   }
-  if (!*acked) return;
+  if (!**acked) return;
   log_info("agent: job {}: restart storm: incident {} acked; starting incarnation {}", t.job,
            h.incident, h.next.incarnation);
   auto from = t.orders->incarnation();

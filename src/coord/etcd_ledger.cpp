@@ -286,16 +286,16 @@ Status EtcdLedger::record_action(const store::Action& a) {
   return st;
 }
 
-Result<bool> EtcdLedger::acked_since(int64_t id, int64_t since_ns) {
+Result<std::optional<bool>> EtcdLedger::acked_since(int64_t id, int64_t since_ns) {
   auto r = read(id);
   if (!r) return r.error();
-  if (!*r) return false;
+  if (!*r) return std::optional<bool>{};
   for (const auto& a : (*r)->doc.value("actions", json::array())) {
     if (a.is_object() && a.value("kind", "") == store::action_kind::kAck &&
         a.value("at_ns", int64_t{0}) >= since_ns)
-      return true;
+      return std::optional<bool>{true};
   }
-  return false;
+  return std::optional<bool>{false};
 }
 
 Result<std::optional<store::Incident>> ack_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,

@@ -52,8 +52,8 @@ class EtcdLedger final : public runbook::IncidentLedger {
   Status record_action(const store::Action& action) override;
 
   // Whether the open incident `id` was acked at or after since_ns (every ack is one of its
-  // actions); false when it is not open.
-  Result<bool> acked_since(int64_t id, int64_t since_ns);
+  // actions); nullopt when it is not open. One read.
+  Result<std::optional<bool>> acked_since(int64_t id, int64_t since_ns);
 
   const std::string& job() const { return job_; }
 

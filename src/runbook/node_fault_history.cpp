@@ -70,6 +70,21 @@ Status add_node_fault(PageMessage& m, HistoryLedger& history, const std::string&
   return {};
 }
 
+void send_storm_page(PageDeliveries& deliveries, const std::vector<spec::Pager>& pagers,
+                     PageMessage m, const std::string& job, int64_t incident, int64_t incarnation,
+                     const std::string& why, int64_t now_wall_ns) {
+  m.severity = "warning";
+  m.state = "restart-storm";
+  m.summary = why;
+  m.incident_id = std::to_string(incident);
+  m.incarnation = static_cast<int>(incarnation);
+  m.started_wall_ns = now_wall_ns;
+  auto record = std::make_shared<IncidentRecord>();
+  record->job = job;
+  record->id = incident;
+  deliveries.start(record, PageDeliveries::Kind::kEscalation, pagers, std::move(m));
+}
+
 std::vector<DrainLine> drain_suspects(const SlurmControl& slurm, const NodeFaultReport& report,
                                       const std::string& job, std::set<std::string>& drained) {
   std::vector<DrainLine> out;

@@ -15,6 +15,7 @@
 
 #include "src/common/result.h"
 #include "src/detect/verdict.h"
+#include "src/runbook/incident.h"
 #include "src/runbook/node_fault.h"
 #include "src/runbook/pager.h"
 #include "src/store/records.h"
@@ -92,6 +93,13 @@ Status add_node_fault(PageMessage& m, HistoryLedger& history, const std::string&
                       int64_t now_wall_ns);
 // The same from a report already read.
 void add_node_fault(PageMessage& m, const NodeFaultReport& report, std::string_view scheduler);
+
+// The page of a restart storm that holds automatic resume: `m` (the host's page for the verdict
+// the job was preempted on, with its suspects) becomes a warning, state "restart-storm", that
+// says `why`, for `incident` and `incarnation`; sent to `pagers` as an escalation of the incident.
+void send_storm_page(PageDeliveries& deliveries, const std::vector<spec::Pager>& pagers,
+                     PageMessage m, const std::string& job, int64_t incident, int64_t incarnation,
+                     const std::string& why, int64_t now_wall_ns);
 
 // The opt-in drain ([node_fault] drain, under Slurm): each blamed suspect host (SuspectHost::
 // blamed: the culprit or cross-job rule; the short-run correlation alone drains nothing) of the

@@ -83,18 +83,8 @@ bool Supervisor::hold_for_storm(const Resumption& next) {
       storm->evidence, opt_.job, opt_.state_dir, next.from);
   say(why);
   record_action(store::action_kind::kNote, true, why);
-  runbook::PageMessage m = page(acted_on_);
-  m.severity = "warning";
-  m.state = "restart-storm";
-  m.summary = why;
-  m.incident_id = std::to_string(id);
-  m.incarnation = static_cast<int>(state_.incarnation);
-  m.started_wall_ns = now;
-  auto record = std::make_shared<runbook::IncidentRecord>();
-  record->job = opt_.job;
-  record->id = id;
-  deliveries_->start(record, runbook::PageDeliveries::Kind::kEscalation, spec_.runbook.pagers,
-                     std::move(m));
+  runbook::send_storm_page(*deliveries_, spec_.runbook.pagers, page(acted_on_), opt_.job, id,
+                           state_.incarnation, why, now);
   held_ = Hold{next, id, now};
   return true;
 }
