@@ -36,6 +36,16 @@ std::string SchedulerContext::describe() const {
   return "no scheduler";
 }
 
+bool SchedulerContext::present() const {
+  return kind != spec::ResumeOwner::kStepwatch;
+}
+
+Result<BatchJob> SchedulerContext::batch_job() const {
+  if (kind != spec::ResumeOwner::kSlurm || job_id.empty())
+    return Error{Errc::kNotFound, fmt::format("{} runs no batch job", describe())};
+  return BatchJob{"slurm", job_id, restart_count.value_or(0)};
+}
+
 Result<SchedulerContext> scheduler_from_env(const GetEnv& getenv) {
   SchedulerContext ctx;
   if (const char* id = value(getenv, "SLURM_JOB_ID")) {

@@ -12,6 +12,7 @@
 
 #include "src/common/result.h"
 #include "src/contract/identity.h"
+#include "src/runbook/resume_owner.h"
 #include "src/spec/spec.h"
 
 namespace stepwatch::runbook {
@@ -27,6 +28,10 @@ struct SchedulerContext {
 
   // "Slurm job 1234", "Kubernetes", "no scheduler".
   std::string describe() const;
+  // Whether the job runs under a scheduler at all.
+  bool present() const;
+  // The batch job this run is (Slurm: its id and restart count), or why there is none.
+  Result<BatchJob> batch_job() const;
 };
 
 // Errors name the variable and its value (SLURM_RESTART_COUNT=x is not a count).
