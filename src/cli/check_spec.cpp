@@ -8,6 +8,7 @@
 
 #include "src/common/duration.h"
 #include "src/common/host.h"
+#include "src/runbook/resume_owner.h"
 #include "src/spec/size.h"
 #include "src/spec/spec.h"
 
@@ -90,17 +91,7 @@ std::string summary(const JobSpec& s) {
   std::string checkpoints = s.checkpoint.source == spec::CheckpointSource::kMarker
                                 ? s.checkpoint.dir + "/" + s.checkpoint.marker
                                 : "as the beacons report them";
-  std::string resume = "off";
-  if (r.resume && r.resume_owner == spec::ResumeOwner::kSlurm) {
-    resume = s.slurm.requeue == spec::SlurmRequeue::kScontrol
-                 ? "by Slurm (scontrol requeue, fenced by the restart count)"
-                 : fmt::format("by Slurm (exit {} for RequeueExit)", s.slurm.requeue_exit_code);
-  } else if (r.resume && r.resume_owner == spec::ResumeOwner::kKubernetes) {
-    resume = fmt::format("by Kubernetes (exit {})", s.kubernetes.requeue_exit_code);
-  } else if (r.resume) {
-    resume = r.resume_command.empty() ? "the original command (STEPWATCH_RESUME_CHECKPOINT)"
-                                      : argv_text(r.resume_command);
-  }
+  std::string resume = r.resume ? runbook::make_resume_owner(s)->describe() : "off";
   out += fmt::format("  recovery  {}; checkpoints {}; resume {}; restart budget {}\n", preempt,
                      checkpoints, resume, r.restart_budget);
   return out;

@@ -13,6 +13,7 @@
 #include "src/contract/beacon_reader.h"
 #include "src/contract/names.h"
 #include "src/probe/ports.h"
+#include "src/runbook/resume_owner.h"
 #include "src/runbook/scheduler.h"
 #include "src/runbook/slurm.h"
 #include "src/spec/spec.h"
@@ -118,7 +119,7 @@ Result<Plan> make_plan(const DoctorOptions& o) {
   if (o.grace_ns) p.grace_ns = *o.grace_ns;
   auto sched = runbook::scheduler_from_env(getenv);
   if (!sched) return sched.error();
-  bool slurm_owned = sp && sp->runbook.resume_owner == spec::ResumeOwner::kSlurm;
+  bool slurm_owned = sp && runbook::make_resume_owner(*sp)->needs_batch_job();
   p.slurm_job = !o.slurm_job.empty() ? o.slurm_job : sched->job_id;
   if (slurm_owned && p.slurm_job.empty()) {
     return Error{Errc::kInvalidArgument,
