@@ -75,10 +75,10 @@ void Launcher::publish() {
   rec.pid = static_cast<int>(::getpid());
   rec.incarnation = incarnation_;
   rec.started_at_ns = started_at_ns_;
-  if (opt_.scheduler.kind == spec::ResumeOwner::kSlurm) {
-    rec.scheduler = "slurm";
-    rec.scheduler_job = opt_.scheduler.job_id;
-    rec.scheduler_restarts = opt_.scheduler.restart_count;
+  if (auto batch = opt_.scheduler.batch_job()) {
+    rec.scheduler = batch->scheduler;
+    rec.scheduler_job = batch->id;
+    rec.scheduler_restarts = batch->restarts;
   }
   auto put = etcd_.put(launcher_key_, coord::launcher_to_json(rec), session_.lease());
   if (!put) return session_.note_failure(put.error());
@@ -205,7 +205,8 @@ Status Launcher::launch(const coord::IncarnationRecord& record) {
 
 coord::IncarnationRecord Launcher::catch_up(coord::JobIncarnation seen) {
   const auto& sched = opt_.scheduler;
-  if (sched.kind != spec::ResumeOwner::kSlurm || !sched.restart_count) return seen.record;
+  auto batch = sched.batch_job();
+  if (!batch) return seen.record;
   for (int tries = 0; tries < 3; ++tries) {
     // etcd holds the incarnation to launch; first_incarnation() takes the last one launched.
     int64_t at = seen.record.incarnation;
@@ -216,14 +217,14 @@ coord::IncarnationRecord Launcher::catch_up(coord::JobIncarnation seen) {
     to.incarnation = want;
     to.by = opt_.node;
     to.at_ns = wall_now_ns();
-    to.scheduler = "slurm";
-    to.scheduler_job = sched.job_id;
+    to.scheduler = batch->scheduler;
+    to.scheduler_job = batch->id;
     auto moved = coord::move_incarnation(etcd_, incarnation_key_, seen, to);
     if (moved && *moved) {
       say(
           fmt::format("{}: incarnation {} -> {}: Slurm job {} restarted (SLURM_RESTART_COUNT={}) "
                       "without it being recorded",
-                      incarnation_key_, at, want, sched.job_id, *sched.restart_count));
+                      incarnation_key_, at, want, batch->id, batch->restarts));
       return to;
     }
     auto again = moved ? read() : std::nullopt;  // another launcher moved it first: read theirs

@@ -159,58 +159,26 @@ std::optional<std::pair<std::string, int64_t>> Supervisor::last_checkpoint(
 
 runbook::AfterPreempt Supervisor::resume(const detect::Observation& obs,
                                          std::optional<int> own_exit) {
-  // 75 only when the watchdog stopped it; a job that died by itself keeps its own status.
-  if (!spec_.runbook.resume) return stop_for_scheduler(own_exit);
-  std::string path;
-  auto ckpt = last_checkpoint(obs, &path);
-  bool progress = ckpt && (!state_.checkpoint_step || ckpt->second > *state_.checkpoint_step);
-  state_.restarts_without_progress = progress ? 0 : state_.restarts_without_progress + 1;
-  if (ckpt) {
-    state_.checkpoint_id = ckpt->first;
-    state_.checkpoint_step = ckpt->second;
-  }
-  if (spec_.runbook.restart_budget == 0 ||
-      state_.restarts_without_progress >= spec_.runbook.restart_budget) {
-    std::string why =
-        fmt::format("gave up: {} incarnation(s) in a row without checkpoint progress (budget {})",
-                    state_.restarts_without_progress, spec_.runbook.restart_budget);
-    say(why);
+  runbook::Preempted p;
+  p.done = own_exit ? fmt::format("ended with status {}", *own_exit) : "preempted";
+  p.next.incarnation = state_.incarnation + 1;
+  p.next.incident = runbook_->id().value_or(0);
+  if (spec_.runbook.resume) {
+    std::string path;
+    auto ckpt = last_checkpoint(obs, &path);
+    bool progress = ckpt && (!state_.checkpoint_step || ckpt->second > *state_.checkpoint_step);
+    state_.restarts_without_progress = progress ? 0 : state_.restarts_without_progress + 1;
+    if (ckpt) {
+      state_.checkpoint_id = ckpt->first;
+      state_.checkpoint_step = ckpt->second;
+      p.next.from = runbook::ResumePoint{ckpt->first, ckpt->second, path};
+    }
+    p.restarts_without_progress = state_.restarts_without_progress;
+    // Saved before the owner acts: a Slurm requeue ends this process, and the rerun resumes from
+    // the checkpoint saved here.
     if (auto st = store_->save_state(state_); !st) say(st.error().message);
-    record_action(store::action_kind::kNote, false, why);
-    next_ = Next::kExit;
-    exit_code_ = spec::kExitGaveUp;
-    return {true, why};
   }
-  Resumption next{ckpt, path,
-                  ckpt ? fmt::format("{} (step {})", ckpt->first, ckpt->second)
-                       : "scratch (no committed checkpoint)"};
-  // A restart storm holds the next incarnation until the owner acks (history_host.cpp).
-  if (hold_for_storm(next)) return {false, "", true};  // held until acked
-  return start_next(next);
-}
-
-runbook::AfterPreempt Supervisor::start_next(const Resumption& next) {
-  if (spec_.runbook.resume_owner != spec::ResumeOwner::kStepwatch)
-    return resume_by_scheduler(next.from);
-  const auto& ckpt = next.checkpoint;
-  const std::string& path = next.path;
-  const std::string& from = next.from;
-  ++state_.incarnation;
-  ++state_.restarts;
-  auto st = launch(ckpt, path);
-  std::string resolution =
-      fmt::format("resumed from {} as incarnation {}", from, state_.incarnation);
-  record_action(store::action_kind::kResume, st.ok(), st.ok() ? resolution : st.error().message);
-  runbook_->set_run(state_.incarnation, 0);
-  if (!st) {
-    say(st.error().message);
-    next_ = Next::kExit;
-    exit_code_ = kExitLaunchFailed;
-    return {true, "resume failed: " + st.error().message};
-  }
-  say(resolution);
-  next_ = Next::kRelaunched;
-  return {true, resolution};
+  return resume_->after_preempt(p, SystemClock::instance().now());
 }
 
 }  // namespace stepwatch::supervise

@@ -73,6 +73,10 @@ Status Supervisor::setup() {
   runbook_.emplace(runbook::IncidentScope{opt_.job, state_.incarnation, 0},
                    runbook::IncidentPolicy::from_spec(spec_), *ledger_,
                    static_cast<runbook::IncidentHost&>(*this), *deliveries_);
+  history_.emplace(*store_);
+  owner_ = opt_.resume_owner ? opt_.resume_owner(spec_) : runbook::make_resume_owner(spec_);
+  resume_.emplace(runbook::ResumePolicy::from_spec(opt_.job, spec_), *owner_,
+                  static_cast<runbook::ResumeHost&>(*this));
   if (state_.interval_median_ns && state_.interval_p90_ns) {
     saved_learned_ = detect::Learned{*state_.interval_median_ns, *state_.interval_p90_ns,
                                      static_cast<int>(state_.interval_samples)};
@@ -103,7 +107,7 @@ Status Supervisor::setup() {
   if (!w) return w.error();
   trace_.emplace(std::move(*w));
   say(fmt::format("job {} incarnation {}{}: trace {}", opt_.job, state_.incarnation,
-                  opt_.scheduler.kind == spec::ResumeOwner::kStepwatch
+                  !opt_.scheduler.present()
                       ? ""
                       : fmt::format(" ({}, restarts owned by {})", opt_.scheduler.describe(),
                                     spec::resume_owner_name(spec_.runbook.resume_owner)),
@@ -367,8 +371,8 @@ int Supervisor::run() {
   }
   // A scheduler's restart resumes from the checkpoint the previous incarnation recorded.
   std::optional<std::pair<std::string, int64_t>> resume_from;
-  if (spec_.runbook.resume_owner != spec::ResumeOwner::kStepwatch && state_.incarnation > 0 &&
-      !state_.checkpoint_id.empty() && state_.checkpoint_step) {
+  if (owner_->starts_new_process() && state_.incarnation > 0 && !state_.checkpoint_id.empty() &&
+      state_.checkpoint_step) {
     resume_from = std::make_pair(state_.checkpoint_id, *state_.checkpoint_step);
   }
   if (auto st = launch(resume_from, ""); !st) {
@@ -379,9 +383,11 @@ int Supervisor::run() {
     if (int sig = wait_signal(poll_interval()); sig == SIGINT || sig == SIGTERM)
       return shutdown(sig);
     Stamp now = SystemClock::instance().now();
-    if (held_) {  // a restart storm: nothing runs until the owner acks
+    if (resume_->holding()) {  // a restart storm: nothing runs until the owner acks
       deliveries_->reap(now);
-      if (release_hold(now) == Next::kExit) return exit_code_;
+      next_ = Next::kContinue;
+      resume_->poll(now);
+      if (next_ == Next::kExit) return exit_code_;
       continue;
     }
     if (!exit_status_) exit_status_ = child_->poll_exit();

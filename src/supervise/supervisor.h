@@ -3,6 +3,7 @@
 // committed checkpoint — with restart hygiene before every launch. docs/run.md.
 #pragma once
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -15,6 +16,9 @@
 #include "src/runbook/artifact.h"
 #include "src/runbook/incident.h"
 #include "src/runbook/ledger.h"
+#include "src/runbook/node_fault_history.h"
+#include "src/runbook/resume.h"
+#include "src/runbook/resume_owner.h"
 #include "src/runbook/scheduler.h"
 #include "src/spec/spec.h"
 #include "src/store/store.h"
@@ -50,12 +54,14 @@ struct RunOptions {
   int64_t poll_ns = 0;  // 0: from the spec, else derived from the expected interval
   // Where it runs (Slurm, Kubernetes, none): the incarnation and who resumes the job.
   runbook::SchedulerContext scheduler;
+  // Who starts the next incarnation; null: the spec's runbook.resume_owner (a test seam).
+  std::function<std::unique_ptr<runbook::ResumeOwner>(const spec::JobSpec&)> resume_owner;
 };
 
 // The supervisor is the runbook's host for its one job (runbook/incident.h): it collects an
 // artifact with the job's log, preempts its process tree, and resumes from the last committed
 // checkpoint.
-class Supervisor final : private runbook::IncidentHost {
+class Supervisor final : private runbook::IncidentHost, private runbook::ResumeHost {
  public:
   Supervisor(RunOptions options, spec::JobSpec spec);
   ~Supervisor() override;
@@ -93,34 +99,31 @@ class Supervisor final : private runbook::IncidentHost {
   runbook::AfterPreempt after_preempt(const runbook::ActReport& report) override;
   std::string collect(const detect::Verdict& v, int64_t incident_id, bool* ok);
   runbook::PreemptReport preempt(const runbook::PreemptTargets& targets);
-  // After a preempt: relaunch from the last committed checkpoint, or stop (next_, exit_code_).
+  // After a preempt: the after-preempt sequence (runbook/resume.h) over the last committed
+  // checkpoint; what it ends in is next_ and exit_code_.
   runbook::AfterPreempt resume(const detect::Observation& obs, std::optional<int> own_exit);
-  // What the next incarnation starts from.
-  struct Resumption {
-    std::optional<std::pair<std::string, int64_t>> checkpoint;
-    std::string path;  // the checkpoint's directory, when the catalog knows it
-    std::string from;  // "step_20 (step 20)", for messages
-  };
-  // Starts it: relaunches, or hands it to the scheduler that owns restarts.
-  runbook::AfterPreempt start_next(const Resumption& next);
-  // A restart storm: pages (warning) and holds `next` until an ack (history_host.cpp). The
-  // incident stays open meanwhile; release_hold() starts it once acked.
-  bool hold_for_storm(const Resumption& next);
-  Next release_hold(Stamp now);
-  // resume_owner slurm / kubernetes: the scheduler starts the next incarnation
-  // (scheduler_host.cpp).
-  runbook::AfterPreempt resume_by_scheduler(const std::string& from);
-  runbook::AfterPreempt stop_for_scheduler(std::optional<int> own_exit);
-  // Under Slurm: has the job been requeued since this incarnation started? Then this run is a
-  // leftover of an earlier incarnation and stands down (no incident, no page, no requeue): says
-  // so, and sets stood_down_.
+  // The sequence's host (resume_host.cpp): the store's history, the storm page, and the plan of
+  // the resume owner applied (relaunch the child, or exit for the scheduler).
+  runbook::HistoryLedger& history() override;
+  void note(bool ok, const std::string& line) override;
+  std::string ack_hint() const override;
+  Result<runbook::BatchJob> batch_job() override;
+  void hold(const runbook::NextIncarnation& next, const std::string& why, Stamp now) override;
+  Result<std::optional<bool>> acked_since(int64_t incident, int64_t since_wall_ns) override;
+  runbook::AfterPreempt apply(const runbook::ResumePlan& plan, const runbook::NextIncarnation& next,
+                              const std::string& done, Stamp now) override;
+  void close(int64_t incident, Stamp now, const std::string& resolution) override;
+  // Relaunches the command as `next` (resume owner "stepwatch").
+  runbook::AfterPreempt relaunch(const runbook::NextIncarnation& next);
+  // Has the scheduler restarted the job since this incarnation started (Slurm: requeued)? Then
+  // this run is a leftover of an earlier incarnation and stands down (no incident, no page, no
+  // requeue): says so, and sets stood_down_.
   bool superseded();
   // The node-fault history (history_host.cpp).
   std::string node_name() const;
   void history_started(int64_t started_ns);
   void history_ended(std::string_view reason, const detect::Verdict* v);
   void add_node_fault(runbook::PageMessage& m);
-  void drain_suspects();  // [node_fault] drain under Slurm
   bool may_open(const detect::Verdict& v, Stamp now) override;
   std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs,
                                                                  std::string* path);
@@ -140,6 +143,9 @@ class Supervisor final : private runbook::IncidentHost {
   std::optional<runbook::StoreLedger> ledger_;
   std::optional<runbook::PageDeliveries> deliveries_;
   std::optional<runbook::Incident> runbook_;
+  std::optional<runbook::StoreHistory> history_;
+  std::unique_ptr<runbook::ResumeOwner> owner_;  // runbook.resume_owner
+  std::optional<runbook::Resume> resume_;
   // This turn's observation and report, for the runbook's host calls; null between turns.
   const detect::Observation* turn_obs_ = nullptr;
   const watch::PollReport* turn_report_ = nullptr;
@@ -153,15 +159,7 @@ class Supervisor final : private runbook::IncidentHost {
   std::optional<int> exit_status_;      // of the current incarnation, once it exited
   std::vector<std::string> leftovers_;  // what hygiene found before this incarnation's launch
   detect::Verdict acted_on_;            // the verdict of the preempt under way (the history's)
-  bool stood_down_ = false;
-  struct Hold {
-    Resumption next;
-    int64_t incident = 0;
-    int64_t since_wall_ns = 0;  // an ack after this releases it
-  };
-  std::optional<Hold> held_;       // a restart storm holds the next incarnation
-  std::set<std::string> drained_;  // Slurm nodes this run drained             // a later
-                                   // incarnation owns the job: exit after this turn
+  bool stood_down_ = false;             // a later incarnation owns the job: exit after this turn
 };
 
 }  // namespace stepwatch::supervise
