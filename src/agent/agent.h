@@ -38,8 +38,6 @@
 
 namespace stepwatch::coord {
 struct IncarnationRecord;
-struct JobIncarnation;
-struct LauncherRecord;
 }  // namespace stepwatch::coord
 
 namespace stepwatch::agent {
@@ -130,24 +128,11 @@ class Agent : public serve::JobSource {
   void end_history_as_seen(Tracked& t, std::string_view otherwise, Stamp now);
   // Recomputes node_faults() when the history changed, or a minute has passed (windows slide).
   void refresh_node_faults(Stamp now);
-  // The leader's next incarnation, unless a restart storm holds it (then: paged, the incarnation
-  // key marked held for the launchers, and true). Drains suspect Slurm nodes first when the
-  // spec opts in.
-  bool hold_for_storm(Tracked& t, const coord::JobIncarnation& from,
-                      const coord::IncarnationRecord& next, const std::string& done);
-  // A held job whose incident was acked since the hold began: its next incarnation starts and
-  // the incident closes. Each poll of a job this node leads.
-  void release_storm_hold(Tracked& t, Stamp now);
   // A new leader: a hold a previous leader marked in the incarnation key stands (until the ack),
   // and the job's incident is neither stepped nor closed as recovered meanwhile.
   void take_up_storm_hold(Tracked& t);
   void take_up_storm_hold(Tracked& t, const coord::IncarnationRecord& held,
                           const std::string& done);
-  // [node_fault] drain under Slurm: the job's suspect hosts are drained (once each), each line
-  // logged and recorded with the job's incident.
-  void drain_suspect_nodes(Tracked& t);
-  // One action of the job's incident in etcd (the leader's notes: a hold, a drain).
-  void note_job_action(Tracked& t, bool ok, const std::string& line);
 
   // After each poll of run(): counts the polls in a row that failed as a whole.
   void note_poll_outcome(bool ok);
@@ -173,34 +158,11 @@ class Agent : public serve::JobSource {
   void gather_reports(Tracked& t, Stamp now);
   // The leader's act: the order every node carries out; the future is its nodes' reports.
   std::future<runbook::ActReport> order_preempt(Tracked& t, int64_t incident);
-  // After every node's report: the next incarnation (a `stepwatch run --coord` relaunches it)
-  // or the close.
+  // After every node's report: the after-preempt sequence (runbook/resume.h), with this node
+  // as its host (LeaderResume): the next incarnation in etcd, or the close.
   runbook::AfterPreempt after_job_preempt(Tracked& t, const runbook::ActReport& report);
-  // The job's next incarnation after `incident`: N+1 from the newest checkpoint every rank
-  // committed (none when a rank has none).
-  coord::IncarnationRecord next_incarnation(const Tracked& t, int64_t incident) const;
-  // Moves the job's incarnation key from `from` to `to` (fenced CAS); false, said in the log,
-  // when the counter moved meanwhile, the fence failed or etcd did not answer.
-  bool advance_incarnation(Tracked& t, const coord::JobIncarnation& from,
-                           const coord::IncarnationRecord& to);
-  // The next incarnation `to` from `from`, by its owner: the launchers (the incarnation key
-  // moves) or Slurm (requeue_by_slurm).
-  runbook::AfterPreempt resume_job(Tracked& t, const std::string& done,
-                                   const std::vector<coord::LauncherRecord>& launchers,
-                                   const coord::JobIncarnation& from, coord::IncarnationRecord to);
-  // runbook.resume_owner = "slurm" (agent_slurm.cpp): the batch job the launchers run in is
-  // requeued, fenced by their restart count, and the requeue recorded as incarnation `to`;
-  // resume = false cancels it.
-  runbook::AfterPreempt requeue_by_slurm(Tracked& t, const std::string& done,
-                                         const std::vector<coord::LauncherRecord>& launchers,
-                                         const coord::JobIncarnation& from,
-                                         coord::IncarnationRecord to);
-  runbook::AfterPreempt cancel_by_slurm(Tracked& t, const std::string& done);
-  // The scheduler restarts the job on its exit status ([slurm] requeue = "exit", Kubernetes):
-  // the incarnation key moves to `to`, which carries the code every launcher exits with.
-  runbook::AfterPreempt resume_by_exit(Tracked& t, const std::string& done,
-                                       const coord::JobIncarnation& from,
-                                       coord::IncarnationRecord to);
+  // Makes the job's after-preempt sequence beside its runbook.
+  void start_job_resume(Tracked& t);
   // The leader's roster of the job's nodes: written when it changes, read when it takes over.
   void keep_roster(Tracked& t, const detect::Observation& merged, bool took_over, Stamp now);
   // The leader writes its view of the whole job (on a change of verdict, and every publish

@@ -153,14 +153,15 @@ void Agent::step_runbook(Tracked& t, const detect::Verdict& v, Stamp now) {
       t.job_runbook = std::make_unique<runbook::Incident>(
           runbook::IncidentScope{t.job, 0, 0}, runbook::IncidentPolicy::from_spec(t.spec),
           *t.job_ledger, *t.job_host, *t.job_deliveries);
+      start_job_resume(t);
       take_up_storm_hold(t);  // one a previous leader marked stands
     }
     // The incarnation alone tells runs apart: wall clocks of other hosts are not compared.
     t.job_runbook->set_run(t.incarnation, 0);
-    if (t.storm_hold) {
+    if (t.job_resume->holding()) {
       // Held after a restart storm: the preempted ranks' verdict neither recovers nor ends the
       // incident; only the ack (or a next incarnation started by someone else) does.
-      release_storm_hold(t, now);
+      t.job_resume->poll(now);
     } else {
       t.job_runbook->step(v, now);
     }
@@ -175,9 +176,12 @@ void Agent::step_runbook(Tracked& t, const detect::Verdict& v, Stamp now) {
       log_info("agent: job {}: this node no longer leads it ({} does): its incident is theirs",
                t.job, t.coord && !t.coord->leader().empty() ? t.coord->leader() : "unknown");
     }
+    // A hold is marked in the incarnation key: the next leader takes it up.
+    t.job_resume.reset();
+    t.job_resume_host.reset();
+    t.job_owner.reset();
     t.job_runbook.reset();
     t.job_act.reset();
-    t.storm_hold.reset();  // marked in the incarnation key: the next leader takes it up
   }
   if (t.job_deliveries) t.job_deliveries->reap(now);
 }
@@ -351,92 +355,59 @@ std::future<runbook::ActReport> Agent::order_preempt(Tracked& t, int64_t inciden
   return f;
 }
 
+void Agent::start_job_resume(Tracked& t) {
+  coord::JobCoord* jc = t.coord.get();
+  Tracked* job = &t;
+  LeaderResumeDeps d{t.job,
+                     node_name(),
+                     *t.orders,
+                     *t.job_ledger,
+                     history_reader(),
+                     *t.job_deliveries,
+                     t.spec.runbook.pagers,
+                     [jc] { return jc->fence(); },
+                     [job] { return job->incarnation; },
+                     [job] { return job->job_host->page(job->acted_on); },
+                     [job] { return job->job_runbook.get(); },
+                     [this](const std::string& line) { note_problem(line); }};
+  t.job_owner = runbook::make_resume_owner(t.spec);
+  t.job_resume_host = std::make_unique<LeaderResume>(std::move(d));
+  t.job_resume = std::make_unique<runbook::Resume>(runbook::ResumePolicy::from_spec(t.job, t.spec),
+                                                   *t.job_owner, *t.job_resume_host);
+}
+
 runbook::AfterPreempt Agent::after_job_preempt(Tracked& t, const runbook::ActReport& report) {
   if (!report.preempt.ok) return {false, ""};  // survivors: paged again, kept open
   std::set<std::string> nodes;
   for (const auto& r : t.state.observation.ranks) nodes.insert(r.host);
-  std::string done =
-      fmt::format("preempted on {} node(s) ({})", nodes.size(), fmt::join(nodes, ", "));
+  runbook::Preempted p;
+  p.done = fmt::format("preempted on {} node(s) ({})", nodes.size(), fmt::join(nodes, ", "));
   // The incarnation ended here, with the verdict it was preempted on (the job's history).
   end_history(t, "preempted", &t.acted_on, t.now);
-  const bool slurm = t.spec.runbook.resume_owner == spec::ResumeOwner::kSlurm;
-  if (!t.spec.runbook.resume) {
-    if (slurm) return cancel_by_slurm(t, done);
-    return {true, done + "; runbook.resume = false: left to its owner"};
-  }
+  // Acks are stamped by the API threads' wall clock: a hold's start must compare with them.
+  const Stamp now{wall_now_ns(), t.now.mono_ns};
+  p.next = t.job_resume_host->next(t.job_runbook && t.job_runbook->id() ? *t.job_runbook->id() : 0,
+                                   committed_by_every_rank(t.state.observation));
+  if (!t.spec.runbook.resume) return t.job_resume->after_preempt(p, now);
   // First: the incarnation key also records a requeue, and a next leader that finds it moved
   // does not act (by then Slurm may have ended the launchers too).
   auto from = t.orders->incarnation();
-  if (!from) return {true, done + "; not relaunched: " + from.error().message};
+  if (!from) return {true, p.done + "; not relaunched: " + from.error().message};
   if (from->record.incarnation != t.incarnation) {
-    return {true,
-            fmt::format("{}; incarnation {} was started already", done, from->record.incarnation)};
+    return {true, fmt::format("{}; incarnation {} was started already", p.done,
+                              from->record.incarnation)};
   }
   auto launchers = t.orders->launchers();
-  if (!launchers) return {true, done + "; not relaunched: " + launchers.error().message};
+  if (!launchers) return {true, p.done + "; not relaunched: " + launchers.error().message};
   if (launchers->empty()) {
-    return {true, done + "; no `stepwatch run --coord` runs for the job: nothing relaunches it"};
+    return {true, p.done + "; no `stepwatch run --coord` runs for the job: nothing relaunches it"};
   }
-  coord::IncarnationRecord to =
-      next_incarnation(t, t.job_runbook && t.job_runbook->id() ? *t.job_runbook->id() : 0);
-  if (hold_for_storm(t, *from, to, done)) return {false, "", true};  // held until acked
-  return resume_job(t, done, *launchers, *from, std::move(to));
-}
-
-coord::IncarnationRecord Agent::next_incarnation(const Tracked& t, int64_t incident) const {
-  // Resume from the newest checkpoint every rank committed.
-  std::optional<contract::CheckpointMark> common;
-  bool all = !t.state.observation.ranks.empty();
-  for (const auto& r : t.state.observation.ranks) {
-    if (!r.checkpoint) {
-      all = false;
-      break;
-    }
-    if (!common || r.checkpoint->step < common->step) common = r.checkpoint;
+  if (p.next.incident > 0 && from->record.hold_incident == p.next.incident) {
+    // A previous leader held it: the hold stands (paged already), as of when it was marked.
+    take_up_storm_hold(t, from->record, p.done);
+    return {false, "", true};
   }
-  coord::IncarnationRecord to;
-  to.incarnation = t.incarnation + 1;
-  if (all && common) {
-    to.resume_from = common->id;
-    to.resume_step = common->step;
-  }
-  to.incident = incident;
-  to.by = node_name();
-  to.at_ns = wall_now_ns();
-  return to;
-}
-
-bool Agent::advance_incarnation(Tracked& t, const coord::JobIncarnation& from,
-                                const coord::IncarnationRecord& to) {
-  auto moved = t.orders->advance(from, to, t.coord->fence());
-  if (moved && *moved) return true;
-  log_warn("agent: job {}: moving it to incarnation {} failed ({}): the incident stays open", t.job,
-           to.incarnation, moved ? "the counter moved or the fence failed" : moved.error().message);
-  return false;
-}
-
-runbook::AfterPreempt Agent::resume_job(Tracked& t, const std::string& done,
-                                        const std::vector<coord::LauncherRecord>& launchers,
-                                        const coord::JobIncarnation& from,
-                                        coord::IncarnationRecord to) {
-  to.hold_incident = 0;
-  to.hold.clear();
-  if (t.spec.runbook.resume_owner == spec::ResumeOwner::kSlurm) {
-    if (t.spec.node_fault.drain) drain_suspect_nodes(t);  // first: Slurm places the rerun elsewhere
-    return requeue_by_slurm(t, done, launchers, from, std::move(to));
-  }
-  if (t.spec.runbook.resume_owner == spec::ResumeOwner::kKubernetes) {
-    to.scheduler = "kubernetes";
-    to.exit_code = t.spec.kubernetes.requeue_exit_code;
-    return resume_by_exit(t, done, from, std::move(to));
-  }
-  if (!advance_incarnation(t, from, to)) return {false, ""};
-  log_info(
-      "agent: job {}: incarnation {} -> {}{}: its `stepwatch run --coord` launchers relaunch it",
-      t.job, t.incarnation, to.incarnation,
-      to.resume_from.empty() ? "" : " from " + to.resume_from);
-  return {true, fmt::format("{}; relaunched as incarnation {}{}", done, to.incarnation,
-                            to.resume_from.empty() ? "" : " from " + to.resume_from)};
+  return t.job_resume->after_preempt(p, now);
 }
 
 void Agent::share_view(Tracked& t, Stamp now) {
@@ -478,7 +449,7 @@ void Agent::share_view(Tracked& t, Stamp now) {
 
 bool Agent::preempting(const Tracked& t) const {
   return t.order_act.has_value() || (t.job_runbook && t.job_runbook->acting()) ||
-         t.storm_hold.has_value();
+         (t.job_resume && t.job_resume->holding());
 }
 
 void Agent::coord_retire(Tracked& t, Stamp now, const char* why) {

@@ -13,7 +13,6 @@
 #include "src/agent/tracked.h"
 #include "src/common/log.h"
 #include "src/runbook/node_fault_history.h"
-#include "src/runbook/slurm.h"
 
 namespace stepwatch::agent {
 
@@ -225,54 +224,9 @@ void Agent::refresh_node_faults(Stamp now) {
   node_faults_ = std::move(snap);
 }
 
-bool Agent::hold_for_storm(Tracked& t, const coord::JobIncarnation& from,
-                           const coord::IncarnationRecord& next, const std::string& done) {
-  if (next.incident <= 0) return false;  // an incident not recorded in etcd cannot be acked
-  if (from.record.hold_incident == next.incident) {
-    // A previous leader held it: the hold stands (paged already), as of when it was marked.
-    take_up_storm_hold(t, from.record, done);
-    return true;
-  }
-  int64_t now = wall_now_ns();
-  auto report = runbook::read_node_fault(history_reader(), t.job, t.spec.node_fault, now);
-  if (!report) {
-    note_history_error(report.error());
-    return false;  // the history cannot say: resume as if no storm
-  }
-  if (!report->storm) return false;
-  std::string why = fmt::format(
-      "restart storm: {}; automatic resume held until acked (stepwatch ack {}, on any node of "
-      "the job), then incarnation {}{}",
-      report->storm->evidence, t.job, next.incarnation,
-      next.resume_from.empty() ? "" : " from " + next.resume_from);
-  // Marked in the incarnation key (fenced, the number unchanged): the launchers wait for the
-  // ack without their resume_wait limit, and a next leader takes the hold up.
-  coord::IncarnationRecord held = from.record;
-  held.hold_incident = next.incident;
-  held.hold = why;
-  held.hold_resume_from = next.resume_from;
-  held.hold_resume_step = next.resume_step;
-  held.by = node_name();
-  held.at_ns = now;
-  auto marked = t.orders->advance(from, held, t.coord->fence());
-  if (!marked || !*marked) {
-    log_warn(
-        "agent: job {}: the restart-storm hold was not marked in etcd ({}): the launchers wait "
-        "only their resume_wait for it",
-        t.job, marked ? "the counter moved or the fence failed" : marked.error().message);
-  }
-  log_warn("agent: job {}: {}", t.job, why);
-  note_job_action(t, true, why);
-  runbook::send_storm_page(*t.job_deliveries, t.spec.runbook.pagers, t.job_host->page(t.acted_on),
-                           t.job, next.incident, t.incarnation, why, now);
-  t.storm_hold = Tracked::StormHold{next, next.incident, now, done};
-  return true;
-}
-
 void Agent::take_up_storm_hold(Tracked& t) {
-  auto at = t.orders->incarnation();
-  if (!at || at->record.hold_incident == 0 || at->record.incarnation != t.incarnation) return;
-  take_up_storm_hold(t, at->record, "preempted under a previous leader");
+  if (auto held = t.job_resume_host->marked_hold())
+    take_up_storm_hold(t, *held, "preempted under a previous leader");
 }
 
 void Agent::take_up_storm_hold(Tracked& t, const coord::IncarnationRecord& held,
@@ -280,93 +234,11 @@ void Agent::take_up_storm_hold(Tracked& t, const coord::IncarnationRecord& held,
   log_info("agent: job {}: incident {}: taking up the restart-storm hold {} marked: {}", t.job,
            held.hold_incident, held.by.empty() ? "a previous leader" : held.by, held.hold);
   // The checkpoint it decided on: this leader may no longer see every rank's.
-  coord::IncarnationRecord next = next_incarnation(t, held.hold_incident);
-  next.resume_from = held.hold_resume_from;
-  next.resume_step = held.hold_resume_step;
-  t.storm_hold = Tracked::StormHold{std::move(next), held.hold_incident, held.at_ns, done};
-}
-
-void Agent::release_storm_hold(Tracked& t, Stamp now) {
-  if (!t.storm_hold || !t.job_ledger) return;
-  Tracked::StormHold& h = *t.storm_hold;
-  auto acked = t.job_ledger->acked_since(h.incident, h.since_wall_ns);  // one read a poll
-  if (!acked) {
-    note_problem(fmt::format("job {}: its incident in etcd: {}", t.job, acked.error().message));
-    return;
-  }
-  if (!*acked) {  // no longer open: closed meanwhile (the job ended)
-    t.storm_hold.reset();
-    return;
-  }
-  // A leader that took the hold up has not stepped (nor adopted) the incident: it closes in etcd.
-  auto close = [&t, now, this, id = h.incident](const std::string& resolution) {
-    if (t.job_runbook->is_open()) {
-      t.job_runbook->close(now, resolution);
-    } else if (auto st = t.job_ledger->close(id, now.wall_ns, resolution); !st) {
-      note_problem(fmt::format("job {}: its incident in etcd: {}", t.job, st.error().message));
-    }
-  };
-  if (t.incarnation >= h.next.incarnation) {  // someone started it meanwhile: nothing to hold
-    std::string why =
-        fmt::format("incarnation {} started while the restart storm held it", t.incarnation);
-    log_info("agent: job {}: {}", t.job, why);
-    close(why);
-    t.storm_hold.reset();
-    return;
-  }
-  if (!**acked) return;
-  log_info("agent: job {}: restart storm: incident {} acked; starting incarnation {}", t.job,
-           h.incident, h.next.incarnation);
-  auto from = t.orders->incarnation();
-  auto launchers = t.orders->launchers();
-  if (!from || !launchers) {
-    note_problem(fmt::format("job {}: releasing its hold: {}", t.job,
-                             !from ? from.error().message : launchers.error().message));
-    return;  // tried again next poll
-  }
-  Tracked::StormHold hold = std::move(*t.storm_hold);
-  t.storm_hold.reset();
-  runbook::AfterPreempt after;
-  if (from->record.incarnation != hold.next.incarnation - 1) {
-    after = {true, fmt::format("{}; incarnation {} was started already", hold.done,
-                               from->record.incarnation)};
-  } else {
-    hold.next.at_ns = now.wall_ns;
-    after = resume_job(t, hold.done, *launchers, *from, hold.next);
-  }
-  if (!after.close) return;  // the incident stays open (paged again by its survivors' rule)
-  close(after.resolution.empty() ? "resumed after a restart storm"
-                                 : "acked restart storm; " + after.resolution);
-}
-
-void Agent::drain_suspect_nodes(Tracked& t) {
-  auto report = runbook::read_node_fault(history_reader(), t.job, t.spec.node_fault, wall_now_ns());
-  if (!report) {
-    note_history_error(report.error());
-    return;
-  }
-  for (const auto& d :
-       runbook::drain_suspects(runbook::SlurmControl(t.spec.slurm), *report, t.job, t.drained)) {
-    if (d.ok) {
-      log_warn("agent: job {}: {}", t.job, d.line);
-    } else {
-      log_error("agent: job {}: {}", t.job, d.line);
-    }
-    note_job_action(t, d.ok, d.line);
-  }
-}
-
-void Agent::note_job_action(Tracked& t, bool ok, const std::string& line) {
-  if (!t.job_ledger || !t.job_runbook || !t.job_runbook->id()) return;
-  store::Action a;
-  a.incident_id = *t.job_runbook->id();
-  a.job = t.job;
-  a.at_ns = wall_now_ns();
-  a.kind = std::string(store::action_kind::kNote);
-  a.ok = ok;
-  a.detail = line;
-  if (auto st = t.job_ledger->record_action(a); !st)
-    note_problem(fmt::format("job {}: its incident in etcd: {}", t.job, st.error().message));
+  std::optional<runbook::ResumePoint> from;
+  if (!held.hold_resume_from.empty())
+    from = runbook::ResumePoint{held.hold_resume_from, held.hold_resume_step.value_or(0), ""};
+  t.job_resume->take_up(t.job_resume_host->next(held.hold_incident, std::move(from)), held.at_ns,
+                        done);
 }
 
 std::shared_ptr<const serve::NodeFaultSnapshot> Agent::node_faults() const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "src/agent/agent.h"
+#include "src/agent/leader_resume.h"
 #include "src/coord/etcd_history.h"
 #include "src/coord/etcd_ledger.h"
 #include "src/coord/job_coord.h"
@@ -18,6 +19,8 @@
 #include "src/coord/session.h"
 #include "src/detect/detector.h"
 #include "src/runbook/incident.h"
+#include "src/runbook/resume.h"
+#include "src/runbook/resume_owner.h"
 #include "src/spec/spec.h"
 #include "src/watch/job_state.h"
 #include "src/watch/job_watch.h"
@@ -109,17 +112,11 @@ struct Agent::Tracked {
   std::unique_ptr<coord::JobOrders> orders;
   // The job's node-fault history in etcd, written while this node leads it (fenced).
   std::unique_ptr<coord::EtcdHistory> history;
-  // A restart storm holds the job's next incarnation until its incident is acked (the leader;
-  // agent_history.cpp): what it resumes to, the incident, since when (an earlier ack does not
-  // release it), and what the preempt did.
-  struct StormHold {
-    coord::IncarnationRecord next;
-    int64_t incident = 0;
-    int64_t since_wall_ns = 0;
-    std::string done;
-  };
-  std::optional<StormHold> storm_hold;
-  std::set<std::string> drained;  // Slurm nodes this job's leader drained ([node_fault] drain)
+  // What follows the job's preempt (the after-preempt sequence, with this node as its host
+  // while it leads the job): the resume owner, the host and the sequence, made with job_runbook.
+  std::unique_ptr<runbook::ResumeOwner> job_owner;
+  std::unique_ptr<LeaderResume> job_resume_host;
+  std::unique_ptr<runbook::Resume> job_resume;
   // Orders of the job's incidents: those this node reported on, and the one it carries out now.
   std::set<int64_t> orders_done;
   std::optional<coord::Order> order_running;

@@ -24,6 +24,7 @@
 #include "src/contract/beacon_writer.h"
 #include "src/coord/etcd_client.h"
 #include "src/coord/etcd_history.h"
+#include "tests/fakes/fake_slurm.h"
 #include "tests/support/etcd_server.h"
 #include "tests/support/page_receiver.h"
 
@@ -687,23 +688,9 @@ TEST_F(AgentCoordPreemptTest, AStormHoldSurvivesALeaderChange) {
 class AgentCoordSlurmTest : public AgentCoordPreemptTest {
  protected:
   void write_slurm_specs(const std::string& url, const std::string& runbook = "") {
-    std::string scancel = (base_ / "scancel").string();
-    std::ofstream(scancel) << fmt::format("#!/bin/sh\necho \"$1\" >> {}/cancels\n", base_.string());
-    fs::permissions(scancel, fs::perms::owner_all);
-    std::string fake = (base_ / "scontrol").string();
-    std::ofstream(fake) << fmt::format(
-        "#!/bin/sh\n"
-        "n=$(cat {0}/restarts)\n"
-        "if [ \"$1\" = show ]; then\n"
-        "  echo \"JobId=$4 JobName=train.sh UserId=root(0) JobState=RUNNING Requeue=1 "
-        "Restarts=$n BatchHost=a NodeList=a,b\"\n"
-        "elif [ \"$1\" = requeue ]; then\n"
-        "  echo $((n + 1)) > {0}/restarts; echo \"$2\" >> {0}/requeues\n"
-        "elif [ \"$1\" = update ]; then\n"
-        "  echo \"$2 $3\" >> {0}/drains\n"
-        "fi\n",
-        base_.string());
-    fs::permissions(fake, fs::perms::owner_all);
+    slurm_.emplace(base_ / "slurm");
+    const std::string fake = slurm_->scontrol();
+    const std::string scancel = slurm_->scancel();
     for (const char* n : {"a", "b"}) {
       std::ofstream((base_ / n / "specs" / "pretrain.toml").string()) << fmt::format(
           "owner = \"team-llm\"\nexpected_interval = \"100ms\"\ngrace_intervals = 2\n"
@@ -713,10 +700,10 @@ class AgentCoordSlurmTest : public AgentCoordPreemptTest {
           runbook, fake, scancel, url);
     }
   }
-  void set_restarts(int n) { std::ofstream((base_ / "restarts").string()) << n << "\n"; }
-  std::string requeues() const { return read("requeues"); }
-  std::string cancels() const { return read("cancels"); }
-  std::string read(const char* name) const { return read_path((base_ / name).string()); }
+  void set_restarts(int n) { slurm_->set_restarts(n); }
+  std::string requeues() const { return slurm_->requeues(); }
+  std::string cancels() const { return slurm_->cancels(); }
+  std::optional<test::FakeSlurm> slurm_;  // made by write_slurm_specs
   static std::string read_path(const std::string& path) {
     std::ifstream f(path);
     return std::string((std::istreambuf_iterator<char>(f)), {});
@@ -865,7 +852,7 @@ TEST_F(AgentCoordSlurmTest, TheLeaderDrainsASuspectNodeBeforeTheRequeue) {
   EXPECT_NE(resolution.find("requeued Slurm job 77 (Restarts 2 -> 3); next incarnation 3"),
             std::string::npos)
       << resolution;
-  std::string drains = read("drains");
+  std::string drains = slurm_->drains();
   EXPECT_NE(drains.find("NodeName=b State=DRAIN"), std::string::npos) << drains;
   EXPECT_EQ(drains.find("NodeName=a"), std::string::npos) << drains;
   // The drain is one of the incident's actions, kept with it in etcd once it closed.

@@ -1,0 +1,77 @@
+// The job leader as the host of the after-preempt sequence (runbook/resume.h) of a multi-node
+// job: the next incarnation moves in etcd. The incarnation key is moved N -> N+1 once (fenced
+// CAS), and every node's `stepwatch run --coord` relaunches from it, or exits with the code its
+// scheduler restarts on; a Slurm requeue is recorded there after the fact (docs/slurm.md,
+// "Multi-node jobs": requeue first, record second, so a leader lost in between leaves a requeue
+// that the restart-count fence refuses to repeat). A restart storm's hold is marked in the same
+// key, for the launchers (they wait without their resume_wait limit) and for a next leader,
+// which takes it up. It reaches the job only through what it is given here: no Agent, no etcd
+// client of its own.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/coord/etcd_ledger.h"
+#include "src/coord/incarnation.h"
+#include "src/coord/orders.h"
+#include "src/runbook/incident.h"
+#include "src/runbook/resume.h"
+
+namespace stepwatch::agent {
+
+// The newest checkpoint every rank of the job committed: where all of them can resume from
+// (none when a rank has none).
+std::optional<runbook::ResumePoint> committed_by_every_rank(const detect::Observation& obs);
+
+struct LeaderResumeDeps {
+  std::string job;
+  std::string node;                 // this node, the leader
+  coord::JobOrders& orders;         // the job's keys: incarnation, launchers
+  coord::EtcdLedger& ledger;        // the job's incident in etcd
+  runbook::HistoryLedger& history;  // the node-fault history (every job's, in etcd)
+  runbook::PageDeliveries& deliveries;
+  std::vector<spec::Pager> pagers;
+  std::function<int64_t()> fence;        // the leader's fence; 0: it no longer leads
+  std::function<int64_t()> incarnation;  // the incarnation running now
+  // The page for the verdict the job was preempted on (the storm page is made from it).
+  std::function<runbook::PageMessage()> page;
+  // The job's incident as this leader runs it (notes and closes go to the open one).
+  std::function<runbook::Incident*()> incident;
+  std::function<void(const std::string&)> problem;  // a read or write of etcd failed
+};
+
+class LeaderResume final : public runbook::ResumeHost {
+ public:
+  explicit LeaderResume(LeaderResumeDeps deps) : d_(std::move(deps)) {}
+
+  // The next incarnation after `incident` from `checkpoint` (the newest every rank committed).
+  runbook::NextIncarnation next(int64_t incident,
+                                std::optional<runbook::ResumePoint> checkpoint) const;
+  // The hold a previous leader marked in the incarnation key, if it holds the running one.
+  std::optional<coord::IncarnationRecord> marked_hold();
+
+  void log(LogLevel level, const std::string& line) override;
+  void note(bool ok, const std::string& line) override;
+  runbook::HistoryLedger& history() override { return d_.history; }
+  std::string ack_hint() const override;
+  Result<runbook::BatchJob> batch_job() override;
+  void hold(const runbook::NextIncarnation& next, const std::string& why, Stamp now) override;
+  Result<std::optional<bool>> acked_since(int64_t incident, int64_t since_wall_ns) override;
+  std::optional<std::string> started_meanwhile(const runbook::NextIncarnation& next) override;
+  runbook::AfterPreempt apply(const runbook::ResumePlan& plan, const runbook::NextIncarnation& next,
+                              const std::string& done, Stamp now) override;
+  void close(int64_t incident, Stamp now, const std::string& resolution) override;
+
+ private:
+  // Moves the incarnation key from `from` to `to` (fenced CAS); false, said in the log, when the
+  // counter moved meanwhile, the fence failed or etcd did not answer.
+  bool advance(const coord::JobIncarnation& from, const coord::IncarnationRecord& to);
+
+  LeaderResumeDeps d_;
+};
+
+}  // namespace stepwatch::agent
