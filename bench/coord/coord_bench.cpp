@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "src/common/log.h"
+#include "src/coord/etcd_client.h"
 #include "src/coord/job_coord.h"
 #include "src/coord/session.h"
 #include "src/coord/summary.h"

@@ -12,6 +12,7 @@
 
 #include "src/agent/agent.h"
 #include "src/agent/leader_resume.h"
+#include "src/coord/etcd_client.h"
 #include "src/coord/etcd_history.h"
 #include "src/coord/etcd_ledger.h"
 #include "src/coord/job_coord.h"

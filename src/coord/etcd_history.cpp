@@ -164,7 +164,7 @@ Result<store::HostImplication> implication_from_json(std::string_view text,
   return i;
 }
 
-EtcdHistory::EtcdHistory(EtcdClient& etcd, std::string prefix, std::string fence_key,
+EtcdHistory::EtcdHistory(Kv& etcd, std::string prefix, std::string fence_key,
                          std::function<int64_t()> fence)
     : etcd_(etcd),
       prefix_(std::move(prefix)),

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/coord/etcd_client.h"
+#include "src/coord/kv.h"
 #include "src/runbook/node_fault_history.h"
 
 namespace stepwatch::coord {
@@ -38,7 +38,7 @@ class EtcdHistory final : public runbook::HistoryLedger {
   // `prefix`: the cluster's (/stepwatch/v1). `fence_key` and `fence`: the leader's node key and
   // its create revision while this node leads (0: it does not, and every write is refused).
   // etcd must outlive it.
-  EtcdHistory(EtcdClient& etcd, std::string prefix, std::string fence_key,
+  EtcdHistory(Kv& etcd, std::string prefix, std::string fence_key,
               std::function<int64_t()> fence);
 
   Status record_incarnation(const store::IncarnationRecord& record) override;
@@ -50,7 +50,7 @@ class EtcdHistory final : public runbook::HistoryLedger {
  private:
   Result<Compare> fenced(std::string_view what) const;
 
-  EtcdClient& etcd_;
+  Kv& etcd_;
   std::string prefix_;
   std::string fence_key_;
   std::function<int64_t()> fence_;

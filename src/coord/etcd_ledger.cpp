@@ -83,7 +83,7 @@ std::string incident_key(std::string_view prefix, std::string_view job) {
   return fmt::format("{}/jobs/{}/incident", prefix, job);
 }
 
-EtcdLedger::EtcdLedger(EtcdClient& etcd, std::string job, LedgerKeys keys,
+EtcdLedger::EtcdLedger(Kv& etcd, std::string job, LedgerKeys keys,
                        std::function<int64_t()> fence)
     : etcd_(etcd), job_(std::move(job)), keys_(std::move(keys)), fence_(std::move(fence)) {}
 
@@ -298,7 +298,7 @@ Result<std::optional<bool>> EtcdLedger::acked_since(int64_t id, int64_t since_ns
   return std::optional<bool>{false};
 }
 
-Result<std::optional<store::Incident>> ack_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,
+Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& keys,
                                                    const std::string& job, int64_t at_ns,
                                                    const std::string& by, const std::string& note) {
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -336,7 +336,7 @@ Result<std::optional<store::Incident>> ack_in_etcd(EtcdClient& etcd, const Ledge
   return Error{Errc::kBusy, fmt::format("job {}: its incident kept changing under the ack", job)};
 }
 
-Result<std::vector<store::Incident>> incidents_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,
+Result<std::vector<store::Incident>> incidents_in_etcd(Kv& etcd, const LedgerKeys& keys,
                                                        const std::string& job, int limit) {
   std::vector<store::Incident> out;
   auto r = etcd.range(keys.incident);

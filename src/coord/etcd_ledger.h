@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/coord/etcd_client.h"
+#include "src/coord/kv.h"
 #include "src/runbook/ledger.h"
 
 namespace stepwatch::coord {
@@ -39,7 +39,7 @@ class EtcdLedger final : public runbook::IncidentLedger {
  public:
   // `fence`: the create revision of fence_key while this node leads (0: it does not, and every
   // write is refused). etcd must outlive it.
-  EtcdLedger(EtcdClient& etcd, std::string job, LedgerKeys keys, std::function<int64_t()> fence);
+  EtcdLedger(Kv& etcd, std::string job, LedgerKeys keys, std::function<int64_t()> fence);
 
   Result<std::optional<store::Incident>> open_for(const std::string& job) override;
   Result<store::IncidentRef> open(const store::NewIncident& incident) override;
@@ -66,7 +66,7 @@ class EtcdLedger final : public runbook::IncidentLedger {
   Status modify(int64_t id, const std::function<bool(store::Incident&, std::string& extra)>& change,
                 bool* applied = nullptr);
 
-  EtcdClient& etcd_;
+  Kv& etcd_;
   std::string job_;
   LedgerKeys keys_;
   std::function<int64_t()> fence_;
@@ -74,12 +74,12 @@ class EtcdLedger final : public runbook::IncidentLedger {
 
 // Acks the job's open incident in etcd from any node (the API, `stepwatch ack`): nullopt when
 // none is open. Fenced by MOD only.
-Result<std::optional<store::Incident>> ack_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,
+Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& keys,
                                                    const std::string& job, int64_t at_ns,
                                                    const std::string& by, const std::string& note);
 
 // The job's incidents in etcd (the open one first, then closed ones, newest first).
-Result<std::vector<store::Incident>> incidents_in_etcd(EtcdClient& etcd, const LedgerKeys& keys,
+Result<std::vector<store::Incident>> incidents_in_etcd(Kv& etcd, const LedgerKeys& keys,
                                                        const std::string& job, int limit);
 
 }  // namespace stepwatch::coord

@@ -193,7 +193,7 @@ Result<SchedulerRun> slurm_run_of(const std::vector<LauncherRecord>& launchers,
   return *run;
 }
 
-Result<JobIncarnation> read_incarnation(EtcdClient& etcd, const std::string& key) {
+Result<JobIncarnation> read_incarnation(Kv& etcd, const std::string& key) {
   auto got = etcd.range(key);
   if (!got) return got.error();
   JobIncarnation out;
@@ -205,7 +205,7 @@ Result<JobIncarnation> read_incarnation(EtcdClient& etcd, const std::string& key
   return out;
 }
 
-Result<bool> move_incarnation(EtcdClient& etcd, const std::string& key, const JobIncarnation& from,
+Result<bool> move_incarnation(Kv& etcd, const std::string& key, const JobIncarnation& from,
                               const IncarnationRecord& to, std::vector<Compare> also) {
   also.insert(also.begin(), from.mod_revision == 0 ? Compare::create_rev(key, 0)
                                                    : Compare::mod_rev(key, from.mod_revision));

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "src/common/result.h"
-#include "src/coord/etcd_client.h"
+#include "src/coord/kv.h"
 
 namespace stepwatch::coord {
 
@@ -87,10 +87,10 @@ struct JobIncarnation {
   int64_t mod_revision = 0;
 };
 // One range of the key. A value that does not parse is an error naming the key, never 0.
-Result<JobIncarnation> read_incarnation(EtcdClient& etcd, const std::string& key);
+Result<JobIncarnation> read_incarnation(Kv& etcd, const std::string& key);
 // Writes `to` only while the key is still as `from` read it (CAS on its mod revision, or on its
 // absence) and every compare in `also` holds (the leader's fence). false: someone moved it first.
-Result<bool> move_incarnation(EtcdClient& etcd, const std::string& key, const JobIncarnation& from,
+Result<bool> move_incarnation(Kv& etcd, const std::string& key, const JobIncarnation& from,
                               const IncarnationRecord& to, std::vector<Compare> also = {});
 
 // 1-63 characters from [A-Za-z0-9._-]: a node name as it appears in keys, verdicts and pages.

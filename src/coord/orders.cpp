@@ -27,7 +27,7 @@ Result<json> parse(const KeyValue& kv) {
 
 }  // namespace
 
-JobOrders::JobOrders(EtcdClient& etcd, std::string base, std::string node, std::string fence_key)
+JobOrders::JobOrders(Kv& etcd, std::string base, std::string node, std::string fence_key)
     : etcd_(etcd),
       base_(std::move(base)),
       node_(std::move(node)),

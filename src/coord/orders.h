@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "src/common/result.h"
-#include "src/coord/etcd_client.h"
+#include "src/coord/kv.h"
 #include "src/coord/incarnation.h"
 #include "src/detect/observation.h"
 #include "src/detect/verdict.h"
@@ -75,7 +75,7 @@ struct JobView {
 class JobOrders {
  public:
   // `base`: <prefix>/jobs/<job>/ ; `fence_key`: this node's key under nodes/.
-  JobOrders(EtcdClient& etcd, std::string base, std::string node, std::string fence_key);
+  JobOrders(Kv& etcd, std::string base, std::string node, std::string fence_key);
 
   // The leader: orders the incident's collect and preempt. created = false: already ordered
   // (a previous leader did): the order stands, unchanged.
@@ -108,7 +108,7 @@ class JobOrders {
   Result<std::optional<JobView>> view();
 
  private:
-  EtcdClient& etcd_;
+  Kv& etcd_;
   std::string base_;
   std::string node_;
   std::string fence_key_;

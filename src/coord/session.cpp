@@ -6,7 +6,7 @@
 
 namespace stepwatch::coord {
 
-NodeSession::NodeSession(EtcdClient& etcd, SessionOptions options)
+NodeSession::NodeSession(Kv& etcd, SessionOptions options)
     : etcd_(etcd), options_(std::move(options)) {}
 
 std::string NodeSession::job_key(const std::string& job, const std::string& rest) const {

@@ -16,7 +16,7 @@
 
 #include "src/common/clock.h"
 #include "src/common/result.h"
-#include "src/coord/etcd_client.h"
+#include "src/coord/kv.h"
 
 namespace stepwatch::coord {
 
@@ -35,7 +35,7 @@ struct SessionOptions {
 class NodeSession {
  public:
   // etcd must outlive it; one thread (the poll loop).
-  NodeSession(EtcdClient& etcd, SessionOptions options);
+  NodeSession(Kv& etcd, SessionOptions options);
 
   void tick(Stamp now);
 
@@ -60,14 +60,14 @@ class NodeSession {
   void note_failure(const Error& e);
 
   const SessionOptions& options() const { return options_; }
-  EtcdClient& etcd() { return etcd_; }
+  Kv& etcd() { return etcd_; }
   // <prefix>/jobs/<job>/...
   std::string job_key(const std::string& job, const std::string& rest = "") const;
 
  private:
   void grant(Stamp now);
 
-  EtcdClient& etcd_;
+  Kv& etcd_;
   SessionOptions options_;
   int64_t lease_ = 0;
   uint64_t generation_ = 0;

@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "src/coord/etcd_client.h"
 #include "tests/support/etcd_server.h"
 
 namespace stepwatch::coord {

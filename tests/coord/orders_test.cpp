@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "src/coord/etcd_client.h"
 #include "tests/support/etcd_server.h"
 
 namespace stepwatch::coord {

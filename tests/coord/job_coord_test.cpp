@@ -1,0 +1,155 @@
+// Leader election, failover and fencing of a multi-node job's coordination (NodeSession +
+// JobCoord), without etcd: three nodes over one in-memory store (tests/fakes/memory_kv.h, whose
+// semantics tests/coord/kv_test.cpp checks against a real etcd) and one clock moved by hand, so
+// a lease expires exactly when the test says.
+#include "src/coord/job_coord.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/coord/session.h"
+#include "tests/fakes/memory_kv.h"
+
+namespace stepwatch::coord {
+namespace {
+
+constexpr int64_t kTtl = 10 * kNsPerSec;
+
+struct Node {
+  Node(Kv& kv, const std::string& name)
+      : session(kv, SessionOptions{"/sw", name, kTtl}), job(session, "train", 5 * kNsPerSec) {}
+  // One poll of the agent's loop for this job: the lease first, then publish and read.
+  void poll(Stamp now, int rank) {
+    session.tick(now);
+    NodeSummary s;
+    s.node = session.options().node;
+    s.poll_seq = ++polls;
+    contract::RankSnapshot r;
+    r.job = "train";
+    r.rank = rank;
+    r.world_size = 3;
+    r.step = polls;
+    r.step_count = polls;
+    s.observation.ranks.push_back(r);
+    job.poll(s, polls, now);
+  }
+  NodeSession session;
+  JobCoord job;
+  uint64_t polls = 0;
+};
+
+class JobCoordTest : public ::testing::Test {
+ protected:
+  JobCoordTest() : kv_(clock_) {
+    for (const char* name : {"a", "b", "c"}) nodes_[name] = std::make_unique<Node>(kv_, name);
+  }
+  Node& node(const std::string& name) { return *nodes_.at(name); }
+  // Each named node polls once, in this order, then the clock moves on a second.
+  void round(const std::vector<std::string>& order) {
+    int rank = 0;
+    for (const auto& name : order) node(name).poll(clock_.now(), rank++);
+    clock_.advance(kNsPerSec);
+  }
+  // A write fenced as the leader's are (etcd_ledger.h): whether it committed.
+  bool fenced_write(const std::string& node_name, int64_t fence) {
+    Kv& kv = kv_;
+    auto t = kv.txn({Compare::create_rev("/sw/jobs/train/nodes/" + node_name, fence)},
+                    {TxnOp::put("/sw/jobs/train/incident", node_name)});
+    EXPECT_TRUE(t.ok()) << t.error().message;
+    return t.ok() && t->succeeded;
+  }
+
+  ManualClock clock_;
+  test::MemoryKv kv_;
+  std::map<std::string, std::unique_ptr<Node>> nodes_;
+};
+
+TEST_F(JobCoordTest, TheFirstNodeToPublishLeadsAndTheOthersFollowIt) {
+  round({"b", "a", "c"});
+  round({"a", "b", "c"});  // the order of later polls does not matter: candidacy does
+  EXPECT_TRUE(node("b").job.leads());
+  EXPECT_FALSE(node("a").job.leads());
+  EXPECT_FALSE(node("c").job.leads());
+  for (const char* n : {"a", "b", "c"}) EXPECT_EQ(node(n).job.leader(), "b") << n;
+  EXPECT_GT(node("b").job.fence(), 0);
+  EXPECT_EQ(node("a").job.fence(), 0);
+  // The leader reads every node's summary; the others none.
+  EXPECT_EQ(node("b").job.remote().size(), 2u);
+  EXPECT_TRUE(node("a").job.remote().empty());
+  EXPECT_TRUE(fenced_write("b", node("b").job.fence()));
+}
+
+TEST_F(JobCoordTest, AStoppedLeaderLosesTheJobToTheNextInLineOnceItsLeaseExpires) {
+  round({"a", "b", "c"});
+  const int64_t old_fence = node("a").job.fence();
+  ASSERT_TRUE(node("a").job.leads());
+  // a's poll loop stops (SIGSTOP, a wedged call): only b and c go on.
+  for (int s = 0; s < 9; ++s) round({"b", "c"});
+  EXPECT_EQ(node("b").job.leader(), "a") << "within the lease, a still leads";
+  EXPECT_FALSE(node("b").job.leads());
+  round({"b", "c"});
+  round({"b", "c"});
+  EXPECT_TRUE(node("b").job.leads());
+  EXPECT_EQ(node("c").job.leader(), "b");
+  EXPECT_NE(node("b").job.fence(), old_fence);
+  // b never read a's summary (a's key went with its lease): on its own it does not know a. The
+  // roster a previous leader wrote (the agent reads it on taking over) names a's ranks, held
+  // as lapsed, so they are rank-silent rather than missing.
+  auto lapsed = [&] {
+    for (const auto* r : node("b").job.remote()) {
+      if (r->summary.node == "a") return r->lapsed_mono_ns.has_value();
+    }
+    return false;
+  };
+  EXPECT_FALSE(lapsed());
+  node("b").job.remember({{"a", {0}}, {"b", {1}}, {"c", {2}}}, 3, 0, clock_.now());
+  EXPECT_TRUE(lapsed());
+  // Whatever a still believes, its fence no longer commits anything.
+  EXPECT_FALSE(fenced_write("a", old_fence));
+  EXPECT_TRUE(fenced_write("b", node("b").job.fence()));
+}
+
+TEST_F(JobCoordTest, ALeaderThatComesBackAfterItsLeaseExpiredGoesToTheBackOfTheLine) {
+  round({"a", "b", "c"});
+  for (int s = 0; s < 12; ++s) round({"b", "c"});
+  ASSERT_TRUE(node("b").job.leads());
+  const uint64_t generation = node("a").session.generation();
+  round({"a", "b", "c"});  // a resumes: its keepalive finds the lease gone
+  EXPECT_EQ(node("a").session.generation(), generation + 1);
+  EXPECT_FALSE(node("a").job.leads());
+  EXPECT_EQ(node("a").job.leader(), "b");
+  round({"a", "b", "c"});
+  EXPECT_TRUE(node("b").job.leads());
+  EXPECT_FALSE(node("a").job.leads());
+  // b stops too: c was before the returned a in the line.
+  for (int s = 0; s < 12; ++s) round({"a", "c"});
+  EXPECT_TRUE(node("c").job.leads());
+  EXPECT_EQ(node("a").job.leader(), "c");
+}
+
+TEST_F(JobCoordTest, WhileEtcdIsDownNobodyLeadsOrMayActAndLeadershipComesBackWithIt) {
+  round({"a", "b", "c"});
+  ASSERT_TRUE(node("a").job.leads());
+  EXPECT_TRUE(node("a").session.may_act(clock_.now()));
+  kv_.set_down(true);
+  for (int s = 0; s < 6; ++s) round({"a", "b", "c"});
+  for (const char* n : {"a", "b", "c"}) {
+    EXPECT_FALSE(node(n).session.connected()) << n;
+    EXPECT_FALSE(node(n).job.leads()) << n;
+    EXPECT_FALSE(node(n).session.may_act(clock_.now())) << n;
+    EXPECT_NE(node(n).session.last_error().find("no endpoint answered"), std::string::npos);
+  }
+  EXPECT_EQ(node("a").session.losses(), 1u);
+  kv_.set_down(false);  // back within the lease: the same leader, the same fence
+  round({"a", "b", "c"});
+  EXPECT_TRUE(node("a").session.connected());
+  EXPECT_TRUE(node("a").job.leads());
+  EXPECT_EQ(node("b").job.leader(), "a");
+}
+
+}  // namespace
+}  // namespace stepwatch::coord
