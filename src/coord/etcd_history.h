@@ -38,8 +38,7 @@ class EtcdHistory final : public runbook::HistoryLedger {
   // `prefix`: the cluster's (/stepwatch/v1). `fence_key` and `fence`: the leader's node key and
   // its create revision while this node leads (0: it does not, and every write is refused).
   // etcd must outlive it.
-  EtcdHistory(Kv& etcd, std::string prefix, std::string fence_key,
-              std::function<int64_t()> fence);
+  EtcdHistory(Kv& etcd, std::string prefix, std::string fence_key, std::function<int64_t()> fence);
 
   Status record_incarnation(const store::IncarnationRecord& record) override;
   Result<std::vector<store::IncarnationRecord>> incarnations(const std::string& job,

@@ -83,8 +83,7 @@ std::string incident_key(std::string_view prefix, std::string_view job) {
   return fmt::format("{}/jobs/{}/incident", prefix, job);
 }
 
-EtcdLedger::EtcdLedger(Kv& etcd, std::string job, LedgerKeys keys,
-                       std::function<int64_t()> fence)
+EtcdLedger::EtcdLedger(Kv& etcd, std::string job, LedgerKeys keys, std::function<int64_t()> fence)
     : etcd_(etcd), job_(std::move(job)), keys_(std::move(keys)), fence_(std::move(fence)) {}
 
 Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> id) {

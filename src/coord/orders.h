@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "src/common/result.h"
-#include "src/coord/kv.h"
 #include "src/coord/incarnation.h"
+#include "src/coord/kv.h"
 #include "src/detect/observation.h"
 #include "src/detect/verdict.h"
 #include "src/runbook/incident.h"
