@@ -152,17 +152,7 @@ TEST_F(EtcdClientTest, PutAndRangeRoundTripBinaryKeysAndValues) {
     EXPECT_EQ(r.count, 1);
     EXPECT_GE(r.revision, rev);
   }
-  const int64_t first = only(MUST(c.range(key("len1")))).create_revision;
-  const int64_t again = MUST(c.put(key("len1"), "b"));
-  const KeyValue kv = only(MUST(c.range(key("len1"))));
-  EXPECT_EQ(kv.create_revision, first);
-  EXPECT_EQ(kv.mod_revision, again);
-  EXPECT_EQ(kv.version, 2);
-  // Nothing there: proto3 leaves out "kvs" and "count"; the header still has the revision.
-  auto r = MUST(c.range(key("missing")));
-  EXPECT_TRUE(r.kvs.empty());
-  EXPECT_EQ(r.count, 0);
-  EXPECT_GE(r.revision, again);
+  // Revisions, versions and an empty range: tests/coord/kv_test.cpp, through this client.
 }
 
 // httplib sends headers and body in two writes; with Nagle on, each call waits ~40 ms for the
@@ -173,26 +163,6 @@ TEST_F(EtcdClientTest, CallsDoNotWaitForDelayedAcks) {
   const auto t0 = SteadyClock::now();
   for (int i = 0; i < 20; ++i) MUST(c.range(key("warm")));
   EXPECT_LT(seconds_since(t0), 0.6);
-}
-
-TEST_F(EtcdClientTest, RangePrefixLimitCountAndKeysOnly) {
-  auto c = client();
-  for (const char* k : {"p/a", "p/b", "p/c", "p0"}) MUST(c.put(key(k), std::string("v-") + k));
-  // "p0" is prefix_end("p/"): the first key past the range.
-  auto r = MUST(c.range(key("p/"), {.prefix = true}));
-  ASSERT_EQ(keys_of(r), (std::vector<std::string>{key("p/a"), key("p/b"), key("p/c")}));
-  EXPECT_EQ(r.kvs[1].value, "v-p/b");
-  EXPECT_EQ(r.count, 3);
-  r = MUST(c.range(key("p/"), {.prefix = true, .limit = 2}));
-  EXPECT_EQ(keys_of(r), (std::vector<std::string>{key("p/a"), key("p/b")}));
-  EXPECT_EQ(r.count, 3);  // every key in the range, past the limit
-  r = MUST(c.range(key("p/"), {.prefix = true, .keys_only = true}));
-  ASSERT_EQ(r.kvs.size(), 3u);
-  for (const auto& kv : r.kvs) EXPECT_EQ(kv.value, "") << kv.key;
-  EXPECT_GT(r.kvs[0].create_revision, 0);
-  // An empty prefix is every key.
-  r = MUST(c.range("", {.prefix = true, .limit = 1, .keys_only = true}));
-  EXPECT_GE(r.count, 4);
 }
 
 TEST_F(EtcdClientTest, RangeByCreateRevisionIsOldestFirst) {
@@ -253,90 +223,9 @@ TEST_F(EtcdClientTest, CreateOnceHasExactlyOneWinnerAmongThreeRacers) {
   }
 }
 
-TEST_F(EtcdClientTest, FencedWriteFailsOnceTheHolderKeyIsRecreated) {
-  auto c = client();
-  const int64_t rev = MUST(c.put(key("leader"), "A"));
-  auto fenced = [&](const std::string& v) {
-    return MUST(c.txn({Compare::create_rev(key("leader"), rev)}, {TxnOp::put(key("state"), v)}))
-        .succeeded;
-  };
-  EXPECT_TRUE(fenced("1"));
-  MUST(c.put(key("leader"), "A again"));  // a rewrite keeps the create revision
-  EXPECT_TRUE(fenced("2"));
-  MUST(c.del(key("leader")));
-  EXPECT_FALSE(fenced("3"));
-  MUST(c.put(key("leader"), "B"));  // recreated: a new create revision
-  EXPECT_FALSE(fenced("4"));
-  EXPECT_EQ(only(MUST(c.range(key("state")))).value, "2");
-}
-
-// Each row fails if "target", "result" or the compared field were not sent as etcd spells them:
-// a dropped field compares VERSION, EQUAL or 0, and the three numbers below all differ.
-TEST_F(EtcdClientTest, EveryCompareTargetAndResultIsSent) {
-  auto c = client();
-  for (int i = 0; i < 3; ++i) MUST(c.put(key("filler"), "x"));
-  const int64_t create = MUST(c.put(key("k"), "v1"));
-  MUST(c.put(key("k"), "v2"));
-  const int64_t mod = MUST(c.put(key("k"), "v3"));
-  const int64_t version = 3;
-  ASSERT_TRUE(create != version && mod != version && create != mod);
-  using T = Compare::Target;
-  using R = Compare::Result;
-  const std::string k = key("k");
-  struct Row {
-    Compare compare;
-    bool holds;
-  };
-  const std::vector<Row> rows = {
-      {Compare::create_rev(k, create), true},
-      {Compare::create_rev(k, 0), false},
-      {Compare::create_rev(k, mod), false},
-      {Compare::mod_rev(k, mod), true},
-      {Compare::mod_rev(k, create), false},
-      {Compare{k, T::kVersion, R::kEqual, version, {}}, true},
-      {Compare{k, T::kVersion, R::kEqual, version - 1, {}}, false},
-      {Compare{k, T::kCreate, R::kNotEqual, create, {}}, false},
-      {Compare{k, T::kCreate, R::kNotEqual, mod, {}}, true},
-      {Compare{k, T::kCreate, R::kLess, create + 1, {}}, true},
-      {Compare{k, T::kCreate, R::kLess, create, {}}, false},
-      {Compare{k, T::kMod, R::kGreater, mod - 1, {}}, true},
-      {Compare{k, T::kMod, R::kGreater, mod, {}}, false},
-      {Compare::value_is(k, "v3"), true},
-      {Compare::value_is(k, "v1"), false},
-      {Compare{k, T::kValue, R::kNotEqual, 0, "v1"}, true},
-      {Compare::value_is(key("absent"), ""), false},  // a value compare on no key fails
-      {Compare::create_rev(key("absent"), 0), true},
-  };
-  for (size_t i = 0; i < rows.size(); ++i) {
-    auto t = MUST(c.txn({rows[i].compare}, {}, {}));
-    EXPECT_EQ(t.succeeded, rows[i].holds) << "row " << i;
-    EXPECT_GE(t.revision, mod);
-  }
-}
-
-TEST_F(EtcdClientTest, EachBranchRunsItsOpsAndReturnsItsRanges) {
-  auto c = client();
-  MUST(c.put(key("b/x"), "1"));
-  MUST(c.put(key("b/y"), "2"));
-  auto t = MUST(c.txn({Compare::create_rev(key("b/x"), 0)}, {TxnOp::put(key("wrong"), "!")},
-                      {TxnOp::put(key("b/z"), "3"), TxnOp::get(key("b/"), true),
-                       TxnOp::del(key("b/y")), TxnOp::get(key("b/y"))}));
-  EXPECT_FALSE(t.succeeded);  // proto3 leaves out "succeeded"
-  ASSERT_EQ(t.ranges.size(), 2u);
-  ASSERT_EQ(keys_of(t.ranges[0]), (std::vector<std::string>{key("b/x"), key("b/y"), key("b/z")}));
-  EXPECT_EQ(t.ranges[0].count, 3);
-  EXPECT_EQ(t.ranges[0].kvs[2].value, "3");
-  EXPECT_TRUE(t.ranges[1].kvs.empty());
-  EXPECT_GT(t.ranges[1].revision, 0);
-  EXPECT_TRUE(MUST(c.range(key("wrong"))).kvs.empty());
-
-  t = MUST(c.txn({Compare::value_is(key("b/x"), "1")},
-                 {TxnOp::del(key("b/"), true), TxnOp::get(key("b/"), true)}));
-  EXPECT_TRUE(t.succeeded);
-  ASSERT_EQ(t.ranges.size(), 1u);
-  EXPECT_TRUE(t.ranges[0].kvs.empty());
-  EXPECT_EQ(t.ranges[0].count, 0);
-}
+// Compares (every target and result), txn branches, fenced writes and a lease's life (grant,
+// keepalive, time to live, revoke, its keys) are tested through this client against a real etcd
+// in tests/coord/kv_test.cpp, the same scripts as for the in-memory store.
 
 // The gateway drops a misspelled "lease" silently; a dead lease is refused only if it is sent.
 TEST_F(EtcdClientTest, PutWithARevokedLeaseIsRefusedNaming404) {
@@ -354,30 +243,6 @@ TEST_F(EtcdClientTest, PutWithARevokedLeaseIsRefusedNaming404) {
   EXPECT_TRUE(MUST(c.range(key("k"))).kvs.empty());
   // The same client goes on after the error reply (whose trailer httplib cannot read).
   EXPECT_GT(MUST(c.put(key("k"), "v")), 0);
-}
-
-TEST_F(EtcdClientTest, LeaseGrantKeepaliveTimeToLiveRevoke) {
-  auto c = client();
-  const Lease lease = MUST(c.grant(5));
-  EXPECT_NE(lease.id, 0);
-  EXPECT_EQ(lease.ttl_s, 5);
-  EXPECT_EQ(MUST(c.keepalive(lease.id)), 5);
-  const int64_t left = MUST(c.time_to_live(lease.id));  // the id survived parsing exactly
-  EXPECT_GE(left, 4);
-  EXPECT_LE(left, 5);
-  MUST(c.put(key("a"), "v", lease.id));
-  MUST(c.txn({}, {TxnOp::put(key("b"), "v", lease.id)}));
-  auto r = MUST(c.range(key(""), {.prefix = true}));
-  ASSERT_EQ(r.kvs.size(), 2u);
-  EXPECT_EQ(r.kvs[0].lease, lease.id);
-  EXPECT_EQ(r.kvs[1].lease, lease.id);
-  ASSERT_TRUE(c.revoke(lease.id).ok());
-  EXPECT_TRUE(MUST(c.range(key(""), {.prefix = true})).kvs.empty());  // the keys went with it
-  EXPECT_EQ(MUST(c.keepalive(lease.id)), 0);
-  EXPECT_EQ(MUST(c.time_to_live(lease.id)), -1);
-  auto again = c.revoke(lease.id);
-  ASSERT_FALSE(again.ok());
-  EXPECT_EQ(again.error().code, Errc::kNotFound) << again.error().message;
 }
 
 TEST_F(EtcdClientTest, AnExpiredLeaseTakesItsKeysAndKeepaliveSaysZero) {

@@ -93,15 +93,21 @@ TEST_P(KvTest, PutMovesTheRevisionAndKeepsCreateRevisionAndCountsVersions) {
 TEST_P(KvTest, RangesByPrefixLimitCreateRevisionAndDescending) {
   Kv& c = *kv_;
   for (const char* k : {"p/c", "p/a", "p/b", "p0"}) MUST(c.put(key(k), std::string("v-") + k));
+  // "p0" is prefix_end("p/"): the first key past the range.
   auto r = MUST(c.range(key("p/"), {.prefix = true}));
-  EXPECT_EQ(keys_of(r), (std::vector<std::string>{key("p/a"), key("p/b"), key("p/c")}));
+  ASSERT_EQ(keys_of(r), (std::vector<std::string>{key("p/a"), key("p/b"), key("p/c")}));
+  EXPECT_EQ(r.kvs[1].value, "v-p/b");
   EXPECT_EQ(r.count, 3);
   r = MUST(c.range(key("p/"), {.prefix = true, .limit = 2}));
   EXPECT_EQ(keys_of(r), (std::vector<std::string>{key("p/a"), key("p/b")}));
   EXPECT_EQ(r.count, 3);  // past the limit
   r = MUST(c.range(key("p/"), {.prefix = true, .keys_only = true}));
   ASSERT_EQ(r.kvs.size(), 3u);
-  for (const auto& kv : r.kvs) EXPECT_EQ(kv.value, "");
+  for (const auto& kv : r.kvs) EXPECT_EQ(kv.value, "") << kv.key;
+  EXPECT_GT(r.kvs[0].create_revision, 0);
+  // An empty prefix is every key.
+  r = MUST(c.range("", {.prefix = true, .limit = 1, .keys_only = true}));
+  EXPECT_GE(r.count, 4);
   r = MUST(c.range(key("p/"), {.prefix = true, .by_create_rev = true}));
   EXPECT_EQ(keys_of(r), (std::vector<std::string>{key("p/c"), key("p/a"), key("p/b")}));
   r = MUST(c.range(key("p/"), {.prefix = true, .limit = 1, .descending = true}));
@@ -125,15 +131,26 @@ TEST_P(KvTest, CompareTargetsAndResultsAsEtcdEvaluatesThem) {
     Compare compare;
     bool holds;
   };
+  // Each row fails if "target", "result" or the compared field were not sent as etcd spells
+  // them (EtcdClient): a dropped field compares VERSION, EQUAL or 0, and the three numbers differ.
+  const int64_t version = 3;
+  ASSERT_TRUE(create != version && mod != version && create != mod);
   const std::vector<Row> rows = {
       {Compare::create_rev(k, create), true},
       {Compare::create_rev(k, 0), false},
+      {Compare::create_rev(k, mod), false},
       {Compare::mod_rev(k, mod), true},
-      {Compare{k, T::kVersion, R::kEqual, 3, {}}, true},
+      {Compare::mod_rev(k, create), false},
+      {Compare{k, T::kVersion, R::kEqual, version, {}}, true},
+      {Compare{k, T::kVersion, R::kEqual, version - 1, {}}, false},
+      {Compare{k, T::kCreate, R::kNotEqual, create, {}}, false},
       {Compare{k, T::kCreate, R::kNotEqual, mod, {}}, true},
+      {Compare{k, T::kCreate, R::kLess, create + 1, {}}, true},
       {Compare{k, T::kCreate, R::kLess, create, {}}, false},
       {Compare{k, T::kMod, R::kGreater, mod - 1, {}}, true},
+      {Compare{k, T::kMod, R::kGreater, mod, {}}, false},
       {Compare::value_is(k, "v3"), true},
+      {Compare::value_is(k, "v1"), false},
       {Compare{k, T::kValue, R::kNotEqual, 0, "v1"}, true},
       {Compare{k, T::kValue, R::kGreater, 0, "v2"}, true},
       {Compare::value_is(key("absent"), ""), false},  // a value compare on no key fails
@@ -157,9 +174,18 @@ TEST_P(KvTest, ATxnRunsOneBranchAsOneRevisionAndReturnsItsRanges) {
   EXPECT_FALSE(t.succeeded);
   EXPECT_EQ(t.revision, before + 1);
   ASSERT_EQ(t.ranges.size(), 2u);
-  EXPECT_EQ(keys_of(t.ranges[0]), (std::vector<std::string>{key("b/x"), key("b/y"), key("b/z")}));
+  ASSERT_EQ(keys_of(t.ranges[0]), (std::vector<std::string>{key("b/x"), key("b/y"), key("b/z")}));
+  EXPECT_EQ(t.ranges[0].count, 3);
+  EXPECT_EQ(t.ranges[0].kvs[2].value, "3");
   EXPECT_TRUE(t.ranges[1].kvs.empty());
+  EXPECT_GT(t.ranges[1].revision, 0);
   EXPECT_TRUE(MUST(c.range(key("wrong"))).kvs.empty());
+  t = MUST(c.txn({Compare::value_is(key("b/x"), "1")},
+                 {TxnOp::del(key("b/"), true), TxnOp::get(key("b/"), true)}));
+  EXPECT_TRUE(t.succeeded);
+  ASSERT_EQ(t.ranges.size(), 1u);
+  EXPECT_TRUE(t.ranges[0].kvs.empty());
+  EXPECT_EQ(t.ranges[0].count, 0);
   // Create-once: the second attempt fails and reads the first one's record.
   const std::string once = key("incident");
   EXPECT_TRUE(MUST(c.txn({Compare::create_rev(once, 0)}, {TxnOp::put(once, "A")})).succeeded);
@@ -185,8 +211,9 @@ TEST_P(KvTest, AFencedWriteFailsOnceTheFenceKeyIsRecreated) {
   MUST(c.put(key("leader"), "A again"));
   EXPECT_TRUE(fenced("2"));
   MUST(c.del(key("leader")));
-  MUST(c.put(key("leader"), "B"));
   EXPECT_FALSE(fenced("3"));
+  MUST(c.put(key("leader"), "B"));  // recreated: a new create revision
+  EXPECT_FALSE(fenced("4"));
   EXPECT_EQ(only(MUST(c.range(key("state")))).value, "2");
 }
 
@@ -196,7 +223,7 @@ TEST_P(KvTest, LeasesCarryKeysUntilRevokedAndADeadLeaseIsRefused) {
   EXPECT_NE(lease.id, 0);
   EXPECT_EQ(lease.ttl_s, 5);
   EXPECT_EQ(MUST(c.keepalive(lease.id)), 5);
-  const int64_t left = MUST(c.time_to_live(lease.id));
+  const int64_t left = MUST(c.time_to_live(lease.id));  // the id survived parsing exactly
   EXPECT_GE(left, 4);
   EXPECT_LE(left, 5);
   MUST(c.put(key("a"), "v", lease.id));
@@ -204,8 +231,9 @@ TEST_P(KvTest, LeasesCarryKeysUntilRevokedAndADeadLeaseIsRefused) {
   auto r = MUST(c.range(key(""), {.prefix = true}));
   ASSERT_EQ(r.kvs.size(), 2u);
   EXPECT_EQ(r.kvs[0].lease, lease.id);
+  EXPECT_EQ(r.kvs[1].lease, lease.id);
   ASSERT_TRUE(c.revoke(lease.id).ok());
-  EXPECT_TRUE(MUST(c.range(key(""), {.prefix = true})).kvs.empty());
+  EXPECT_TRUE(MUST(c.range(key(""), {.prefix = true})).kvs.empty());  // the keys went with it
   EXPECT_EQ(MUST(c.keepalive(lease.id)), 0);
   EXPECT_EQ(MUST(c.time_to_live(lease.id)), -1);
   auto again = c.revoke(lease.id);
