@@ -98,7 +98,7 @@ Agent::Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store:
       log_rate_(config_.log_lines_per_user_per_minute, 60 * kNsPerSec),
       api_store_(std::move(api_store)) {
   health_.started_wall_ns = wall_now_ns();
-  if (config_.coord) coord_ = std::make_unique<Coordination>(*config_.coord);
+  if (config_.coord) coord_ = std::make_unique<Coordination>(*config_.coord, deps_.kv);
 }
 
 Agent::~Agent() {

@@ -37,6 +37,7 @@
 #include "src/watch/job_watch.h"
 
 namespace stepwatch::coord {
+class Kv;
 struct IncarnationRecord;
 }  // namespace stepwatch::coord
 
@@ -47,6 +48,9 @@ struct AgentDeps {
   std::shared_ptr<probe::GpuProbe> gpu;  // null: no GPU evidence
   runbook::PagerOptions pager;           // delivery seams and backoff
   std::string host;                      // this node's name; empty: short_hostname()
+  // [coord]'s store: null, etcd at its endpoints (an EtcdClient per thread); set, every call
+  // goes to it (tests: one tests/fakes/memory_kv.h shared by several agents, on a fake clock).
+  std::shared_ptr<coord::Kv> kv;
 };
 
 class Agent : public serve::JobSource {

@@ -56,11 +56,13 @@ uint64_t progress_signature(const detect::Observation& obs) {
 
 }  // namespace
 
-Agent::Coordination::Coordination(const CoordConfig& c)
+Agent::Coordination::Coordination(const CoordConfig& c, std::shared_ptr<coord::Kv> kv)
     : config(c),
-      etcd(etcd_options(c)),
+      poll_kv(kv ? kv : std::make_shared<coord::EtcdClient>(etcd_options(c))),
+      api_kv(kv ? kv : std::make_shared<coord::EtcdClient>(etcd_options(c))),
+      etcd(*poll_kv),
       session(etcd, coord::SessionOptions{c.prefix, c.node_name, c.lease_ttl_ns}),
-      api_etcd(etcd_options(c)),
+      api_etcd(*api_kv),
       history(etcd, c.prefix, "", [] { return int64_t{0}; }) {}
 
 coord::LedgerKeys Agent::Coordination::keys(const std::string& job) const {

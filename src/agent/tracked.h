@@ -60,13 +60,15 @@ class Agent::JobHost final : public runbook::IncidentHost {
 };
 
 struct Agent::Coordination {
-  explicit Coordination(const CoordConfig& c);
+  // kv: null, an EtcdClient per thread over c.endpoints; else every call goes to it (tests).
+  Coordination(const CoordConfig& c, std::shared_ptr<coord::Kv> kv);
   CoordConfig config;
-  coord::EtcdClient etcd;  // the poll thread's
+  std::shared_ptr<coord::Kv> poll_kv, api_kv;  // what etcd and api_etcd are
+  coord::Kv& etcd;                             // the poll thread's
   coord::NodeSession session;
   std::mutex api_mu;
-  coord::EtcdClient api_etcd;  // the API threads' (guarded by api_mu)
-  uint64_t puts_retired = 0;   // summaries published for jobs no longer tracked
+  coord::Kv& api_etcd;        // the API threads' (guarded by api_mu)
+  uint64_t puts_retired = 0;  // summaries published for jobs no longer tracked
   // Every job's node-fault history and every host's implications, read on the poll thread
   // (unfenced: it writes nothing; a job's leader writes through the job's own, fenced).
   coord::EtcdHistory history;
