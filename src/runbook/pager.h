@@ -112,11 +112,6 @@ struct Attempt {
 // (pager_http.cpp: the only translation unit with HTTP client code.)
 Attempt post_json(const std::string& url, const std::string& body, int64_t timeout_ns);
 
-// What a cpp-httplib client error (httplib::Error, as an int: the header stays out of here)
-// means, in one line: "cannot connect (refused or unreachable)", "connect timed out", ... The one
-// wording for every HTTP client of stepwatch (the pager, the etcd gateway).
-std::string http_error_text(int httplib_error);
-
 // Whether this build's HTTP client speaks TLS (cpp-httplib built with OpenSSL). Without it an
 // https:// target fails with "https not supported in this build".
 bool https_supported();
