@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/common/host.h"
+#include "src/common/http_error.h"
 #include "src/common/text_file.h"
 #include "src/probe/ports.h"
 
@@ -20,6 +21,11 @@ namespace stepwatch::cli {
 namespace {
 
 using json = nlohmann::json;
+
+// The one wording of a client-side HTTP failure (common/http_error.h).
+std::string describe(httplib::Error e) {
+  return http_error_text(httplib::to_string(e));
+}
 
 std::unique_ptr<httplib::Client> client(const std::string& base, int timeout_ms) {
   auto c = std::make_unique<httplib::Client>(base);
@@ -122,9 +128,9 @@ Result<std::optional<std::string>> find_agent(const std::string& explicit_url,
   auto res = client(url, given ? 2000 : 200)->Get("/healthz");
   if (res && res->status == 200) return std::optional<std::string>(url);
   if (given) {
-    return Error{Errc::kNotFound, fmt::format("no stepwatch agent answers at {}: {}", url,
-                                              res ? fmt::format("HTTP {}", res->status)
-                                                  : httplib::to_string(res.error()))};
+    return Error{Errc::kNotFound,
+                 fmt::format("no stepwatch agent answers at {}: {}", url,
+                             res ? fmt::format("HTTP {}", res->status) : describe(res.error()))};
   }
   return std::optional<std::string>{};
 }
@@ -212,7 +218,7 @@ int status_from_agent(const std::string& base, const std::string& job) {
   auto list = c->Get("/api/v1/jobs");
   if (!list || list->status != 200) {
     fmt::print(stderr, "stepwatch status: agent {}: {}\n", base,
-               list ? fmt::format("HTTP {}", list->status) : httplib::to_string(list.error()));
+               list ? fmt::format("HTTP {}", list->status) : describe(list.error()));
     return 1;
   }
   json jobs = json::parse(list->body, nullptr, false);
@@ -258,7 +264,7 @@ int ack_through_agent(const std::string& base, const std::string& job, const std
       client(base, 2000)
           ->Post(fmt::format("/api/v1/jobs/{}/ack", job), headers, body.dump(), "application/json");
   if (!res) {
-    fmt::print(stderr, "stepwatch ack: agent {}: {}\n", base, httplib::to_string(res.error()));
+    fmt::print(stderr, "stepwatch ack: agent {}: {}\n", base, describe(res.error()));
     return 2;
   }
   json a = json::parse(res->body, nullptr, false);

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <vector>
 
-#include "src/runbook/pager.h"
+#include "src/common/http_error.h"
 
 namespace stepwatch::coord {
 
@@ -16,9 +16,9 @@ namespace {
 
 constexpr size_t kMaxReplyBytes = 64 << 20;  // far past any range we make; a runaway is cut
 
-// The one wording of a client-side HTTP failure (runbook/pager.h).
+// The one wording of a client-side HTTP failure (common/http_error.h).
 std::string describe(httplib::Error e) {
-  return runbook::http_error_text(static_cast<int>(e));
+  return http_error_text(httplib::to_string(e));
 }
 
 std::string shortened(const std::string& body) {

@@ -29,8 +29,8 @@ inline constexpr size_t kMaxLogPhaseBytes = 31;
 // What the job's spec says about its log. Explicit patterns replace the preset's step,
 // phase_start and phase_end; noise patterns are added to the preset's.
 struct LogPatterns {
-  // none (or ""), plain, huggingface, lightning, megatron, torchtitan, nemo, deepspeed, or auto
-  // (pick one of them from the output: docs/log-contract.md#auto)
+  // A name of log_presets() ("" is none); auto picks one of them from the output
+  // (docs/log-contract.md#auto)
   std::string preset = "none";
   std::string step{};         // (?P<step>\d+) required, (?P<loss>...) and (?P<epoch>\d+) optional
   std::string phase_start{};  // (?P<phase>...) captures the name, or (?P<phase_NAME>...) names it

@@ -2,7 +2,9 @@
 // losses and phases from the output of Hugging Face Trainer, PyTorch Lightning, Megatron-LM
 // (and GPT-NeoX), torchtitan, NeMo, DeepSpeed and plain "step N loss X" loops, and the
 // signatures that let `auto` pick one of them. docs/log-contract.md quotes every pattern
-// verbatim (a test checks it); change both together.
+// verbatim (a test checks it); change both together. The spec names the same presets, in the
+// same order (spec.h kLogPresetNames; probe may not include spec): a new preset is a row here and
+// its name there, and tests/supervise/log_feed_test.cpp checks that the two lists agree.
 #pragma once
 
 #include <span>

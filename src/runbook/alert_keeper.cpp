@@ -4,12 +4,14 @@
 
 #include <chrono>
 
+#include "src/runbook/page_sink.h"
+
 namespace stepwatch::runbook {
 
 AlertKeeper::AlertKeeper(const std::vector<spec::Pager>& targets, PagerOptions options)
     : options_(std::move(options)) {
   for (const auto& t : targets) {
-    if (t.kind == spec::PagerKind::kAlertmanager) targets_.push_back(t);
+    if (auto sink = make_page_sink(t); sink && sink->keeps_alert_alive()) targets_.push_back(t);
   }
 }
 

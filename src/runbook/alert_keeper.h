@@ -3,8 +3,8 @@
 // (5 minutes by default): a stall that outlasts it would be announced as fixed while the job
 // still burns its GPUs. So while the incident stays open the same alert (same labels) is posted
 // again every minute, as Prometheus does with its own alerts, and when it closes one last post
-// with endsAt resolves it. Only the Alertmanager targets are posted to: webhooks and commands
-// were paged once and are not paged again.
+// with endsAt resolves it. Only the Alertmanager targets are posted to (page_sink.h): webhooks
+// and commands were paged once and are not paged again.
 //
 // Posts run on their own thread; tick() and resolve() never wait for the network.
 #pragma once
@@ -25,7 +25,8 @@ inline constexpr int64_t kAlertResendNs = 60 * kNsPerSec;
 
 class AlertKeeper {
  public:
-  // `targets`: the job's pagers; only the Alertmanager ones are kept.
+  // `targets`: the job's pagers; only those whose sink keeps its alert alive (Alertmanager's,
+  // PageSink::keeps_alert_alive) are kept.
   explicit AlertKeeper(const std::vector<spec::Pager>& targets, PagerOptions options = {});
   ~AlertKeeper();  // waits for a post in flight
   AlertKeeper(const AlertKeeper&) = delete;

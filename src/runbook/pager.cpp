@@ -1,14 +1,11 @@
 #include "src/runbook/pager.h"
 
 #include <fmt/format.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <system_error>
@@ -17,8 +14,7 @@
 #include "src/common/duration.h"
 #include "src/common/host.h"
 #include "src/common/log.h"
-#include "src/runbook/command.h"
-#include "src/spec/command_template.h"
+#include "src/runbook/page_sink.h"
 
 namespace stepwatch::runbook {
 
@@ -54,17 +50,6 @@ std::string shell_word(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
-}
-
-// The last line(s) of a command's output, one line, at most 200 bytes.
-std::string output_tail(const std::string& out) {
-  std::string t = out;
-  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-  if (t.size() > 200) t = "..." + t.substr(t.size() - 197);
-  for (char& c : t) {
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  }
-  return t;
 }
 
 }  // namespace
@@ -203,55 +188,6 @@ std::string alertmanager_alerts_url(const std::string& base_url) {
   return url + std::string(kPath);
 }
 
-// ---- the command target -----------------------------------------------------------------
-
-Attempt run_pager_command(const std::vector<std::string>& argv,
-                          const std::vector<std::pair<std::string, std::string>>& env,
-                          const std::string& input, int64_t timeout_ns) {
-  Attempt a;
-  if (argv.empty() || argv[0].empty()) {
-    a.permanent = true;
-    a.detail = "the pager command is empty";
-    return a;
-  }
-  const std::string& prog = argv[0];
-  CommandOptions options;
-  options.timeout_ns = timeout_ns;
-  options.input = input;
-  options.env = env;
-  options.max_output = 4096;  // the tail of it goes into the page's outcome
-  options.keep_tail = true;
-  CommandResult c = run_command(argv, options);
-  if (!c.started) {
-    a.detail = c.error;
-    return a;
-  }
-  if (c.exec_errno != 0) {
-    a.permanent = true;
-    a.detail = c.error;
-    return a;
-  }
-  std::string tail = output_tail(c.output);
-  std::string said = tail.empty() ? "" : ": " + tail;
-  if (c.timed_out) {
-    a.detail = c.error.empty()
-                   ? fmt::format("{} timed out after {}; its process group was killed{}", prog,
-                                 format_duration(timeout_ns), said)
-                   : c.error + said;
-  } else if (c.term_signal != 0) {
-    a.detail = fmt::format("{} was killed by signal {} ({}){}", prog, c.term_signal,
-                           sigabbrev_np(c.term_signal) ? sigabbrev_np(c.term_signal) : "?", said);
-  } else if (c.exit_code >= 0) {
-    a.exit_code = c.exit_code;
-    a.ok = c.exit_code == 0;
-    a.detail = a.ok ? fmt::format("{} exited 0", prog)
-                    : fmt::format("{} exited with status {}{}", prog, c.exit_code, said);
-  } else {
-    a.detail = c.error.empty() ? fmt::format("{}: no exit status", prog) : c.error;
-  }
-  return a;
-}
-
 // ---- retries ------------------------------------------------------------------------------
 
 int64_t backoff_ns(const PagerOptions& options, int attempt) {
@@ -260,58 +196,51 @@ int64_t backoff_ns(const PagerOptions& options, int attempt) {
   return std::min(wait, options.max_backoff_ns);
 }
 
+namespace {
+
+// Up to 1 + target.retries attempts through the sink, with backoff between them; the last
+// attempt's outcome goes into r.
+void attempt_all(PageSink& sink, const spec::Pager& target, const PageMessage& page,
+                 const PagerOptions& options, PageResult& r) {
+  const int64_t timeout = target.timeout_ns > 0 ? target.timeout_ns : spec::Pager{}.timeout_ns;
+  const int total = 1 + std::max(target.retries, 0);
+  for (int i = 1; i <= total; ++i) {
+    Attempt a = sink.deliver(page, timeout);
+    r.attempts = i;
+    r.ok = a.ok;
+    r.http_status = a.http_status;
+    r.exit_code = a.exit_code;
+    r.detail = std::move(a.detail);
+    if (a.ok || a.permanent || i == total) break;
+    int64_t wait = backoff_ns(options, i);
+    log_warn("page {} for job {}: attempt {}/{} failed: {}; retrying in {}", r.target, page.job, i,
+             total, r.detail, format_duration(wait));
+    bool go_on = options.sleep
+                     ? options.sleep(wait)
+                     : (std::this_thread::sleep_for(std::chrono::nanoseconds(wait)), true);
+    if (!go_on) {
+      r.detail += " (no further attempts: stopping)";
+      break;
+    }
+  }
+}
+
+}  // namespace
+
 PageResult page_one(const spec::Pager& target, const PageMessage& m, const PagerOptions& options) {
   PageResult r;
   r.kind = target.kind;
+  r.target = spec::pager_kind_name(target.kind);
   const int64_t start = mono_now_ns();
   try {
-    const int64_t timeout = target.timeout_ns > 0 ? target.timeout_ns : spec::Pager{}.timeout_ns;
-    std::function<Attempt()> attempt;
-    std::string url, body;
-    std::vector<std::string> argv;
-    std::vector<std::pair<std::string, std::string>> env;
-    if (target.kind == spec::PagerKind::kCommand) {
-      argv = spec::expand_command(target.command, {{"job", m.job}});
-      r.target = fmt::format("command {}", argv.empty() ? "(empty)" : argv[0]);
-      body = page_json(m);
-      env = {{"STEPWATCH_PAGE_JOB", m.job},
-             {"STEPWATCH_PAGE_STATE", m.state},
-             {"STEPWATCH_PAGE_CAUSE", m.cause},
-             {"STEPWATCH_PAGE_SUMMARY", m.summary},
-             {"STEPWATCH_PAGE_INCIDENT", m.incident_id},
-             {"STEPWATCH_PAGE_OWNER", m.owner}};
-      attempt = [&] {
-        return options.run ? options.run(argv, env, body, timeout)
-                           : run_pager_command(argv, env, body, timeout);
-      };
+    // Every attempt sends the same page: a start of "now" is fixed once, before the first.
+    PageMessage page = m;
+    if (page.started_wall_ns <= 0) page.started_wall_ns = wall_now_ns();
+    if (std::unique_ptr<PageSink> sink = make_page_sink(target, options)) {
+      r.target += " " + sink->destination(page);
+      attempt_all(*sink, target, page, options, r);
     } else {
-      bool am = target.kind == spec::PagerKind::kAlertmanager;
-      url = am ? alertmanager_alerts_url(target.url) : target.url;
-      body = am ? alertmanager_json(m) : page_json(m);
-      r.target = fmt::format("{} {}", spec::pager_kind_name(target.kind), redact_url(url));
-      attempt = [&] {
-        return options.post ? options.post(url, body, timeout) : post_json(url, body, timeout);
-      };
-    }
-    const int total = 1 + std::max(target.retries, 0);
-    for (int i = 1; i <= total; ++i) {
-      Attempt a = attempt();
-      r.attempts = i;
-      r.ok = a.ok;
-      r.http_status = a.http_status;
-      r.exit_code = a.exit_code;
-      r.detail = std::move(a.detail);
-      if (a.ok || a.permanent || i == total) break;
-      int64_t wait = backoff_ns(options, i);
-      log_warn("page {} for job {}: attempt {}/{} failed: {}; retrying in {}", r.target, m.job, i,
-               total, r.detail, format_duration(wait));
-      bool go_on = options.sleep
-                       ? options.sleep(wait)
-                       : (std::this_thread::sleep_for(std::chrono::nanoseconds(wait)), true);
-      if (!go_on) {
-        r.detail += " (no further attempts: stopping)";
-        break;
-      }
+      r.detail = fmt::format("no sink for pager kind {}", static_cast<int>(target.kind));
     }
   } catch (const std::exception& e) {
     r.ok = false;

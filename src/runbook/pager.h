@@ -1,8 +1,9 @@
 // The pager: the first runbook step. A page tells the owner what stepwatch saw (state, cause,
 // last step and its age, culprits, evidence) and how to ack, and goes to every target of the
-// spec's [[runbook.pager]] list: a JSON webhook, an Alertmanager (API v2), or a local command.
-// Each target is retried with backoff; a page that cannot be delivered is logged and reported
-// in its PageResult, never thrown and never fatal to the supervisor.
+// spec's [[runbook.pager]] list: a JSON webhook, an Alertmanager (API v2), or a local command,
+// each a PageSink (page_sink.h: one file per kind). Each target is retried with backoff, the
+// same for every kind; a page that cannot be delivered is logged and reported in its
+// PageResult, never thrown and never fatal to the supervisor.
 //
 // The runbook depends on common and spec only: the caller fills PageMessage from its verdict
 // (the full verdict travels as the JSON text detect::verdict_to_json wrote).
@@ -112,18 +113,13 @@ struct Attempt {
 // (pager_http.cpp: the only translation unit with HTTP client code.)
 Attempt post_json(const std::string& url, const std::string& body, int64_t timeout_ns);
 
-// What a cpp-httplib client error (httplib::Error, as an int: the header stays out of here)
-// means, in one line: "cannot connect (refused or unreachable)", "connect timed out", ... The one
-// wording for every HTTP client of stepwatch (the pager, the etcd gateway).
-std::string http_error_text(int httplib_error);
-
 // Whether this build's HTTP client speaks TLS (cpp-httplib built with OpenSSL). Without it an
 // https:// target fails with "https not supported in this build".
 bool https_supported();
 
-// One attempt of a command target through run_command (command.h): `input` on stdin, `env` added,
-// its process group SIGKILLed (proven) when it outlives timeout_ns. Exit 0 is ok; a program that
-// cannot be executed is a permanent failure.
+// One attempt of a command target (sink_command.cpp) through run_command (command.h): `input` on
+// stdin, `env` added, its process group SIGKILLed (proven) when it outlives timeout_ns. Exit 0 is
+// ok; a program that cannot be executed is a permanent failure.
 Attempt run_pager_command(const std::vector<std::string>& argv,
                           const std::vector<std::pair<std::string, std::string>>& env,
                           const std::string& input, int64_t timeout_ns);
@@ -146,7 +142,8 @@ struct PagerOptions {
   // Waits between attempts; false: give up now (supervisor shutting down). Empty: a real sleep.
   // page_all calls it from one thread per target, so it must be thread-safe.
   std::function<bool(int64_t ns)> sleep;
-  // Test seams: replace one delivery attempt. Empty: post_json / run_pager_command.
+  // Test seams: replace one delivery attempt of the HTTP sinks (post) and of the command sink
+  // (run). Empty: post_json / run_pager_command.
   std::function<Attempt(const std::string& url, const std::string& body, int64_t timeout_ns)> post;
   std::function<Attempt(const std::vector<std::string>& argv,
                         const std::vector<std::pair<std::string, std::string>>& env,
@@ -157,7 +154,8 @@ struct PagerOptions {
 // The backoff before attempt `attempt + 1` (attempt counts from 1).
 int64_t backoff_ns(const PagerOptions& options, int attempt);
 
-// Sends the page to one target: 1 + target.retries attempts of target.timeout_ns each.
+// Sends the page to one target through its sink (make_page_sink): 1 + target.retries attempts of
+// target.timeout_ns each, with backoff between them.
 PageResult page_one(const spec::Pager& target, const PageMessage& m,
                     const PagerOptions& options = {});
 

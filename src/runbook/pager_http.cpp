@@ -13,6 +13,7 @@
 
 #include "src/common/duration.h"
 #include "src/common/host.h"
+#include "src/common/http_error.h"
 #include "src/runbook/pager.h"
 
 namespace stepwatch::runbook {
@@ -55,33 +56,9 @@ Result<ParsedUrl> parse_url(const std::string& url) {
   return p;
 }
 
-}  // namespace
-
-std::string http_error_text(int code) {
-  switch (static_cast<httplib::Error>(code)) {
-    case httplib::Error::Connection:
-      return "cannot connect (refused or unreachable)";
-    case httplib::Error::ConnectionTimeout:
-      return "connect timed out";
-    case httplib::Error::Read:
-      return "no complete reply (connection closed or read timed out)";
-    case httplib::Error::Write:
-      return "sending the request failed";
-    case httplib::Error::SSLConnection:
-      return "TLS handshake failed";
-    case httplib::Error::SSLLoadingCerts:
-      return "cannot load CA certificates";
-    case httplib::Error::SSLServerVerification:
-      return "TLS server certificate verification failed";
-    default:
-      return "request failed: " + httplib::to_string(static_cast<httplib::Error>(code));
-  }
-}
-
-namespace {
-
+// The one wording of a client-side HTTP failure (common/http_error.h).
 std::string describe(httplib::Error e) {
-  return http_error_text(static_cast<int>(e));
+  return http_error_text(httplib::to_string(e));
 }
 
 }  // namespace

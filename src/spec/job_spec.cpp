@@ -4,27 +4,9 @@
 namespace stepwatch::spec {
 
 const char* log_preset_name(LogPreset preset) {
-  switch (preset) {
-    case LogPreset::kNone:
-      return "none";
-    case LogPreset::kPlain:
-      return "plain";
-    case LogPreset::kHuggingface:
-      return "huggingface";
-    case LogPreset::kLightning:
-      return "lightning";
-    case LogPreset::kMegatron:
-      return "megatron";
-    case LogPreset::kTorchtitan:
-      return "torchtitan";
-    case LogPreset::kNemo:
-      return "nemo";
-    case LogPreset::kDeepspeed:
-      return "deepspeed";
-    case LogPreset::kAuto:
-      return "auto";
-  }
-  return "?";
+  auto i = static_cast<size_t>(preset);
+  // The names are literals, so each view's data() ends in a NUL.
+  return i < std::size(kLogPresetNames) ? kLogPresetNames[i].data() : "?";
 }
 
 const char* checkpoint_source_name(CheckpointSource source) {

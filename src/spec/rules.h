@@ -22,9 +22,6 @@ std::optional<PagerKind> parse_pager_kind(std::string_view name);
 std::optional<CheckpointSource> parse_checkpoint_source(std::string_view name);
 std::optional<ResumeOwner> parse_resume_owner(std::string_view name);
 std::optional<SlurmRequeue> parse_slurm_requeue(std::string_view name);
-inline constexpr std::string_view kLogPresetNames[] = {"none",      "plain",     "huggingface",
-                                                       "lightning", "megatron",  "torchtitan",
-                                                       "nemo",      "deepspeed", "auto"};
 inline constexpr std::string_view kPagerKindNames[] = {"webhook", "alertmanager", "command"};
 inline constexpr std::string_view kCheckpointSourceNames[] = {"marker", "beacon"};
 inline constexpr std::string_view kResumeOwnerNames[] = {"stepwatch", "slurm", "kubernetes"};

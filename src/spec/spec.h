@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,6 +32,17 @@ enum class LogPreset {
   kDeepspeed,
   kAuto
 };
+
+// The one list of preset names, indexed by LogPreset: the spec's reader, its "one of ..."
+// messages and log_preset_name all read it. The probe's pattern table (probe/log_presets.cpp)
+// has one row per name, in this order, under the same name (spec may not include probe, nor probe
+// spec: tests/supervise/log_feed_test.cpp checks that the two agree). A new preset: a value
+// above, its name here, its row there.
+inline constexpr std::string_view kLogPresetNames[] = {"none",      "plain",     "huggingface",
+                                                       "lightning", "megatron",  "torchtitan",
+                                                       "nemo",      "deepspeed", "auto"};
+static_assert(std::size(kLogPresetNames) == static_cast<size_t>(LogPreset::kAuto) + 1,
+              "one name per LogPreset, in the enum's order");
 
 // Where the last committed checkpoint is learned from.
 enum class CheckpointSource {

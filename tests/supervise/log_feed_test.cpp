@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "src/probe/log_presets.h"
+
 namespace stepwatch::supervise {
 namespace {
 
@@ -13,6 +18,22 @@ std::unique_ptr<LogFeed> feed_for(const spec::LogContract& log) {
   auto f = LogFeed::create(log, 16);
   EXPECT_TRUE(f.ok()) << f.error().message;
   return std::move(*f);
+}
+
+// The spec's names (spec.h) and the probe's pattern table (probe/log_presets.cpp) are one list:
+// the same names in the same order, so each name the spec admits compiles here.
+TEST(LogFeed, TheSpecNamesEveryPresetOfTheProbeInItsOrder) {
+  std::vector<std::string> spec_names, probe_names;
+  for (auto name : spec::kLogPresetNames) spec_names.emplace_back(name);
+  for (const auto& p : probe::log_presets()) probe_names.emplace_back(p.name);
+  EXPECT_EQ(spec_names, probe_names);
+  for (size_t i = 0; i < std::size(spec::kLogPresetNames); ++i) {
+    spec::LogContract log;
+    log.preset = static_cast<spec::LogPreset>(i);
+    EXPECT_EQ(probe::find_log_preset(spec::log_preset_name(log.preset)), &probe::log_presets()[i]);
+    auto f = LogFeed::create(log, 16);
+    EXPECT_TRUE(f.ok()) << spec::kLogPresetNames[i] << ": " << f.error().message;
+  }
 }
 
 TEST(LogFeed, AutoByDefaultSaysNothingUntilItPicksThenReadsAndTellsThePickOnce) {
