@@ -8,7 +8,7 @@
 #include <set>
 #include <utility>
 
-#include "src/detect/trace.h"
+#include "src/trace/codec.h"
 
 namespace stepwatch::coord {
 
@@ -82,7 +82,7 @@ std::string summary_to_json(const NodeSummary& s) {
             {"node", s.node},
             {"poll_seq", s.poll_seq},
             {"incarnation", s.incarnation},
-            {"obs", json::parse(detect::observation_to_json(s.observation))}};
+            {"obs", json::parse(trace::observation_to_json(s.observation))}};
   return j.dump();
 }
 
@@ -117,9 +117,9 @@ Result<NodeSummary> summary_from_json(std::string_view text, std::string_view so
     if (!obs.is_object())
       throw FieldError{Errc::kParse,
                        fmt::format("field \"obs\" must be an object, got {}", obs.dump())};
-    auto line = detect::parse_trace_line(obs.dump());
+    auto line = trace::parse_trace_line(obs.dump());
     if (!line) return fail(line.error().code, "field \"obs\": " + line.error().message);
-    if (line->kind != detect::TraceLine::kObservation)
+    if (line->kind != trace::TraceLine::kObservation)
       return fail(Errc::kParse, "field \"obs\" must be an observation (\"type\": \"obs\")");
     s.observation = std::move(line->obs);
   } catch (const FieldError& e) {

@@ -1,22 +1,29 @@
-// The only translation unit of the detector that includes nlohmann/json (STYLE rule 11).
-#include "src/detect/trace.h"
+// The trace module's one translation unit that includes nlohmann/json (STYLE rule 11).
+#include "src/trace/codec.h"
 
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "src/contract/names.h"
 
-namespace stepwatch::detect {
+namespace stepwatch::trace {
 
 namespace {
 
 using json = nlohmann::json;
 using contract::RankSnapshot;
+using detect::Cause;
+using detect::Evidence;
+using detect::GpuFacts;
+using detect::IntervalSource;
+using detect::LogFacts;
+using detect::Observation;
+using detect::ProcessFacts;
+using detect::RankVerdict;
+using detect::State;
+using detect::Verdict;
 
 json stamp_json(const Stamp& s) {
   return json::array({s.wall_ns, s.mono_ns});
@@ -177,8 +184,8 @@ json verdict_json_impl(const Verdict& v) {
   json ranks = json::array();
   for (const auto& r : v.ranks) {
     json rj = {{"rank", r.rank},
-               {"state", state_name(r.state)},
-               {"cause", cause_name(r.cause)},
+               {"state", detect::state_name(r.state)},
+               {"cause", detect::cause_name(r.cause)},
                {"step_age_seconds", r.step_age_ns / 1e9},
                {"phase", r.phase},
                {"phase_age_seconds", r.phase_age_ns / 1e9},
@@ -201,15 +208,15 @@ json verdict_json_impl(const Verdict& v) {
     evidence.push_back(ej);
   }
   json j = {
-      {"state", state_name(v.state)},
-      {"cause", cause_name(v.cause)},
+      {"state", detect::state_name(v.state)},
+      {"cause", detect::cause_name(v.cause)},
       {"since_unix", v.since_wall_ns / 1e9},
       {"last_step", v.last_step ? json(*v.last_step) : json(nullptr)},
       {"last_step_age_seconds",
        v.last_step_age_ns >= 0 ? json(v.last_step_age_ns / 1e9) : json(nullptr)},
       {"expected_interval_seconds",
        v.expected_interval_ns > 0 ? json(v.expected_interval_ns / 1e9) : json(nullptr)},
-      {"interval_source", interval_source_name(v.interval_source)},
+      {"interval_source", detect::interval_source_name(v.interval_source)},
       {"phase", v.phase},
       {"phase_budget_seconds", v.phase_budget_ns ? json(*v.phase_budget_ns / 1e9) : json(nullptr)},
       {"ranks", ranks},
@@ -325,8 +332,8 @@ Result<Verdict> verdict_from_json(std::string_view text) {
     return Error{Errc::kParse, "a verdict must be a JSON object"};
   try {
     Verdict v;
-    v.state = enum_of(need(j, "state"), "state", kStates, state_name);
-    v.cause = enum_of(need(j, "cause"), "cause", kCauses, cause_name);
+    v.state = enum_of(need(j, "state"), "state", kStates, detect::state_name);
+    v.cause = enum_of(need(j, "cause"), "cause", kCauses, detect::cause_name);
     v.since_wall_ns = ns_of(j, "since_unix", 0);
     if (j.contains("last_step") && !j["last_step"].is_null())
       v.last_step = as_int(j["last_step"], "last_step");
@@ -334,15 +341,15 @@ Result<Verdict> verdict_from_json(std::string_view text) {
     v.expected_interval_ns = ns_of(j, "expected_interval_seconds", 0);
     if (j.contains("interval_source"))
       v.interval_source =
-          enum_of(j["interval_source"], "interval_source", kSources, interval_source_name);
+          enum_of(j["interval_source"], "interval_source", kSources, detect::interval_source_name);
     opt(j, "phase", v.phase, as_str);
     if (int64_t b = ns_of(j, "phase_budget_seconds", -1); b >= 0) v.phase_budget_ns = b;
     opt(j, "summary", v.summary, as_str);
     for (const auto& rj : need(j, "ranks")) {
       RankVerdict r;
       r.rank = static_cast<int>(as_int(need(rj, "rank"), "ranks.rank"));
-      r.state = enum_of(need(rj, "state"), "ranks.state", kStates, state_name);
-      r.cause = enum_of(need(rj, "cause"), "ranks.cause", kCauses, cause_name);
+      r.state = enum_of(need(rj, "state"), "ranks.state", kStates, detect::state_name);
+      r.cause = enum_of(need(rj, "cause"), "ranks.cause", kCauses, detect::cause_name);
       if (rj.contains("step") && !rj["step"].is_null()) r.step = as_int(rj["step"], "ranks.step");
       r.step_age_ns = ns_of(rj, "step_age_seconds", -1);
       opt(rj, "phase", r.phase, as_str);
@@ -492,93 +499,4 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
   return out;
 }
 
-Result<Trace> read_trace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return Error{errno == ENOENT ? Errc::kNotFound : Errc::kIo,
-                 fmt::format("{}: {}", path, std::strerror(errno))};
-  }
-  Trace t;
-  t.path = path;
-  std::string line;
-  int64_t line_no = 0;
-  bool have_header = false;
-  Stamp last{};
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty()) continue;
-    auto parsed = parse_trace_line(line);
-    if (!parsed) {
-      t.problems.push_back(Error{parsed.error().code,
-                                 fmt::format("{}:{}: {}", path, line_no, parsed.error().message)});
-      continue;
-    }
-    if (parsed->kind == TraceLine::kHeader) {
-      if (have_header) {
-        t.problems.push_back(
-            Error{Errc::kParse, fmt::format("{}:{}: a second header, ignored", path, line_no)});
-        continue;
-      }
-      have_header = true;
-      t.header = std::move(parsed->header);
-    } else if (parsed->kind == TraceLine::kObservation) {
-      const Stamp& now = parsed->obs.now;
-      bool backwards = now.mono_ns > 0 && last.mono_ns > 0 ? now.mono_ns < last.mono_ns
-                                                           : now.wall_ns < last.wall_ns;
-      if (backwards) {
-        t.problems.push_back(
-            Error{Errc::kParse,
-                  fmt::format("{}:{}: observation time goes backwards ({} after {}), skipped", path,
-                              line_no, now.mono_ns > 0 ? now.mono_ns : now.wall_ns,
-                              last.mono_ns > 0 ? last.mono_ns : last.wall_ns)});
-        continue;
-      }
-      last = now;
-      if (parsed->obs.local_host.empty()) parsed->obs.local_host = t.header.local_host;
-      t.observations.push_back(std::move(parsed->obs));
-    }
-  }
-  if (!have_header && line_no > 0) {
-    t.problems.push_back(
-        Error{Errc::kParse, fmt::format("{}: no header line; using defaults", path)});
-  }
-  return t;
-}
-
-Result<TraceWriter> TraceWriter::open(const std::string& path, const TraceHeader& header) {
-  TraceWriter w;
-  w.f_ = std::fopen(path.c_str(), "a");
-  if (w.f_ == nullptr)
-    return Error{Errc::kIo, fmt::format("cannot write trace {}: {}", path, std::strerror(errno))};
-  w.path_ = path;
-  w.job_ = header.job;
-  if (auto st = w.write_line(header_to_json(header)); !st) return st.error();
-  return w;
-}
-
-TraceWriter::TraceWriter(TraceWriter&& o) noexcept
-    : f_(std::exchange(o.f_, nullptr)), path_(std::move(o.path_)), job_(std::move(o.job_)) {}
-
-TraceWriter::~TraceWriter() {
-  if (f_ != nullptr) std::fclose(f_);
-}
-
-Status TraceWriter::write_line(const std::string& line) {
-  if (std::fputs(line.c_str(), f_) < 0 || std::fputc('\n', f_) == EOF || std::fflush(f_) != 0) {
-    return Error{Errc::kIo, fmt::format("{}: write failed: {}", path_, std::strerror(errno))};
-  }
-  return {};
-}
-
-Status TraceWriter::write_observation(const Observation& o) {
-  return write_line(observation_to_json(o));
-}
-
-Status TraceWriter::write_verdict(const Verdict& v) {
-  std::string j = verdict_to_json(v, job_);
-  // Tag the line so replay can tell it from an observation.
-  j.insert(1, "\"type\":\"verdict\",");
-  return write_line(j);
-}
-
-}  // namespace stepwatch::detect
+}  // namespace stepwatch::trace
