@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "src/common/json_fields.h"
 #include "src/trace/codec.h"
 
 namespace stepwatch::coord {
@@ -16,24 +17,10 @@ namespace {
 
 using json = nlohmann::json;
 
-// Field readers throw FieldError, caught once in summary_from_json and named by source there.
-struct FieldError {
-  Errc code = Errc::kParse;
-  std::string message;
-};
-
-const json& need(const json& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end()) throw FieldError{Errc::kParse, fmt::format("field \"{}\" is missing", key)};
-  return *it;
-}
-
-int64_t as_int(const json& v, const char* key) {
-  if (!v.is_number_integer())
-    throw FieldError{Errc::kParse,
-                     fmt::format("field \"{}\" must be an integer, got {}", key, v.dump())};
-  return v.get<int64_t>();
-}
+// The field readers throw FieldError, caught once in summary_from_json and named by source there.
+using json_fields::as_int;
+using json_fields::FieldError;
+using json_fields::need;
 
 // A shifted monotonic stamp: 0 stays "unknown". One older than the leader's own boot has no
 // place on its clock and becomes unknown too, so the detector falls back to its wall time.

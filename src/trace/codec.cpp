@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "src/common/json_fields.h"
 #include "src/contract/names.h"
 
 namespace stepwatch::trace {
@@ -29,41 +30,21 @@ json stamp_json(const Stamp& s) {
   return json::array({s.wall_ns, s.mono_ns});
 }
 
-// Field readers: throw FieldError, caught once in parse_trace_line and turned into an Error.
-struct FieldError {
-  std::string message;
-};
+// The field readers throw FieldError, caught once in parse_trace_line and verdict_from_json.
+using json_fields::as_bool;
+using json_fields::as_int;
+using json_fields::as_num;
+using json_fields::as_str;
+using json_fields::FieldError;
+using json_fields::need;
+using json_fields::opt;
 
-const json& need(const json& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end()) throw FieldError{fmt::format("field \"{}\" is missing", key)};
-  return *it;
-}
-int64_t as_int(const json& v, const char* key) {
-  if (!v.is_number_integer())
-    throw FieldError{fmt::format("field \"{}\" must be an integer, got {}", key, v.dump())};
-  return v.get<int64_t>();
-}
-double as_num(const json& v, const char* key) {
-  if (!v.is_number())
-    throw FieldError{fmt::format("field \"{}\" must be a number, got {}", key, v.dump())};
-  return v.get<double>();
-}
-std::string as_str(const json& v, const char* key) {
-  if (!v.is_string())
-    throw FieldError{fmt::format("field \"{}\" must be a string, got {}", key, v.dump())};
-  return v.get<std::string>();
-}
 Stamp as_stamp(const json& v, const char* key) {
   if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer()) {
-    throw FieldError{fmt::format("field \"{}\" must be [wall_ns, mono_ns], got {}", key, v.dump())};
+    throw FieldError{Errc::kParse,
+                     fmt::format("field \"{}\" must be [wall_ns, mono_ns], got {}", key, v.dump())};
   }
   return Stamp{v[0].get<int64_t>(), v[1].get<int64_t>()};
-}
-template <class T, class F>
-void opt(const json& o, const char* key, T& out, F conv) {
-  auto it = o.find(key);
-  if (it != o.end() && !it->is_null()) out = conv(*it, key);
 }
 
 json rank_json(const RankSnapshot& r) {
@@ -106,17 +87,19 @@ json rank_json(const RankSnapshot& r) {
 }
 
 RankSnapshot rank_from_json(const json& j) {
-  if (!j.is_object()) throw FieldError{"a rank must be an object"};
+  if (!j.is_object()) throw FieldError{Errc::kParse, "a rank must be an object"};
   RankSnapshot r;
   r.rank = static_cast<int>(as_int(need(j, "rank"), "rank"));
   r.job = as_str(need(j, "job"), "job");
-  if (auto st = contract::validate_job_id(r.job); !st) throw FieldError{st.error().message};
+  if (auto st = contract::validate_job_id(r.job); !st)
+    throw FieldError{Errc::kParse, st.error().message};
   opt(j, "world_size", r.world_size,
       [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
   opt(j, "local_rank", r.local_rank,
       [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
   if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size) {
-    throw FieldError{fmt::format("rank {} outside world_size {}", r.rank, r.world_size)};
+    throw FieldError{Errc::kParse,
+                     fmt::format("rank {} outside world_size {}", r.rank, r.world_size)};
   }
   opt(j, "host", r.host, as_str);
   opt(j, "pid", r.pid, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
@@ -131,7 +114,8 @@ RankSnapshot rank_from_json(const json& j) {
   else if (status == "failed")
     r.status = contract::RankStatus::kFailed;
   else if (status != "running")
-    throw FieldError{fmt::format("status \"{}\" is not running, finished or failed", status)};
+    throw FieldError{Errc::kParse,
+                     fmt::format("status \"{}\" is not running, finished or failed", status)};
   std::string source = "beacon";
   opt(j, "source", source, as_str);
   r.source = source == "jsonl" ? contract::Source::kJsonl
@@ -145,7 +129,8 @@ RankSnapshot rank_from_json(const json& j) {
     r.step_at = as_stamp(need(j, "step_at"), "step_at");
   }
   opt(j, "phase", r.phase, as_str);
-  if (auto st = contract::validate_phase(r.phase); !st) throw FieldError{st.error().message};
+  if (auto st = contract::validate_phase(r.phase); !st)
+    throw FieldError{Errc::kParse, st.error().message};
   opt(j, "phase_since", r.phase_since, as_stamp);
   opt(j, "phase_count", r.phase_count,
       [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
@@ -170,10 +155,10 @@ RankSnapshot rank_from_json(const json& j) {
   }
   if (j.contains("recent")) {
     const json& rec = j["recent"];
-    if (!rec.is_array()) throw FieldError{"field \"recent\" must be an array"};
+    if (!rec.is_array()) throw FieldError{Errc::kParse, "field \"recent\" must be an array"};
     for (const auto& m : rec) {
       if (!m.is_array() || m.size() != 2)
-        throw FieldError{"field \"recent\" holds [step, mono_ns] pairs"};
+        throw FieldError{Errc::kParse, "field \"recent\" holds [step, mono_ns] pairs"};
       r.recent.push_back({as_int(m[0], "recent.step"), as_int(m[1], "recent.mono_ns")});
     }
   }
@@ -306,7 +291,7 @@ E enum_of(const json& v, const char* key, const E (&all)[N], const char* (*name)
   for (E e : all) {
     if (text == name(e)) return e;
   }
-  throw FieldError{fmt::format("field \"{}\": unknown value \"{}\"", key, text)};
+  throw FieldError{Errc::kParse, fmt::format("field \"{}\": unknown value \"{}\"", key, text)};
 }
 
 constexpr State kStates[] = {State::kStarting, State::kHealthy, State::kSlow,    State::kSuspect,
@@ -379,7 +364,7 @@ Result<Verdict> verdict_from_json(std::string_view text) {
     }
     return v;
   } catch (const FieldError& e) {
-    return Error{Errc::kParse, e.message};
+    return json_fields::to_error(e);
   } catch (const std::exception& e) {
     return Error{Errc::kParse, fmt::format("not a verdict: {}", e.what())};
   }
@@ -408,7 +393,7 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       if (j.contains("truth")) {
         const json& t = j["truth"];
         Truth tr;
-        tr.stall = need(t, "stall").get<bool>();
+        tr.stall = as_bool(need(t, "stall"), "truth.stall");
         opt(t, "stall_start_wall_ns", tr.stall_start_wall_ns, as_int);
         opt(t, "allowed_ns", tr.allowed_ns, as_int);
         opt(t, "interval_ns", tr.interval_ns, as_int);
@@ -429,15 +414,14 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       opt(j, "world_size", o.world_size,
           [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
       const json& ranks = need(j, "ranks");
-      if (!ranks.is_array()) throw FieldError{"field \"ranks\" must be an array"};
+      if (!ranks.is_array()) throw FieldError{Errc::kParse, "field \"ranks\" must be an array"};
       for (const auto& r : ranks) o.ranks.push_back(rank_from_json(r));
       if (j.contains("procs")) {
         for (const auto& pj : j["procs"]) {
           ProcessFacts p;
           p.rank = static_cast<int>(as_int(need(pj, "rank"), "procs.rank"));
-          opt(pj, "alive", p.alive, [](const json& v, const char*) { return v.get<bool>(); });
-          opt(pj, "same_process", p.same_process,
-              [](const json& v, const char*) { return v.get<bool>(); });
+          opt(pj, "alive", p.alive, as_bool);
+          opt(pj, "same_process", p.same_process, as_bool);
           std::string st = "?";
           opt(pj, "state", st, as_str);
           p.state = st.empty() ? '?' : st[0];
@@ -476,15 +460,11 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       }
       if (j.contains("job_exit_code"))
         o.job_exit_code = static_cast<int>(as_int(j["job_exit_code"], "job_exit_code"));
-      opt(j, "one_clock", o.one_clock, [](const json& v, const char* k) {
-        if (!v.is_boolean())
-          throw FieldError{fmt::format("field \"{}\" must be true or false, got {}", k, v.dump())};
-        return v.get<bool>();
-      });
+      opt(j, "one_clock", o.one_clock, as_bool);
       if (j.contains("lapsed_hosts")) {
         const json& lh = j["lapsed_hosts"];
         if (!lh.is_object())
-          throw FieldError{"field \"lapsed_hosts\" must be an object of node: ns"};
+          throw FieldError{Errc::kParse, "field \"lapsed_hosts\" must be an object of node: ns"};
         for (const auto& [node, ns] : lh.items()) o.lapsed_hosts[node] = as_int(ns, "lapsed_hosts");
       }
     } else {
@@ -492,7 +472,7 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
                    fmt::format("unknown line type \"{}\" (header, obs or verdict)", type)};
     }
   } catch (const FieldError& e) {
-    return Error{Errc::kParse, e.message};
+    return json_fields::to_error(e);
   } catch (const json::exception& e) {
     return Error{Errc::kParse, e.what()};
   }
