@@ -15,13 +15,13 @@
 #include "fuzz/require.h"
 #include "fuzz/scratch.h"
 #include "src/contract/names.h"
-#include "src/detect/trace.h"
+#include "src/trace/trace_file.h"
 
 namespace {
 
 using stepwatch::detect::Observation;
-using stepwatch::detect::TraceHeader;
-using stepwatch::detect::TraceLine;
+using stepwatch::trace::TraceHeader;
+using stepwatch::trace::TraceLine;
 
 void write_file(const std::string& path, std::string_view text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -48,7 +48,7 @@ std::vector<std::string_view> split_lines(std::string_view text) {
 bool first_line_is_header(std::string_view text) {
   for (std::string_view line : split_lines(text)) {
     if (line.empty()) continue;
-    auto parsed = stepwatch::detect::parse_trace_line(line);
+    auto parsed = stepwatch::trace::parse_trace_line(line);
     return parsed.ok() && parsed->kind == TraceLine::kHeader;
   }
   return false;
@@ -75,18 +75,18 @@ void check_observation(const Observation& o) {
     FUZZ_REQUIRE(stepwatch::contract::validate_phase(r.phase).ok());
   }
   // Written and read back, it writes the same line again.
-  std::string line = stepwatch::detect::observation_to_json(o);
-  auto back = stepwatch::detect::parse_trace_line(line);
+  std::string line = stepwatch::trace::observation_to_json(o);
+  auto back = stepwatch::trace::parse_trace_line(line);
   FUZZ_REQUIRE(back.ok() && back->kind == TraceLine::kObservation);
-  FUZZ_REQUIRE(stepwatch::detect::observation_to_json(back->obs) == line);
+  FUZZ_REQUIRE(stepwatch::trace::observation_to_json(back->obs) == line);
 }
 
 void check_header(const TraceHeader& h) {
-  FUZZ_REQUIRE(h.version == stepwatch::detect::kTraceVersion);
-  std::string line = stepwatch::detect::header_to_json(h);
-  auto back = stepwatch::detect::parse_trace_line(line);
+  FUZZ_REQUIRE(h.version == stepwatch::trace::kTraceVersion);
+  std::string line = stepwatch::trace::header_to_json(h);
+  auto back = stepwatch::trace::parse_trace_line(line);
   FUZZ_REQUIRE(back.ok() && back->kind == TraceLine::kHeader);
-  FUZZ_REQUIRE(stepwatch::detect::header_to_json(back->header) == line);
+  FUZZ_REQUIRE(stepwatch::trace::header_to_json(back->header) == line);
 }
 
 }  // namespace
@@ -96,7 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& path =
       stepwatch::fuzz::scratch_path("trace");  // one file, rewritten each time
   write_file(path, text);
-  auto trace = stepwatch::detect::read_trace(path);
+  auto trace = stepwatch::trace::read_trace(path);
   FUZZ_REQUIRE(trace.ok());
   FUZZ_REQUIRE(trace->path == path);
   auto lines = static_cast<int64_t>(split_lines(text).size());

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "src/common/duration.h"
-#include "src/detect/trace.h"
 #include "tests/support/scenarios/scenarios.h"
 #include "tests/support/scenarios/score.h"
 

@@ -18,7 +18,6 @@
 #include "src/contract/job_scan.h"
 #include "src/contract/names.h"
 #include "src/detect/spec_adapter.h"
-#include "src/detect/trace.h"
 #include "src/spec/size.h"
 #include "src/watch/job_gpus.h"
 

@@ -11,12 +11,12 @@
 #include "src/common/duration.h"
 #include "src/common/log.h"
 #include "src/contract/names.h"
-#include "src/detect/trace.h"
 #include "src/probe/liveness.h"
 #include "src/runbook/artifact.h"
 #include "src/runbook/node_fault_history.h"
 #include "src/runbook/page_message.h"
 #include "src/runbook/proven.h"
+#include "src/trace/codec.h"
 
 namespace stepwatch::agent {
 
@@ -200,7 +200,7 @@ std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, in
   req.beacon_root = t_.root;
   req.proc_root = agent_.config_.proc_root;
   req.settings = t_.spec.runbook.collect;
-  req.verdict_json = detect::verdict_to_json(v, t_.job);
+  req.verdict_json = trace::verdict_to_json(v, t_.job);
   for (const auto& p : targets.processes) {
     runbook::JobProcess jp;
     jp.process = p;

@@ -7,8 +7,8 @@
 #include "src/common/duration.h"
 #include "src/detect/detector.h"
 #include "src/detect/spec_adapter.h"
-#include "src/detect/trace.h"
 #include "src/spec/spec.h"
+#include "src/trace/trace_file.h"
 
 namespace stepwatch::cli {
 
@@ -20,8 +20,7 @@ std::string offset(int64_t ns) {
 }
 
 // The spec for one trace: --spec, else the one recorded in the trace, else the defaults.
-Result<spec::JobSpec> spec_for(const ReplayOptions& o, const detect::Trace& t,
-                               std::string* origin) {
+Result<spec::JobSpec> spec_for(const ReplayOptions& o, const trace::Trace& t, std::string* origin) {
   if (!o.spec_path.empty()) {
     *origin = o.spec_path;
     return spec::load_spec_file(o.spec_path);
@@ -39,16 +38,17 @@ Result<spec::JobSpec> spec_for(const ReplayOptions& o, const detect::Trace& t,
 int run_replay(const ReplayOptions& o) {
   int rc = 0;
   for (const auto& path : o.traces) {
-    auto trace = detect::read_trace(path);
-    if (!trace) {
-      fmt::print(stderr, "stepwatch replay: {}\n", trace.error().message);
+    auto recorded = trace::read_trace(path);
+    if (!recorded) {
+      fmt::print(stderr, "stepwatch replay: {}\n", recorded.error().message);
       rc = 2;
       continue;
     }
-    for (const auto& p : trace->problems) fmt::print(stderr, "stepwatch replay: {}\n", p.message);
-    if (!trace->problems.empty()) rc = std::max(rc, 1);
+    for (const auto& p : recorded->problems)
+      fmt::print(stderr, "stepwatch replay: {}\n", p.message);
+    if (!recorded->problems.empty()) rc = std::max(rc, 1);
     std::string origin;
-    auto spec = spec_for(o, *trace, &origin);
+    auto spec = spec_for(o, *recorded, &origin);
     if (!spec) {
       fmt::print(stderr, "stepwatch replay: {}\n", spec.error().message);
       rc = 2;
@@ -57,18 +57,18 @@ int run_replay(const ReplayOptions& o) {
     detect::Detector d(detect::config_from_spec(*spec));
     if (!o.json) {
       fmt::print("{}: job {}, {} observations, spec {}\n", path,
-                 trace->header.job.empty() ? "?" : trace->header.job, trace->observations.size(),
-                 origin);
+                 recorded->header.job.empty() ? "?" : recorded->header.job,
+                 recorded->observations.size(), origin);
     }
-    if (trace->observations.empty()) continue;
-    const Stamp start = trace->observations.front().now;
+    if (recorded->observations.empty()) continue;
+    const Stamp start = recorded->observations.front().now;
     auto since_start = [&](const Stamp& now) {
       return now.mono_ns > 0 && start.mono_ns > 0 ? now.mono_ns - start.mono_ns
                                                   : now.wall_ns - start.wall_ns;
     };
     std::string last;
     std::optional<int64_t> fired_at;
-    for (const auto& obs : trace->observations) {
+    for (const auto& obs : recorded->observations) {
       detect::Verdict v = d.observe(obs);
       std::string key =
           fmt::format("{}/{}", detect::state_name(v.state), detect::cause_name(v.cause));
@@ -81,7 +81,7 @@ int run_replay(const ReplayOptions& o) {
         nlohmann::json j = {
             {"trace", path},
             {"offset_seconds", since_start(obs.now) / 1e9},
-            {"verdict", nlohmann::json::parse(detect::verdict_to_json(v, trace->header.job))}};
+            {"verdict", nlohmann::json::parse(trace::verdict_to_json(v, recorded->header.job))}};
         fmt::print("{}\n", j.dump());
       } else {
         fmt::print("  {}  {}\n", offset(since_start(obs.now)), v.summary);
@@ -92,8 +92,8 @@ int run_replay(const ReplayOptions& o) {
         }
       }
     }
-    if (!o.json && trace->header.truth) {
-      const auto& t = *trace->header.truth;
+    if (!o.json && recorded->header.truth) {
+      const auto& t = *recorded->header.truth;
       if (t.stall) {
         int64_t stall = t.stall_start_wall_ns - start.wall_ns;
         fmt::print(

@@ -6,69 +6,21 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "src/common/json_fields.h"
+
 namespace stepwatch::coord {
 
 namespace {
 
 using json = nlohmann::json;
 
-// Reads the fields of one record, the first problem kept: a field of the wrong type names the
-// key and the field. Absent or null keeps the default.
-class Fields {
- public:
-  Fields(const json& j, std::string_view source) : j_(j), source_(source) {}
-
-  template <class T>
-  void get(const char* field, T& out) {
-    auto it = j_.find(field);
-    if (it == j_.end() || it->is_null() || !error_.empty()) return;
-    bool ok = false;
-    if constexpr (std::is_same_v<T, std::string>) {
-      ok = it->is_string();
-    } else if constexpr (std::is_integral_v<T>) {
-      ok = it->is_number_integer();
-    } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
-      ok = it->is_number_integer();
-    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-      ok = it->is_array() &&
-           std::all_of(it->begin(), it->end(), [](const json& e) { return e.is_number_integer(); });
-    } else {
-      ok = it->is_array() &&
-           std::all_of(it->begin(), it->end(), [](const json& e) { return e.is_string(); });
-    }
-    if (!ok) {
-      error_ =
-          fmt::format("{}: field \"{}\" has the wrong type: {:.80}", source_, field, it->dump());
-      return;
-    }
-    if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
-      out = it->get<int64_t>();
-    } else {
-      out = it->get<T>();
-    }
-  }
-  void require(const char* field) {
-    if (error_.empty() && !j_.contains(field))
-      error_ = fmt::format("{}: field \"{}\" is missing", source_, field);
-  }
-  Status status() const {
-    if (error_.empty()) return {};
-    return Error{Errc::kParse, error_};
-  }
-
- private:
-  const json& j_;
-  std::string_view source_;
-  std::string error_;
-};
-
-Result<json> parse_object(std::string_view text, std::string_view source) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Error{Errc::kParse, fmt::format("{}: not a JSON object: {:.80}", source, text)};
-  }
-  return j;
-}
+using json_fields::as_int;
+using json_fields::as_ints;
+using json_fields::as_str;
+using json_fields::as_strs;
+using json_fields::need;
+using json_fields::opt;
+using json_fields::parse_object;
 
 Error refused(const std::string& key) {
   return Error{Errc::kBusy, fmt::format("{}: write refused by the fence: this node no longer "
@@ -123,21 +75,25 @@ Result<store::IncarnationRecord> incarnation_record_from_json(std::string_view t
   auto j = parse_object(text, source);
   if (!j) return j.error();
   store::IncarnationRecord r;
-  Fields f(*j, source);
-  f.require("job");
-  f.require("incarnation");
-  f.get("job", r.job);
-  f.get("incarnation", r.incarnation);
-  f.get("started_ns", r.started_ns);
-  f.get("ended_ns", r.ended_ns);
-  f.get("end_reason", r.end_reason);
-  f.get("cause", r.cause);
-  f.get("culprit_ranks", r.culprit_ranks);
-  f.get("culprit_hosts", r.culprit_hosts);
-  f.get("hosts", r.hosts);
-  f.get("checkpoint_step", r.checkpoint_step);
-  f.get("scheduler_id", r.scheduler_id);
-  if (auto st = f.status(); !st) return st.error();
+  try {
+    need(*j, "job");
+    need(*j, "incarnation");
+    opt(*j, "job", r.job, as_str);
+    opt(*j, "incarnation", r.incarnation, as_int);
+    opt(*j, "started_ns", r.started_ns, as_int);
+    opt(*j, "ended_ns", r.ended_ns, as_int);
+    opt(*j, "end_reason", r.end_reason, as_str);
+    opt(*j, "cause", r.cause, as_str);
+    std::vector<int64_t> ranks;
+    opt(*j, "culprit_ranks", ranks, as_ints);
+    r.culprit_ranks.assign(ranks.begin(), ranks.end());
+    opt(*j, "culprit_hosts", r.culprit_hosts, as_strs);
+    opt(*j, "hosts", r.hosts, as_strs);
+    opt(*j, "checkpoint_step", r.checkpoint_step, as_int);
+    opt(*j, "scheduler_id", r.scheduler_id, as_str);
+  } catch (const json_fields::FieldError& e) {
+    return json_fields::to_error(e, source);
+  }
   return r;
 }
 
@@ -152,15 +108,17 @@ Result<store::HostImplication> implication_from_json(std::string_view text,
   auto j = parse_object(text, source);
   if (!j) return j.error();
   store::HostImplication i;
-  Fields f(*j, source);
-  for (const char* field : {"host", "job", "incarnation", "at_ns"}) f.require(field);
-  f.get("host", i.host);
-  f.get("job", i.job);
-  f.get("incarnation", i.incarnation);
-  f.get("at_ns", i.at_ns);
-  f.get("cause", i.cause);
-  f.get("reason", i.reason);
-  if (auto st = f.status(); !st) return st.error();
+  try {
+    for (const char* field : {"host", "job", "incarnation", "at_ns"}) need(*j, field);
+    opt(*j, "host", i.host, as_str);
+    opt(*j, "job", i.job, as_str);
+    opt(*j, "incarnation", i.incarnation, as_int);
+    opt(*j, "at_ns", i.at_ns, as_int);
+    opt(*j, "cause", i.cause, as_str);
+    opt(*j, "reason", i.reason, as_str);
+  } catch (const json_fields::FieldError& e) {
+    return json_fields::to_error(e, source);
+  }
   return i;
 }
 

@@ -6,43 +6,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/common/json_fields.h"
+
 namespace stepwatch::coord {
 
 namespace {
 
 using json = nlohmann::json;
 
-// The object, or an error naming the source; `what` names the record kind.
-Result<json> parse_object(std::string_view text, std::string_view source) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Error{Errc::kParse, fmt::format("{}: not a JSON object: {:.80}", source, text)};
-  }
-  return j;
-}
-
-// An optional field of the given kind: absent or null keeps `out`; a wrong type is an error.
-bool read_int(const json& j, const char* field, int64_t* out, std::string* error) {
-  auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return true;
-  if (!it->is_number_integer()) {
-    *error = fmt::format("field \"{}\" must be an integer, got {}", field, it->dump());
-    return false;
-  }
-  *out = it->get<int64_t>();
-  return true;
-}
-
-bool read_string(const json& j, const char* field, std::string* out, std::string* error) {
-  auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return true;
-  if (!it->is_string()) {
-    *error = fmt::format("field \"{}\" must be a string, got {}", field, it->dump());
-    return false;
-  }
-  *out = it->get<std::string>();
-  return true;
-}
+using json_fields::as_int;
+using json_fields::as_str;
+using json_fields::need;
+using json_fields::opt;
+using json_fields::parse_object;
 
 }  // namespace
 
@@ -80,38 +56,30 @@ std::string incarnation_to_json(const IncarnationRecord& r) {
 Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::string_view source) {
   auto j = parse_object(text, source);
   if (!j) return j.error();
-  if (!j->contains("incarnation")) {
-    return Error{Errc::kParse, fmt::format("{}: field \"incarnation\" is missing", source)};
-  }
   IncarnationRecord r;
-  std::string e;
-  if (!read_int(*j, "incarnation", &r.incarnation, &e) ||
-      !read_string(*j, "resume_from", &r.resume_from, &e) ||
-      !read_int(*j, "incident", &r.incident, &e) || !read_string(*j, "by", &r.by, &e) ||
-      !read_int(*j, "at_ns", &r.at_ns, &e) || !read_string(*j, "scheduler", &r.scheduler, &e) ||
-      !read_string(*j, "scheduler_job", &r.scheduler_job, &e) ||
-      !read_int(*j, "hold_incident", &r.hold_incident, &e) ||
-      !read_string(*j, "hold", &r.hold, &e) ||
-      !read_string(*j, "hold_resume_from", &r.hold_resume_from, &e)) {
-    return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
-  }
-  if (j->contains("exit_code") && !(*j)["exit_code"].is_null()) {
-    int64_t code = 0;
-    if (!read_int(*j, "exit_code", &code, &e))
-      return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
-    if (code < 1 || code > 255) {
+  try {
+    need(*j, "incarnation");
+    opt(*j, "incarnation", r.incarnation, as_int);
+    opt(*j, "resume_from", r.resume_from, as_str);
+    opt(*j, "incident", r.incident, as_int);
+    opt(*j, "by", r.by, as_str);
+    opt(*j, "at_ns", r.at_ns, as_int);
+    opt(*j, "scheduler", r.scheduler, as_str);
+    opt(*j, "scheduler_job", r.scheduler_job, as_str);
+    opt(*j, "hold_incident", r.hold_incident, as_int);
+    opt(*j, "hold", r.hold, as_str);
+    opt(*j, "hold_resume_from", r.hold_resume_from, as_str);
+    std::optional<int64_t> code;
+    opt(*j, "exit_code", code, as_int);
+    if (code && (*code < 1 || *code > 255)) {
       return Error{Errc::kParse,
-                   fmt::format("{}: field \"exit_code\" must be 1-255, got {}", source, code)};
+                   fmt::format("{}: field \"exit_code\" must be 1-255, got {}", source, *code)};
     }
-    r.exit_code = static_cast<int>(code);
-  }
-  for (auto [field, out] : {std::pair{"resume_step", &r.resume_step},
-                            std::pair{"hold_resume_step", &r.hold_resume_step}}) {
-    if (!j->contains(field) || (*j)[field].is_null()) continue;
-    int64_t step = 0;
-    if (!read_int(*j, field, &step, &e))
-      return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
-    *out = step;
+    if (code) r.exit_code = static_cast<int>(*code);
+    opt(*j, "resume_step", r.resume_step, as_int);
+    opt(*j, "hold_resume_step", r.hold_resume_step, as_int);
+  } catch (const json_fields::FieldError& e) {
+    return json_fields::to_error(e, source);
   }
   if (r.incarnation < 0) {
     return Error{Errc::kParse, fmt::format("{}: field \"incarnation\" must be >= 0, got {}", source,
@@ -135,22 +103,18 @@ Result<LauncherRecord> launcher_from_json(std::string_view text, std::string_vie
   auto j = parse_object(text, source);
   if (!j) return j.error();
   LauncherRecord r;
-  int64_t pid = 0;
-  std::string e;
-  if (!read_string(*j, "node", &r.node, &e) || !read_int(*j, "pid", &pid, &e) ||
-      !read_int(*j, "incarnation", &r.incarnation, &e) ||
-      !read_int(*j, "started_at_ns", &r.started_at_ns, &e) ||
-      !read_string(*j, "scheduler", &r.scheduler, &e) ||
-      !read_string(*j, "scheduler_job", &r.scheduler_job, &e)) {
-    return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
+  try {
+    opt(*j, "node", r.node, as_str);
+    opt(*j, "pid", r.pid,
+        [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+    opt(*j, "incarnation", r.incarnation, as_int);
+    opt(*j, "started_at_ns", r.started_at_ns, as_int);
+    opt(*j, "scheduler", r.scheduler, as_str);
+    opt(*j, "scheduler_job", r.scheduler_job, as_str);
+    opt(*j, "scheduler_restarts", r.scheduler_restarts, as_int);
+  } catch (const json_fields::FieldError& e) {
+    return json_fields::to_error(e, source);
   }
-  if (j->contains("scheduler_restarts") && !(*j)["scheduler_restarts"].is_null()) {
-    int64_t n = 0;
-    if (!read_int(*j, "scheduler_restarts", &n, &e))
-      return Error{Errc::kParse, fmt::format("{}: {}", source, e)};
-    r.scheduler_restarts = n;
-  }
-  r.pid = static_cast<int>(pid);
   return r;
 }
 

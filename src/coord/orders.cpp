@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/detect/trace.h"
+#include "src/trace/codec.h"
 
 namespace stepwatch::coord {
 
@@ -194,7 +194,7 @@ JobOrders::roster() {
 
 Status JobOrders::write_view(const JobView& v, int64_t fence) {
   if (fence == 0) return Error{Errc::kBusy, "not the leader: no view"};
-  json obs = json::parse(detect::observation_to_json(v.observation));
+  json obs = json::parse(trace::observation_to_json(v.observation));
   obs.erase("type");
   json nodes = json::array();
   for (const auto& n : v.nodes) {
@@ -206,7 +206,7 @@ Status JobOrders::write_view(const JobView& v, int64_t fence) {
   }
   json j = {{"leader", v.leader},
             {"at_wall_ns", v.at_wall_ns},
-            {"verdict", json::parse(detect::verdict_to_json(v.verdict))},
+            {"verdict", json::parse(trace::verdict_to_json(v.verdict))},
             {"obs", obs},
             {"nodes", nodes}};
   auto t =
@@ -239,13 +239,13 @@ Result<std::optional<JobView>> JobOrders::view() {
   } catch (const std::exception& e) {
     return Error{Errc::kParse, fmt::format("etcd key {}: not a view: {}", key, e.what())};
   }
-  auto verdict = detect::verdict_from_json(j->value("verdict", json::object()).dump());
+  auto verdict = trace::verdict_from_json(j->value("verdict", json::object()).dump());
   if (!verdict)
     return Error{Errc::kParse,
                  fmt::format("etcd key {}: verdict: {}", key, verdict.error().message)};
   json obs = j->value("obs", json::object());
   obs["type"] = "obs";
-  auto line = detect::parse_trace_line(obs.dump());
+  auto line = trace::parse_trace_line(obs.dump());
   if (!line)
     return Error{Errc::kParse, fmt::format("etcd key {}: obs: {}", key, line.error().message)};
   v.verdict = std::move(*verdict);

@@ -31,7 +31,7 @@
 #include "src/coord/kv.h"
 #include "src/detect/observation.h"
 #include "src/detect/verdict.h"
-#include "src/runbook/incident.h"
+#include "src/runbook/preempt.h"
 #include "src/watch/job_state.h"
 
 namespace stepwatch::coord {

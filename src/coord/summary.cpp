@@ -8,7 +8,8 @@
 #include <set>
 #include <utility>
 
-#include "src/detect/trace.h"
+#include "src/common/json_fields.h"
+#include "src/trace/codec.h"
 
 namespace stepwatch::coord {
 
@@ -16,24 +17,10 @@ namespace {
 
 using json = nlohmann::json;
 
-// Field readers throw FieldError, caught once in summary_from_json and named by source there.
-struct FieldError {
-  Errc code = Errc::kParse;
-  std::string message;
-};
-
-const json& need(const json& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end()) throw FieldError{Errc::kParse, fmt::format("field \"{}\" is missing", key)};
-  return *it;
-}
-
-int64_t as_int(const json& v, const char* key) {
-  if (!v.is_number_integer())
-    throw FieldError{Errc::kParse,
-                     fmt::format("field \"{}\" must be an integer, got {}", key, v.dump())};
-  return v.get<int64_t>();
-}
+// The field readers throw FieldError, caught once in summary_from_json and named by source there.
+using json_fields::as_int;
+using json_fields::FieldError;
+using json_fields::need;
 
 // A shifted monotonic stamp: 0 stays "unknown". One older than the leader's own boot has no
 // place on its clock and becomes unknown too, so the detector falls back to its wall time.
@@ -82,7 +69,7 @@ std::string summary_to_json(const NodeSummary& s) {
             {"node", s.node},
             {"poll_seq", s.poll_seq},
             {"incarnation", s.incarnation},
-            {"obs", json::parse(detect::observation_to_json(s.observation))}};
+            {"obs", json::parse(trace::observation_to_json(s.observation))}};
   return j.dump();
 }
 
@@ -117,9 +104,9 @@ Result<NodeSummary> summary_from_json(std::string_view text, std::string_view so
     if (!obs.is_object())
       throw FieldError{Errc::kParse,
                        fmt::format("field \"obs\" must be an object, got {}", obs.dump())};
-    auto line = detect::parse_trace_line(obs.dump());
+    auto line = trace::parse_trace_line(obs.dump());
     if (!line) return fail(line.error().code, "field \"obs\": " + line.error().message);
-    if (line->kind != detect::TraceLine::kObservation)
+    if (line->kind != trace::TraceLine::kObservation)
       return fail(Errc::kParse, "field \"obs\" must be an observation (\"type\": \"obs\")");
     s.observation = std::move(line->obs);
   } catch (const FieldError& e) {

@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "src/common/duration.h"
-#include "src/detect/trace.h"
+#include "src/trace/codec.h"
 
 namespace stepwatch::runbook {
 
@@ -184,7 +184,7 @@ void Incident::open_incident(const detect::Verdict& v, Stamp now) {
   o.opened.state = detect::state_name(v.state);
   o.opened.cause = detect::cause_name(v.cause);
   o.opened.summary = v.summary;
-  o.opened.verdict_json = detect::verdict_to_json(v, scope_.job);
+  o.opened.verdict_json = trace::verdict_to_json(v, scope_.job);
   o.state = o.opened.state;
   o.cause = o.opened.cause;
   o.opened_wall_ns = now.wall_ns;
@@ -248,7 +248,7 @@ PageMessage Incident::message(const detect::Verdict& v) const {
                          : fmt::format("{}-{}", scope_.job, open_->opened_wall_ns / kNsPerMs);
   m.incarnation = static_cast<int>(scope_.incarnation);
   m.started_wall_ns = open_->opened_wall_ns;
-  m.verdict_json = detect::verdict_to_json(v, scope_.job);  // only when paging: it can be large
+  m.verdict_json = trace::verdict_to_json(v, scope_.job);  // only when paging: it can be large
   return m;
 }
 
@@ -328,7 +328,7 @@ void Incident::step(const detect::Verdict& v, Stamp now, bool running) {
       says.state = state;
       says.cause = cause;
       says.summary = v.summary;
-      says.verdict_json = detect::verdict_to_json(v, scope_.job);
+      says.verdict_json = trace::verdict_to_json(v, scope_.job);
       note(ledger_.update(id, says));
       o.state = state;
       o.cause = cause;

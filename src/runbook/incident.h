@@ -117,13 +117,6 @@ struct PreemptTargets {
   std::string refused;  // "rank 1: pid 12 is not the beacon's writer; ..."; "" when none
 };
 
-// What the host's act() did: the artifact (when it collects) and the preempt.
-struct ActReport {
-  std::optional<std::string> artifact;  // one line: where, how much, or why it failed
-  bool artifact_ok = true;
-  PreemptReport preempt;
-};
-
 // What follows a preempt, decided by the host once its report is in.
 struct AfterPreempt {
   bool close = true;       // false: the incident stays open

@@ -68,6 +68,15 @@ struct PreemptReport {
   std::string summary() const;  // one line
 };
 
+// What a runbook host's act() did: the artifact (when it collects) and the preempt. Here, beside
+// the preempt's report, so that what a multi-node job's nodes report back (coord/orders.h) needs
+// only the preempt's types, not the incident state machine.
+struct ActReport {
+  std::optional<std::string> artifact;  // one line: where, how much, or why it failed
+  bool artifact_ok = true;
+  PreemptReport preempt;
+};
+
 // SIGTERM to every proven listed process (plus SIGCONT to stopped ones, so the TERM is delivered),
 // wait up to grace_ns, SIGKILL the proven survivors, then verify.
 PreemptReport preempt_processes(const std::vector<ProcessRef>& procs, int64_t grace_ns,

@@ -8,7 +8,7 @@
 
 #include "src/common/duration.h"
 #include "src/contract/names.h"
-#include "src/detect/trace.h"
+#include "src/trace/codec.h"
 
 namespace stepwatch::serve {
 
@@ -128,7 +128,7 @@ json job_summary_json(const watch::JobState& s) {
 }
 
 json job_detail_json(const watch::JobState& s) {
-  json j = json::parse(detect::verdict_to_json(s.verdict, s.job));
+  json j = json::parse(trace::verdict_to_json(s.verdict, s.job));
   j["job_id"] = s.job;
   j["owner"] = s.owner;
   j["owner_uid"] = or_null(s.owner_uid);

@@ -90,7 +90,7 @@ std::string Supervisor::collect(const detect::Verdict& v, int64_t incident_id, b
   req.beacon_root = opt_.beacon_root;
   req.proc_root = opt_.proc_root;
   req.settings = spec_.runbook.collect;
-  req.verdict_json = detect::verdict_to_json(v, opt_.job);
+  req.verdict_json = trace::verdict_to_json(v, opt_.job);
   req.processes = job_processes();
   if (turn_report_ && turn_report_->gpus) req.gpu_text = runbook::gpu_text(*turn_report_->gpus);
   req.log_lines = log_->recent();

@@ -92,18 +92,18 @@ Status Supervisor::setup() {
     say(fmt::format("no GPU evidence: {}", nvml.error().message));
   }
 
-  std::string trace = opt_.trace_path;
-  if (trace.empty()) {
+  std::string trace_path = opt_.trace_path;
+  if (trace_path.empty()) {
     std::filesystem::create_directories(opt_.state_dir + "/traces");
-    trace =
+    trace_path =
         fmt::format("{}/traces/{}-{}.jsonl", opt_.state_dir, opt_.job, wall_now_ns() / kNsPerSec);
   }
-  detect::TraceHeader h;
+  trace::TraceHeader h;
   h.job = opt_.job;
   h.local_host = short_hostname();
   h.poll_ns = poll_interval();
   if (!opt_.spec_text.empty()) h.spec_toml = opt_.spec_text;
-  auto w = detect::TraceWriter::open(trace, h);
+  auto w = trace::TraceWriter::open(trace_path, h);
   if (!w) return w.error();
   trace_.emplace(std::move(*w));
   say(fmt::format("job {} incarnation {}{}: trace {}", opt_.job, state_.incarnation,
@@ -111,7 +111,7 @@ Status Supervisor::setup() {
                       ? ""
                       : fmt::format(" ({}, restarts owned by {})", opt_.scheduler.describe(),
                                     spec::resume_owner_name(spec_.runbook.resume_owner)),
-                  trace));
+                  trace_path));
 
   serve::AckServerConfig ac;
   ac.host = opt_.ack_host;
@@ -281,7 +281,7 @@ void Supervisor::record_processes(const watch::PollReport& report) {
 
 void Supervisor::on_verdict(const watch::Look& look) {
   const detect::Verdict& v = look.verdict;
-  last_verdict_json_ = detect::verdict_to_json(v, opt_.job);
+  last_verdict_json_ = trace::verdict_to_json(v, opt_.job);
   (void)trace_->write_observation(look.observation);
   if (!look.changed_from) return;
   (void)trace_->write_verdict(v);

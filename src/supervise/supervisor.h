@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "src/detect/detector.h"
-#include "src/detect/trace.h"
 #include "src/runbook/artifact.h"
 #include "src/runbook/incident.h"
 #include "src/runbook/ledger.h"
@@ -24,6 +23,7 @@
 #include "src/store/store.h"
 #include "src/supervise/child.h"
 #include "src/supervise/log_feed.h"
+#include "src/trace/trace_file.h"
 #include "src/watch/job_watch.h"
 
 namespace stepwatch::serve {
@@ -138,7 +138,7 @@ class Supervisor final : private runbook::IncidentHost, private runbook::ResumeH
   std::unique_ptr<LogFeed> log_;
   std::unique_ptr<Child> child_;
   std::unique_ptr<watch::JobWatch> watch_;
-  std::optional<detect::TraceWriter> trace_;
+  std::optional<trace::TraceWriter> trace_;
   std::unique_ptr<serve::AckServer> ack_;
   std::optional<runbook::StoreLedger> ledger_;
   std::optional<runbook::PageDeliveries> deliveries_;

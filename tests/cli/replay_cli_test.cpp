@@ -5,7 +5,6 @@
 
 #include <fstream>
 
-#include "src/detect/trace.h"
 #include "tests/cli/run_binary.h"
 #include "tests/contract/test_support.h"
 #include "tests/support/scenarios/scenarios.h"

@@ -7,7 +7,7 @@
 
 #include "src/detect/detector.h"
 #include "src/detect/spec_adapter.h"
-#include "src/detect/trace.h"
+#include "src/trace/codec.h"
 #include "tests/detect/sim.h"
 
 namespace stepwatch::detect {
@@ -208,13 +208,13 @@ TEST(DetectorMultiNode, ALeadersTraceReplaysToTheSameVerdict) {
   Verdict want, got;
   for (const auto& o : seen) {
     want = live.observe(o);
-    auto line = parse_trace_line(observation_to_json(o));
+    auto line = trace::parse_trace_line(trace::observation_to_json(o));
     ASSERT_TRUE(line.ok()) << line.error().message;
     got = replay.observe(line->obs);
   }
   EXPECT_EQ(want.state, State::kStalled);
   EXPECT_EQ(got.summary, want.summary);
-  EXPECT_EQ(verdict_to_json(got), verdict_to_json(want));
+  EXPECT_EQ(trace::verdict_to_json(got), trace::verdict_to_json(want));
 }
 
 }  // namespace

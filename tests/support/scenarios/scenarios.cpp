@@ -7,6 +7,7 @@
 #include <functional>
 #include <random>
 
+#include "src/trace/trace_file.h"
 #include "tests/support/scenarios/world.h"
 
 namespace stepwatch::bench {
@@ -54,7 +55,7 @@ void start(World& w, int64_t init = 20 * kSec) {
 }
 
 Scenario finish(std::string name, std::string description, std::string spec, int64_t poll, World& w,
-                detect::Truth truth) {
+                trace::Truth truth) {
   Scenario s;
   s.name = std::move(name);
   s.description = std::move(description);
@@ -65,15 +66,15 @@ Scenario finish(std::string name, std::string description, std::string spec, int
   return s;
 }
 
-detect::Truth no_stall(int64_t interval) {
-  detect::Truth t;
+trace::Truth no_stall(int64_t interval) {
+  trace::Truth t;
   t.interval_ns = interval;
   return t;
 }
 
-detect::Truth stall_at(const World& w, int64_t allowed, int64_t interval, std::vector<int> culprits,
-                       std::string note) {
-  detect::Truth t;
+trace::Truth stall_at(const World& w, int64_t allowed, int64_t interval, std::vector<int> culprits,
+                      std::string note) {
+  trace::Truth t;
   t.stall = true;
   t.stall_start_wall_ns = w.now().wall_ns;
   t.allowed_ns = allowed;
@@ -151,7 +152,7 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     w.phase_all("compile");
     w.activity_all(Activity::kDeadlock);
     w.advance(5 * kMin);
-    detect::Truth t = stall_at(w, poll, 2 * kSec, {0, 1, 2, 3}, "warm compile past its 5m budget");
+    trace::Truth t = stall_at(w, poll, 2 * kSec, {0, 1, 2, 3}, "warm compile past its 5m budget");
     w.advance(25 * kMin);
     out.push_back(finish("warm-compile-overrun", "restart's compile hangs; warm budget 5m",
                          spec_2s(), poll, w, t));
@@ -193,7 +194,7 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     w.phase(2, "data");
     w.activity(2, Activity::kDataWait);
     for (int r : {0, 1, 3}) w.activity(r, Activity::kWaitGpu);
-    detect::Truth t =
+    trace::Truth t =
         stall_at(w, 2 * kMin + poll, 2 * kSec, {2}, "rank 2 never leaves data (budget 2m)");
     w.advance(30 * kMin);
     out.push_back(finish("collective-hang-data",
@@ -205,7 +206,7 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     start(w);
     train(w, 300, 2 * kSec);
     w.freeze_beacon(3);
-    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {3}, "rank 3 stops reporting");
+    trace::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {3}, "rank 3 stops reporting");
     train(w, 300, 2 * kSec);
     out.push_back(finish("rank-silent", "rank 3's beacon stops, its process keeps training",
                          spec_2s(), poll, w, t));
@@ -217,7 +218,7 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     w.advance(kSec);
     w.kill(1, 137);
     for (int r : {0, 2, 3}) w.activity(r, Activity::kWaitGpu);
-    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {1}, "rank 1 killed (OOM)");
+    trace::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {1}, "rank 1 killed (OOM)");
     w.advance(30 * kMin);
     out.push_back(finish("rank-dies", "rank 1 is killed; the others wait in allreduce", spec_2s(),
                          poll, w, t));
@@ -225,7 +226,7 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
   {  // 11. A restart hung at init: the old incarnation still holds the port.
     World w(kRanks, poll, /*incarnation=*/1);
     w.activity_all(Activity::kInitWait);
-    detect::Truth t =
+    trace::Truth t =
         stall_at(w, 5 * kMin + poll, 2 * kSec, {0, 1, 2, 3}, "never reaches the first step");
     w.advance(40 * kMin);
     out.push_back(finish("restart-hung-init", "incarnation 1 waits for rendezvous forever",
@@ -238,7 +239,7 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     w.advance(kSec);
     w.activity_all(Activity::kWaitCpu);
     w.log_lines_per_sec(20);
-    detect::Truth t =
+    trace::Truth t =
         stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "all ranks hang; log still printing");
     w.advance(30 * kMin);
     out.push_back(
@@ -273,7 +274,7 @@ init = "30m"
     start(w, 2 * kMin);
     train(w, 3, 18 * kMin);
     w.activity_all(Activity::kWaitGpu);
-    detect::Truth t = stall_at(w, 36 * kMin + 30 * kSec, 18 * kMin, {}, "hang after 3 steps");
+    trace::Truth t = stall_at(w, 36 * kMin + 30 * kSec, 18 * kMin, {}, "hang after 3 steps");
     w.advance(90 * kMin);
     out.push_back(finish("18min-steps-hang", "18-minute steps, then a collective hang", spec_18m,
                          30 * kSec, w, t));
@@ -284,7 +285,7 @@ init = "30m"
     train(w, 300, 2 * kSec);
     w.advance(kSec);
     w.activity_all(Activity::kIoStall);
-    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "storage hangs");
+    trace::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "storage hangs");
     w.advance(20 * kMin);
     out.push_back(
         finish("io-stall", "every rank in D state, no bytes moving", spec_2s(), poll, w, t));
@@ -295,7 +296,7 @@ init = "30m"
     train(w, 300, 2 * kSec);
     w.advance(kSec);
     w.activity_all(Activity::kDeadlock);
-    detect::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "lock-order deadlock");
+    trace::Truth t = stall_at(w, 4 * kSec + poll, 2 * kSec, {}, "lock-order deadlock");
     w.advance(20 * kMin);
     out.push_back(
         finish("host-deadlock", "1 process, asleep on a futex, GPU idle", spec_2s(), poll, w, t));
@@ -304,14 +305,14 @@ init = "30m"
 }
 
 Status write_trace(const Scenario& s, const std::string& path) {
-  detect::TraceHeader h;
+  trace::TraceHeader h;
   h.job = "scenario";
   h.local_host = "node1";
   h.poll_ns = s.poll_ns;
   h.scenario = s.name;
   h.spec_toml = s.spec_toml;
   h.truth = s.truth;
-  auto w = detect::TraceWriter::open(path, h);
+  auto w = trace::TraceWriter::open(path, h);
   if (!w) return w.error();
   for (const auto& o : s.observations) {
     if (auto st = w->write_observation(o); !st) return st;

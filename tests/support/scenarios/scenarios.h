@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "src/detect/observation.h"
-#include "src/detect/trace.h"
+#include "src/trace/codec.h"
 
 namespace stepwatch::bench {
 
@@ -15,7 +15,7 @@ struct Scenario {
   std::string description;
   std::string spec_toml;
   int64_t poll_ns = 0;
-  detect::Truth truth;
+  trace::Truth truth;
   std::vector<detect::Observation> observations;
 };
 

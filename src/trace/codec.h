@@ -1,12 +1,13 @@
-// Recorded observation traces (JSONL, docs/replay.md): what `stepwatch run` and `stepwatch agent`
-// record and `stepwatch replay` and the detection benchmark read. One JSON object per line:
+// The trace codec (JSONL, docs/replay.md): observations, verdicts and trace headers as JSON, and
+// one trace line parsed back. What `stepwatch run` and `stepwatch agent` record, what a node's
+// summary embeds, what the API and the page show of a verdict. One JSON object per line:
 //   {"type":"header", ...}       once, first: job, host, poll period, optional spec and truth
 //   {"type":"obs", ...}          one poll: time, ranks, process / GPU / log evidence
 //   {"type":"verdict", ...}      what the live detector said (replay ignores these)
+// No I/O here: trace files are trace_file.h's.
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,7 +17,7 @@
 #include "src/detect/observation.h"
 #include "src/detect/verdict.h"
 
-namespace stepwatch::detect {
+namespace stepwatch::trace {
 
 inline constexpr int kTraceVersion = 1;
 
@@ -41,46 +42,18 @@ struct TraceHeader {
 };
 
 std::string header_to_json(const TraceHeader& h);
-std::string observation_to_json(const Observation& o);
-std::string verdict_to_json(const Verdict& v, std::string_view job = "");
+std::string observation_to_json(const detect::Observation& o);
+std::string verdict_to_json(const detect::Verdict& v, std::string_view job = "");
 // Reads what verdict_to_json wrote (seconds back to ns, names back to enums): a multi-node
 // job's follower shows its leader's verdict. Errors name the field at fault.
-Result<Verdict> verdict_from_json(std::string_view text);
+Result<detect::Verdict> verdict_from_json(std::string_view text);
 
 // Parses one line. Errors name the field at fault (the caller adds file:line).
 struct TraceLine {
   enum Kind { kHeader, kObservation, kVerdict } kind = kObservation;
   TraceHeader header;
-  Observation obs;
+  detect::Observation obs;
 };
 Result<TraceLine> parse_trace_line(std::string_view line);
 
-// Reads a whole trace: bad lines and observations that go back in time are reported with
-// file:line and skipped; everything valid is kept.
-struct Trace {
-  std::string path;
-  TraceHeader header;
-  std::vector<Observation> observations;
-  std::vector<Error> problems;
-};
-Result<Trace> read_trace(const std::string& path);
-
-// Appends lines to a trace file, flushing each so a crash loses nothing already observed.
-class TraceWriter {
- public:
-  static Result<TraceWriter> open(const std::string& path, const TraceHeader& header);
-  TraceWriter(TraceWriter&& o) noexcept;
-  TraceWriter& operator=(TraceWriter&&) = delete;
-  ~TraceWriter();
-  Status write_observation(const Observation& o);
-  Status write_verdict(const Verdict& v);
-
- private:
-  TraceWriter() = default;
-  Status write_line(const std::string& line);
-  std::FILE* f_ = nullptr;
-  std::string path_;
-  std::string job_;
-};
-
-}  // namespace stepwatch::detect
+}  // namespace stepwatch::trace

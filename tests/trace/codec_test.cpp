@@ -1,27 +1,19 @@
-#include "src/detect/trace.h"
+#include "src/trace/codec.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 
 #include "tests/detect/sim.h"
 
-namespace stepwatch::detect {
+namespace stepwatch::trace {
 namespace {
 
-using testing::kSec;
-using testing::SimJob;
+using namespace stepwatch::detect;  // the observation and verdict types the codec writes
+using detect::testing::kSec;
+using detect::testing::SimJob;
 
-std::string temp_path(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("sw-trace-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
-
-TEST(Trace, ObservationRoundTripsEveryField) {
+TEST(TraceCodec, ObservationRoundTripsEveryField) {
   SimJob job(2);
   job.advance(kSec);
   job.step_all(0);
@@ -83,7 +75,7 @@ TEST(Trace, ObservationRoundTripsEveryField) {
   EXPECT_EQ(*b.job_exit_code, 3);
 }
 
-TEST(Trace, BadLinesNameTheField) {
+TEST(TraceCodec, BadLinesNameTheField) {
   struct Case {
     const char* line;
     const char* want;
@@ -110,52 +102,7 @@ TEST(Trace, BadLinesNameTheField) {
   }
 }
 
-TEST(Trace, ReaderKeepsGoodLinesAndReportsBadOnesWithLineNumbers) {
-  SimJob job(1);
-  std::string path = temp_path("mixed.jsonl");
-  {
-    TraceHeader h;
-    h.job = "sim";
-    h.local_host = "node1";
-    h.poll_ns = kSec;
-    auto w = TraceWriter::open(path, h);
-    ASSERT_TRUE(w.ok()) << w.error().message;
-    for (int i = 0; i < 3; ++i) {
-      job.advance(kSec);
-      job.step_all(i);
-      ASSERT_TRUE(w->write_observation(job.observe()).ok());
-    }
-    Verdict v;
-    ASSERT_TRUE(w->write_verdict(v).ok());
-  }
-  {
-    std::ofstream out(path, std::ios::app);
-    out << "this is not json\n";
-    Observation back = job.observe();
-    back.now.mono_ns -= 10 * kSec;
-    back.now.wall_ns -= 10 * kSec;
-    out << observation_to_json(back) << "\n";
-    job.advance(kSec);
-    out << observation_to_json(job.observe()) << "\n";
-  }
-  auto t = read_trace(path);
-  ASSERT_TRUE(t.ok()) << t.error().message;
-  EXPECT_EQ(t->header.job, "sim");
-  EXPECT_EQ(t->header.poll_ns, kSec);
-  EXPECT_EQ(t->observations.size(), 4u);
-  ASSERT_EQ(t->problems.size(), 2u);
-  EXPECT_NE(t->problems[0].message.find("mixed.jsonl:6: not valid JSON"), std::string::npos)
-      << t->problems[0].message;
-  EXPECT_NE(t->problems[1].message.find(":7: observation time goes backwards"), std::string::npos)
-      << t->problems[1].message;
-  EXPECT_EQ(t->observations[0].local_host, "node1");  // taken from the header
-
-  auto missing = read_trace(temp_path("nope.jsonl"));
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().code, Errc::kNotFound);
-}
-
-TEST(Trace, VerdictJsonCarriesTheFieldsAPageNeeds) {
+TEST(TraceCodec, VerdictJsonCarriesTheFieldsAPageNeeds) {
   Verdict v;
   v.state = State::kStalled;
   v.cause = Cause::kCollective;
@@ -174,7 +121,7 @@ TEST(Trace, VerdictJsonCarriesTheFieldsAPageNeeds) {
   }
 }
 
-TEST(Trace, MergedObservationFieldsRoundTripAndASingleNodeLineOmitsThem) {
+TEST(TraceCodec, MergedObservationFieldsRoundTripAndASingleNodeLineOmitsThem) {
   SimJob job(2);
   job.advance(kSec);
   job.step_all(0);
@@ -214,7 +161,7 @@ TEST(Trace, MergedObservationFieldsRoundTripAndASingleNodeLineOmitsThem) {
   }
 }
 
-TEST(Trace, VerdictJsonNamesACulpritsHostOnlyWhenKnown) {
+TEST(TraceCodec, VerdictJsonNamesACulpritsHostOnlyWhenKnown) {
   Verdict v;
   v.state = State::kStalled;
   v.cause = Cause::kRankSilent;
@@ -226,8 +173,6 @@ TEST(Trace, VerdictJsonNamesACulpritsHostOnlyWhenKnown) {
             std::string::npos)
       << j;
 }
-
-}  // namespace
 
 TEST(VerdictJson, ReadsBackWhatItWrites) {
   Verdict v;
@@ -266,4 +211,6 @@ TEST(VerdictJson, ReadsBackWhatItWrites) {
   EXPECT_FALSE(verdict_from_json("[1]").ok());
   EXPECT_FALSE(verdict_from_json(R"({"state": "healthy", "cause": "none"})").ok());  // no ranks
 }
-}  // namespace stepwatch::detect
+
+}  // namespace
+}  // namespace stepwatch::trace

@@ -1,62 +1,50 @@
-// The only translation unit of the detector that includes nlohmann/json (STYLE rule 11).
-#include "src/detect/trace.h"
+// The trace module's one translation unit that includes nlohmann/json (STYLE rule 11).
+#include "src/trace/codec.h"
 
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "src/common/json_fields.h"
 #include "src/contract/names.h"
 
-namespace stepwatch::detect {
+namespace stepwatch::trace {
 
 namespace {
 
 using json = nlohmann::json;
 using contract::RankSnapshot;
+using detect::Cause;
+using detect::Evidence;
+using detect::GpuFacts;
+using detect::IntervalSource;
+using detect::LogFacts;
+using detect::Observation;
+using detect::ProcessFacts;
+using detect::RankVerdict;
+using detect::State;
+using detect::Verdict;
 
 json stamp_json(const Stamp& s) {
   return json::array({s.wall_ns, s.mono_ns});
 }
 
-// Field readers: throw FieldError, caught once in parse_trace_line and turned into an Error.
-struct FieldError {
-  std::string message;
-};
+// The field readers throw FieldError, caught once in parse_trace_line and verdict_from_json.
+using json_fields::as_bool;
+using json_fields::as_int;
+using json_fields::as_num;
+using json_fields::as_str;
+using json_fields::FieldError;
+using json_fields::need;
+using json_fields::opt;
 
-const json& need(const json& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end()) throw FieldError{fmt::format("field \"{}\" is missing", key)};
-  return *it;
-}
-int64_t as_int(const json& v, const char* key) {
-  if (!v.is_number_integer())
-    throw FieldError{fmt::format("field \"{}\" must be an integer, got {}", key, v.dump())};
-  return v.get<int64_t>();
-}
-double as_num(const json& v, const char* key) {
-  if (!v.is_number())
-    throw FieldError{fmt::format("field \"{}\" must be a number, got {}", key, v.dump())};
-  return v.get<double>();
-}
-std::string as_str(const json& v, const char* key) {
-  if (!v.is_string())
-    throw FieldError{fmt::format("field \"{}\" must be a string, got {}", key, v.dump())};
-  return v.get<std::string>();
-}
 Stamp as_stamp(const json& v, const char* key) {
   if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer()) {
-    throw FieldError{fmt::format("field \"{}\" must be [wall_ns, mono_ns], got {}", key, v.dump())};
+    throw FieldError{Errc::kParse,
+                     fmt::format("field \"{}\" must be [wall_ns, mono_ns], got {}", key, v.dump())};
   }
   return Stamp{v[0].get<int64_t>(), v[1].get<int64_t>()};
-}
-template <class T, class F>
-void opt(const json& o, const char* key, T& out, F conv) {
-  auto it = o.find(key);
-  if (it != o.end() && !it->is_null()) out = conv(*it, key);
 }
 
 json rank_json(const RankSnapshot& r) {
@@ -99,17 +87,19 @@ json rank_json(const RankSnapshot& r) {
 }
 
 RankSnapshot rank_from_json(const json& j) {
-  if (!j.is_object()) throw FieldError{"a rank must be an object"};
+  if (!j.is_object()) throw FieldError{Errc::kParse, "a rank must be an object"};
   RankSnapshot r;
   r.rank = static_cast<int>(as_int(need(j, "rank"), "rank"));
   r.job = as_str(need(j, "job"), "job");
-  if (auto st = contract::validate_job_id(r.job); !st) throw FieldError{st.error().message};
+  if (auto st = contract::validate_job_id(r.job); !st)
+    throw FieldError{Errc::kParse, st.error().message};
   opt(j, "world_size", r.world_size,
       [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
   opt(j, "local_rank", r.local_rank,
       [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
   if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size) {
-    throw FieldError{fmt::format("rank {} outside world_size {}", r.rank, r.world_size)};
+    throw FieldError{Errc::kParse,
+                     fmt::format("rank {} outside world_size {}", r.rank, r.world_size)};
   }
   opt(j, "host", r.host, as_str);
   opt(j, "pid", r.pid, [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
@@ -124,7 +114,8 @@ RankSnapshot rank_from_json(const json& j) {
   else if (status == "failed")
     r.status = contract::RankStatus::kFailed;
   else if (status != "running")
-    throw FieldError{fmt::format("status \"{}\" is not running, finished or failed", status)};
+    throw FieldError{Errc::kParse,
+                     fmt::format("status \"{}\" is not running, finished or failed", status)};
   std::string source = "beacon";
   opt(j, "source", source, as_str);
   r.source = source == "jsonl" ? contract::Source::kJsonl
@@ -138,7 +129,8 @@ RankSnapshot rank_from_json(const json& j) {
     r.step_at = as_stamp(need(j, "step_at"), "step_at");
   }
   opt(j, "phase", r.phase, as_str);
-  if (auto st = contract::validate_phase(r.phase); !st) throw FieldError{st.error().message};
+  if (auto st = contract::validate_phase(r.phase); !st)
+    throw FieldError{Errc::kParse, st.error().message};
   opt(j, "phase_since", r.phase_since, as_stamp);
   opt(j, "phase_count", r.phase_count,
       [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
@@ -163,10 +155,10 @@ RankSnapshot rank_from_json(const json& j) {
   }
   if (j.contains("recent")) {
     const json& rec = j["recent"];
-    if (!rec.is_array()) throw FieldError{"field \"recent\" must be an array"};
+    if (!rec.is_array()) throw FieldError{Errc::kParse, "field \"recent\" must be an array"};
     for (const auto& m : rec) {
       if (!m.is_array() || m.size() != 2)
-        throw FieldError{"field \"recent\" holds [step, mono_ns] pairs"};
+        throw FieldError{Errc::kParse, "field \"recent\" holds [step, mono_ns] pairs"};
       r.recent.push_back({as_int(m[0], "recent.step"), as_int(m[1], "recent.mono_ns")});
     }
   }
@@ -177,8 +169,8 @@ json verdict_json_impl(const Verdict& v) {
   json ranks = json::array();
   for (const auto& r : v.ranks) {
     json rj = {{"rank", r.rank},
-               {"state", state_name(r.state)},
-               {"cause", cause_name(r.cause)},
+               {"state", detect::state_name(r.state)},
+               {"cause", detect::cause_name(r.cause)},
                {"step_age_seconds", r.step_age_ns / 1e9},
                {"phase", r.phase},
                {"phase_age_seconds", r.phase_age_ns / 1e9},
@@ -201,15 +193,15 @@ json verdict_json_impl(const Verdict& v) {
     evidence.push_back(ej);
   }
   json j = {
-      {"state", state_name(v.state)},
-      {"cause", cause_name(v.cause)},
+      {"state", detect::state_name(v.state)},
+      {"cause", detect::cause_name(v.cause)},
       {"since_unix", v.since_wall_ns / 1e9},
       {"last_step", v.last_step ? json(*v.last_step) : json(nullptr)},
       {"last_step_age_seconds",
        v.last_step_age_ns >= 0 ? json(v.last_step_age_ns / 1e9) : json(nullptr)},
       {"expected_interval_seconds",
        v.expected_interval_ns > 0 ? json(v.expected_interval_ns / 1e9) : json(nullptr)},
-      {"interval_source", interval_source_name(v.interval_source)},
+      {"interval_source", detect::interval_source_name(v.interval_source)},
       {"phase", v.phase},
       {"phase_budget_seconds", v.phase_budget_ns ? json(*v.phase_budget_ns / 1e9) : json(nullptr)},
       {"ranks", ranks},
@@ -299,7 +291,7 @@ E enum_of(const json& v, const char* key, const E (&all)[N], const char* (*name)
   for (E e : all) {
     if (text == name(e)) return e;
   }
-  throw FieldError{fmt::format("field \"{}\": unknown value \"{}\"", key, text)};
+  throw FieldError{Errc::kParse, fmt::format("field \"{}\": unknown value \"{}\"", key, text)};
 }
 
 constexpr State kStates[] = {State::kStarting, State::kHealthy, State::kSlow,    State::kSuspect,
@@ -325,8 +317,8 @@ Result<Verdict> verdict_from_json(std::string_view text) {
     return Error{Errc::kParse, "a verdict must be a JSON object"};
   try {
     Verdict v;
-    v.state = enum_of(need(j, "state"), "state", kStates, state_name);
-    v.cause = enum_of(need(j, "cause"), "cause", kCauses, cause_name);
+    v.state = enum_of(need(j, "state"), "state", kStates, detect::state_name);
+    v.cause = enum_of(need(j, "cause"), "cause", kCauses, detect::cause_name);
     v.since_wall_ns = ns_of(j, "since_unix", 0);
     if (j.contains("last_step") && !j["last_step"].is_null())
       v.last_step = as_int(j["last_step"], "last_step");
@@ -334,15 +326,15 @@ Result<Verdict> verdict_from_json(std::string_view text) {
     v.expected_interval_ns = ns_of(j, "expected_interval_seconds", 0);
     if (j.contains("interval_source"))
       v.interval_source =
-          enum_of(j["interval_source"], "interval_source", kSources, interval_source_name);
+          enum_of(j["interval_source"], "interval_source", kSources, detect::interval_source_name);
     opt(j, "phase", v.phase, as_str);
     if (int64_t b = ns_of(j, "phase_budget_seconds", -1); b >= 0) v.phase_budget_ns = b;
     opt(j, "summary", v.summary, as_str);
     for (const auto& rj : need(j, "ranks")) {
       RankVerdict r;
       r.rank = static_cast<int>(as_int(need(rj, "rank"), "ranks.rank"));
-      r.state = enum_of(need(rj, "state"), "ranks.state", kStates, state_name);
-      r.cause = enum_of(need(rj, "cause"), "ranks.cause", kCauses, cause_name);
+      r.state = enum_of(need(rj, "state"), "ranks.state", kStates, detect::state_name);
+      r.cause = enum_of(need(rj, "cause"), "ranks.cause", kCauses, detect::cause_name);
       if (rj.contains("step") && !rj["step"].is_null()) r.step = as_int(rj["step"], "ranks.step");
       r.step_age_ns = ns_of(rj, "step_age_seconds", -1);
       opt(rj, "phase", r.phase, as_str);
@@ -372,7 +364,7 @@ Result<Verdict> verdict_from_json(std::string_view text) {
     }
     return v;
   } catch (const FieldError& e) {
-    return Error{Errc::kParse, e.message};
+    return json_fields::to_error(e);
   } catch (const std::exception& e) {
     return Error{Errc::kParse, fmt::format("not a verdict: {}", e.what())};
   }
@@ -401,7 +393,7 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       if (j.contains("truth")) {
         const json& t = j["truth"];
         Truth tr;
-        tr.stall = need(t, "stall").get<bool>();
+        tr.stall = as_bool(need(t, "stall"), "truth.stall");
         opt(t, "stall_start_wall_ns", tr.stall_start_wall_ns, as_int);
         opt(t, "allowed_ns", tr.allowed_ns, as_int);
         opt(t, "interval_ns", tr.interval_ns, as_int);
@@ -422,15 +414,14 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       opt(j, "world_size", o.world_size,
           [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
       const json& ranks = need(j, "ranks");
-      if (!ranks.is_array()) throw FieldError{"field \"ranks\" must be an array"};
+      if (!ranks.is_array()) throw FieldError{Errc::kParse, "field \"ranks\" must be an array"};
       for (const auto& r : ranks) o.ranks.push_back(rank_from_json(r));
       if (j.contains("procs")) {
         for (const auto& pj : j["procs"]) {
           ProcessFacts p;
           p.rank = static_cast<int>(as_int(need(pj, "rank"), "procs.rank"));
-          opt(pj, "alive", p.alive, [](const json& v, const char*) { return v.get<bool>(); });
-          opt(pj, "same_process", p.same_process,
-              [](const json& v, const char*) { return v.get<bool>(); });
+          opt(pj, "alive", p.alive, as_bool);
+          opt(pj, "same_process", p.same_process, as_bool);
           std::string st = "?";
           opt(pj, "state", st, as_str);
           p.state = st.empty() ? '?' : st[0];
@@ -469,15 +460,11 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       }
       if (j.contains("job_exit_code"))
         o.job_exit_code = static_cast<int>(as_int(j["job_exit_code"], "job_exit_code"));
-      opt(j, "one_clock", o.one_clock, [](const json& v, const char* k) {
-        if (!v.is_boolean())
-          throw FieldError{fmt::format("field \"{}\" must be true or false, got {}", k, v.dump())};
-        return v.get<bool>();
-      });
+      opt(j, "one_clock", o.one_clock, as_bool);
       if (j.contains("lapsed_hosts")) {
         const json& lh = j["lapsed_hosts"];
         if (!lh.is_object())
-          throw FieldError{"field \"lapsed_hosts\" must be an object of node: ns"};
+          throw FieldError{Errc::kParse, "field \"lapsed_hosts\" must be an object of node: ns"};
         for (const auto& [node, ns] : lh.items()) o.lapsed_hosts[node] = as_int(ns, "lapsed_hosts");
       }
     } else {
@@ -485,100 +472,11 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
                    fmt::format("unknown line type \"{}\" (header, obs or verdict)", type)};
     }
   } catch (const FieldError& e) {
-    return Error{Errc::kParse, e.message};
+    return json_fields::to_error(e);
   } catch (const json::exception& e) {
     return Error{Errc::kParse, e.what()};
   }
   return out;
 }
 
-Result<Trace> read_trace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return Error{errno == ENOENT ? Errc::kNotFound : Errc::kIo,
-                 fmt::format("{}: {}", path, std::strerror(errno))};
-  }
-  Trace t;
-  t.path = path;
-  std::string line;
-  int64_t line_no = 0;
-  bool have_header = false;
-  Stamp last{};
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty()) continue;
-    auto parsed = parse_trace_line(line);
-    if (!parsed) {
-      t.problems.push_back(Error{parsed.error().code,
-                                 fmt::format("{}:{}: {}", path, line_no, parsed.error().message)});
-      continue;
-    }
-    if (parsed->kind == TraceLine::kHeader) {
-      if (have_header) {
-        t.problems.push_back(
-            Error{Errc::kParse, fmt::format("{}:{}: a second header, ignored", path, line_no)});
-        continue;
-      }
-      have_header = true;
-      t.header = std::move(parsed->header);
-    } else if (parsed->kind == TraceLine::kObservation) {
-      const Stamp& now = parsed->obs.now;
-      bool backwards = now.mono_ns > 0 && last.mono_ns > 0 ? now.mono_ns < last.mono_ns
-                                                           : now.wall_ns < last.wall_ns;
-      if (backwards) {
-        t.problems.push_back(
-            Error{Errc::kParse,
-                  fmt::format("{}:{}: observation time goes backwards ({} after {}), skipped", path,
-                              line_no, now.mono_ns > 0 ? now.mono_ns : now.wall_ns,
-                              last.mono_ns > 0 ? last.mono_ns : last.wall_ns)});
-        continue;
-      }
-      last = now;
-      if (parsed->obs.local_host.empty()) parsed->obs.local_host = t.header.local_host;
-      t.observations.push_back(std::move(parsed->obs));
-    }
-  }
-  if (!have_header && line_no > 0) {
-    t.problems.push_back(
-        Error{Errc::kParse, fmt::format("{}: no header line; using defaults", path)});
-  }
-  return t;
-}
-
-Result<TraceWriter> TraceWriter::open(const std::string& path, const TraceHeader& header) {
-  TraceWriter w;
-  w.f_ = std::fopen(path.c_str(), "a");
-  if (w.f_ == nullptr)
-    return Error{Errc::kIo, fmt::format("cannot write trace {}: {}", path, std::strerror(errno))};
-  w.path_ = path;
-  w.job_ = header.job;
-  if (auto st = w.write_line(header_to_json(header)); !st) return st.error();
-  return w;
-}
-
-TraceWriter::TraceWriter(TraceWriter&& o) noexcept
-    : f_(std::exchange(o.f_, nullptr)), path_(std::move(o.path_)), job_(std::move(o.job_)) {}
-
-TraceWriter::~TraceWriter() {
-  if (f_ != nullptr) std::fclose(f_);
-}
-
-Status TraceWriter::write_line(const std::string& line) {
-  if (std::fputs(line.c_str(), f_) < 0 || std::fputc('\n', f_) == EOF || std::fflush(f_) != 0) {
-    return Error{Errc::kIo, fmt::format("{}: write failed: {}", path_, std::strerror(errno))};
-  }
-  return {};
-}
-
-Status TraceWriter::write_observation(const Observation& o) {
-  return write_line(observation_to_json(o));
-}
-
-Status TraceWriter::write_verdict(const Verdict& v) {
-  std::string j = verdict_to_json(v, job_);
-  // Tag the line so replay can tell it from an observation.
-  j.insert(1, "\"type\":\"verdict\",");
-  return write_line(j);
-}
-
-}  // namespace stepwatch::detect
+}  // namespace stepwatch::trace
