@@ -1,6 +1,10 @@
 // The one place a page sink is made from the spec: a row per pager kind.
 #include "src/runbook/page_sink.h"
 
+#include <utility>
+
+#include "src/common/host.h"
+
 namespace stepwatch::runbook {
 
 namespace {
@@ -17,6 +21,18 @@ constexpr SinkRow kSinks[] = {
 };
 
 }  // namespace
+
+HttpPostSink::HttpPostSink(std::string url, const PagerOptions& options)
+    : url_(std::move(url)), post_(options.post) {}
+
+std::string HttpPostSink::destination(const PageMessage&) const {
+  return redact_url(url_);
+}
+
+Attempt HttpPostSink::deliver(const PageMessage& m, int64_t timeout_ns) {
+  const std::string b = body(m);
+  return post_ ? post_(url_, b, timeout_ns) : post_json(url_, b, timeout_ns);
+}
 
 std::unique_ptr<PageSink> make_page_sink(const spec::Pager& target, const PagerOptions& options) {
   for (const auto& row : kSinks) {

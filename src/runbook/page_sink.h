@@ -33,6 +33,22 @@ class PageSink {
   virtual bool keeps_alert_alive() const { return false; }
 };
 
+// What the HTTP kinds share: one POST of a JSON body, the kind's, to a URL (through
+// options.post when that test seam is set, else post_json); destination() is the URL redacted.
+class HttpPostSink : public PageSink {
+ public:
+  HttpPostSink(std::string url, const PagerOptions& options);
+  std::string destination(const PageMessage& m) const override;
+  Attempt deliver(const PageMessage& m, int64_t timeout_ns) override;
+
+ protected:
+  virtual std::string body(const PageMessage& m) const = 0;
+
+ private:
+  std::string url_;
+  decltype(PagerOptions::post) post_;  // empty: post_json
+};
+
 // The sink for `target` (its kind), sending through options.post / options.run when the test
 // seams are set, else through post_json / run_pager_command. nullptr: a kind without a sink
 // (the spec's reader admits none).
