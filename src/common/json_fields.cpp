@@ -86,4 +86,16 @@ std::vector<std::string> as_strs(const Json& v, const char* key) {
   return out;
 }
 
+Status read_fields(std::string_view text, std::string_view source,
+                   const std::function<void(const Json&)>& read) {
+  auto j = parse_object(text, source);
+  if (!j) return j.error();
+  try {
+    read(*j);
+  } catch (const FieldError& e) {
+    return to_error(e, source);
+  }
+  return {};
+}
+
 }  // namespace stepwatch::json_fields

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
@@ -48,6 +49,20 @@ std::vector<std::string> as_strs(const Json& v, const char* key);
 template <class T, class Conv>
 void opt(const Json& o, const char* key, T& out, Conv conv) {
   if (const Json* v = present(o, key)) out = conv(*v, key);
+}
+
+// A whole record: parse_object(text, source), then read(object) with the readers above (they
+// throw; read may throw a FieldError of its own for a rule beyond the type), a FieldError
+// becoming the Error "<source>: ...". Every parser's shell, written once; read_object<T> is it
+// for a parser that fills one T.
+Status read_fields(std::string_view text, std::string_view source,
+                   const std::function<void(const Json&)>& read);
+template <class T, class Read>
+Result<T> read_object(std::string_view text, std::string_view source, Read read) {
+  T out{};
+  if (auto st = read_fields(text, source, [&](const Json& j) { read(j, out); }); !st)
+    return st.error();
+  return out;
 }
 
 }  // namespace stepwatch::json_fields

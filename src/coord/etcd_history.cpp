@@ -20,7 +20,6 @@ using json_fields::as_str;
 using json_fields::as_strs;
 using json_fields::need;
 using json_fields::opt;
-using json_fields::parse_object;
 
 Error refused(const std::string& key) {
   return Error{Errc::kBusy, fmt::format("{}: write refused by the fence: this node no longer "
@@ -72,29 +71,24 @@ std::string incarnation_record_json(const store::IncarnationRecord& r) {
 
 Result<store::IncarnationRecord> incarnation_record_from_json(std::string_view text,
                                                               std::string_view source) {
-  auto j = parse_object(text, source);
-  if (!j) return j.error();
-  store::IncarnationRecord r;
-  try {
-    need(*j, "job");
-    need(*j, "incarnation");
-    opt(*j, "job", r.job, as_str);
-    opt(*j, "incarnation", r.incarnation, as_int);
-    opt(*j, "started_ns", r.started_ns, as_int);
-    opt(*j, "ended_ns", r.ended_ns, as_int);
-    opt(*j, "end_reason", r.end_reason, as_str);
-    opt(*j, "cause", r.cause, as_str);
-    std::vector<int64_t> ranks;
-    opt(*j, "culprit_ranks", ranks, as_ints);
-    r.culprit_ranks.assign(ranks.begin(), ranks.end());
-    opt(*j, "culprit_hosts", r.culprit_hosts, as_strs);
-    opt(*j, "hosts", r.hosts, as_strs);
-    opt(*j, "checkpoint_step", r.checkpoint_step, as_int);
-    opt(*j, "scheduler_id", r.scheduler_id, as_str);
-  } catch (const json_fields::FieldError& e) {
-    return json_fields::to_error(e, source);
-  }
-  return r;
+  return json_fields::read_object<store::IncarnationRecord>(
+      text, source, [](const json& j, store::IncarnationRecord& r) {
+        need(j, "job");
+        need(j, "incarnation");
+        opt(j, "job", r.job, as_str);
+        opt(j, "incarnation", r.incarnation, as_int);
+        opt(j, "started_ns", r.started_ns, as_int);
+        opt(j, "ended_ns", r.ended_ns, as_int);
+        opt(j, "end_reason", r.end_reason, as_str);
+        opt(j, "cause", r.cause, as_str);
+        std::vector<int64_t> ranks;
+        opt(j, "culprit_ranks", ranks, as_ints);
+        r.culprit_ranks.assign(ranks.begin(), ranks.end());
+        opt(j, "culprit_hosts", r.culprit_hosts, as_strs);
+        opt(j, "hosts", r.hosts, as_strs);
+        opt(j, "checkpoint_step", r.checkpoint_step, as_int);
+        opt(j, "scheduler_id", r.scheduler_id, as_str);
+      });
 }
 
 std::string implication_json(const store::HostImplication& i) {
@@ -105,21 +99,16 @@ std::string implication_json(const store::HostImplication& i) {
 
 Result<store::HostImplication> implication_from_json(std::string_view text,
                                                      std::string_view source) {
-  auto j = parse_object(text, source);
-  if (!j) return j.error();
-  store::HostImplication i;
-  try {
-    for (const char* field : {"host", "job", "incarnation", "at_ns"}) need(*j, field);
-    opt(*j, "host", i.host, as_str);
-    opt(*j, "job", i.job, as_str);
-    opt(*j, "incarnation", i.incarnation, as_int);
-    opt(*j, "at_ns", i.at_ns, as_int);
-    opt(*j, "cause", i.cause, as_str);
-    opt(*j, "reason", i.reason, as_str);
-  } catch (const json_fields::FieldError& e) {
-    return json_fields::to_error(e, source);
-  }
-  return i;
+  return json_fields::read_object<store::HostImplication>(
+      text, source, [](const json& j, store::HostImplication& i) {
+        for (const char* field : {"host", "job", "incarnation", "at_ns"}) need(j, field);
+        opt(j, "host", i.host, as_str);
+        opt(j, "job", i.job, as_str);
+        opt(j, "incarnation", i.incarnation, as_int);
+        opt(j, "at_ns", i.at_ns, as_int);
+        opt(j, "cause", i.cause, as_str);
+        opt(j, "reason", i.reason, as_str);
+      });
 }
 
 EtcdHistory::EtcdHistory(Kv& etcd, std::string prefix, std::string fence_key,

@@ -18,7 +18,6 @@ using json_fields::as_int;
 using json_fields::as_str;
 using json_fields::need;
 using json_fields::opt;
-using json_fields::parse_object;
 
 }  // namespace
 
@@ -54,38 +53,34 @@ std::string incarnation_to_json(const IncarnationRecord& r) {
 }
 
 Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::string_view source) {
-  auto j = parse_object(text, source);
-  if (!j) return j.error();
-  IncarnationRecord r;
-  try {
-    need(*j, "incarnation");
-    opt(*j, "incarnation", r.incarnation, as_int);
-    opt(*j, "resume_from", r.resume_from, as_str);
-    opt(*j, "incident", r.incident, as_int);
-    opt(*j, "by", r.by, as_str);
-    opt(*j, "at_ns", r.at_ns, as_int);
-    opt(*j, "scheduler", r.scheduler, as_str);
-    opt(*j, "scheduler_job", r.scheduler_job, as_str);
-    opt(*j, "hold_incident", r.hold_incident, as_int);
-    opt(*j, "hold", r.hold, as_str);
-    opt(*j, "hold_resume_from", r.hold_resume_from, as_str);
-    std::optional<int64_t> code;
-    opt(*j, "exit_code", code, as_int);
-    if (code && (*code < 1 || *code > 255)) {
-      return Error{Errc::kParse,
-                   fmt::format("{}: field \"exit_code\" must be 1-255, got {}", source, *code)};
-    }
-    if (code) r.exit_code = static_cast<int>(*code);
-    opt(*j, "resume_step", r.resume_step, as_int);
-    opt(*j, "hold_resume_step", r.hold_resume_step, as_int);
-  } catch (const json_fields::FieldError& e) {
-    return json_fields::to_error(e, source);
-  }
-  if (r.incarnation < 0) {
-    return Error{Errc::kParse, fmt::format("{}: field \"incarnation\" must be >= 0, got {}", source,
-                                           r.incarnation)};
-  }
-  return r;
+  return json_fields::read_object<IncarnationRecord>(
+      text, source, [](const json& j, IncarnationRecord& r) {
+        need(j, "incarnation");
+        opt(j, "incarnation", r.incarnation, as_int);
+        opt(j, "resume_from", r.resume_from, as_str);
+        opt(j, "incident", r.incident, as_int);
+        opt(j, "by", r.by, as_str);
+        opt(j, "at_ns", r.at_ns, as_int);
+        opt(j, "scheduler", r.scheduler, as_str);
+        opt(j, "scheduler_job", r.scheduler_job, as_str);
+        opt(j, "hold_incident", r.hold_incident, as_int);
+        opt(j, "hold", r.hold, as_str);
+        opt(j, "hold_resume_from", r.hold_resume_from, as_str);
+        std::optional<int64_t> code;
+        opt(j, "exit_code", code, as_int);
+        if (code && (*code < 1 || *code > 255)) {
+          throw json_fields::FieldError{
+              Errc::kParse, fmt::format("field \"exit_code\" must be 1-255, got {}", *code)};
+        }
+        if (code) r.exit_code = static_cast<int>(*code);
+        opt(j, "resume_step", r.resume_step, as_int);
+        opt(j, "hold_resume_step", r.hold_resume_step, as_int);
+        if (r.incarnation < 0) {
+          throw json_fields::FieldError{
+              Errc::kParse,
+              fmt::format("field \"incarnation\" must be >= 0, got {}", r.incarnation)};
+        }
+      });
 }
 
 std::string launcher_to_json(const LauncherRecord& r) {
@@ -100,22 +95,17 @@ std::string launcher_to_json(const LauncherRecord& r) {
 }
 
 Result<LauncherRecord> launcher_from_json(std::string_view text, std::string_view source) {
-  auto j = parse_object(text, source);
-  if (!j) return j.error();
-  LauncherRecord r;
-  try {
-    opt(*j, "node", r.node, as_str);
-    opt(*j, "pid", r.pid,
-        [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
-    opt(*j, "incarnation", r.incarnation, as_int);
-    opt(*j, "started_at_ns", r.started_at_ns, as_int);
-    opt(*j, "scheduler", r.scheduler, as_str);
-    opt(*j, "scheduler_job", r.scheduler_job, as_str);
-    opt(*j, "scheduler_restarts", r.scheduler_restarts, as_int);
-  } catch (const json_fields::FieldError& e) {
-    return json_fields::to_error(e, source);
-  }
-  return r;
+  return json_fields::read_object<LauncherRecord>(
+      text, source, [](const json& j, LauncherRecord& r) {
+        opt(j, "node", r.node, as_str);
+        opt(j, "pid", r.pid,
+            [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+        opt(j, "incarnation", r.incarnation, as_int);
+        opt(j, "started_at_ns", r.started_at_ns, as_int);
+        opt(j, "scheduler", r.scheduler, as_str);
+        opt(j, "scheduler_job", r.scheduler_job, as_str);
+        opt(j, "scheduler_restarts", r.scheduler_restarts, as_int);
+      });
 }
 
 Result<SchedulerRun> slurm_run_of(const std::vector<LauncherRecord>& launchers,
