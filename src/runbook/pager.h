@@ -6,7 +6,7 @@
 // PageResult, never thrown and never fatal to the supervisor.
 //
 // The runbook depends on common and spec only: the caller fills PageMessage from its verdict
-// (the full verdict travels as the JSON text detect::verdict_to_json wrote).
+// (the full verdict travels as the JSON text trace::verdict_to_json wrote).
 #pragma once
 
 #include <cstdint>
