@@ -80,6 +80,27 @@ class AgentLeaderTest : public ::testing::Test {
     EXPECT_TRUE(w.ok()) << w.error().message;
     return w.ok() ? std::move(*w) : nullptr;
   }
+  struct Started {
+    std::unique_ptr<contract::BeaconWriter> w0, w1;  // rank 0 under a's root, rank 1 under b's
+    std::unique_ptr<Agent> a, b;
+  };
+  // Six steps of both ranks; a publishes first (its key has the lowest create revision, so it
+  // leads), then b, then a reads b's summary.
+  Started start() {
+    Started s{beacon("a", 0), beacon("b", 1), nullptr, nullptr};
+    for (int i = 1; i <= 6; ++i) {
+      s.w0->step(i);
+      s.w1->step(i);
+    }
+    clock_.set(SystemClock::instance().now());  // the beacons' wall clock
+    s.a = open("a");
+    s.b = open("b");
+    poll(*s.a);
+    poll(*s.b);
+    advance(0.1);
+    poll(*s.a);
+    return s;
+  }
   void poll(Agent& a) {
     auto st = a.poll_once(clock_.now());
     ASSERT_TRUE(st.ok()) << st.error().message;
@@ -94,19 +115,7 @@ class AgentLeaderTest : public ::testing::Test {
 };
 
 TEST_F(AgentLeaderTest, OneLeaderPagesOnceAndTheNextTakesTheIncidentOverWhenItsLeaseLapses) {
-  auto w0 = beacon("a", 0);
-  auto w1 = beacon("b", 1);
-  for (int i = 1; i <= 6; ++i) {
-    w0->step(i);
-    w1->step(i);
-  }
-  clock_.set(SystemClock::instance().now());  // the beacons' wall clock
-  auto a = open("a");
-  auto b = open("b");
-  poll(*a);  // a publishes first: its key has the lowest create revision
-  poll(*b);
-  advance(0.1);
-  poll(*a);  // and now reads b's summary
+  auto [w0, w1, a, b] = start();
   auto ja = a->job("pretrain");
   ASSERT_TRUE(ja && ja->cluster);
   EXPECT_TRUE(ja->cluster->leads);
@@ -179,19 +188,7 @@ TEST_F(AgentLeaderTest, OneLeaderPagesOnceAndTheNextTakesTheIncidentOverWhenItsL
 }
 
 TEST_F(AgentLeaderTest, WhileTheStoreIsDownEachNodePagesItsOwnRanksAndHandsBackOnceItAnswers) {
-  auto w0 = beacon("a", 0);
-  auto w1 = beacon("b", 1);
-  for (int i = 1; i <= 6; ++i) {
-    w0->step(i);
-    w1->step(i);
-  }
-  clock_.set(SystemClock::instance().now());
-  auto a = open("a");
-  auto b = open("b");
-  poll(*a);
-  poll(*b);
-  advance(0.1);
-  poll(*a);
+  auto [w0, w1, a, b] = start();
   ASSERT_TRUE(a->job("pretrain")->cluster->leads);
   kv_->set_down(true);
   w1->phase_begin("data");

@@ -15,6 +15,7 @@
 
 #include "src/common/host.h"
 #include "src/spec/rules.h"
+#include "tests/fakes/fake_sleep.h"
 #include "tests/support/page_receiver.h"
 #include "tests/support/temp_dir.h"
 
@@ -23,19 +24,6 @@ namespace {
 
 using json = nlohmann::json;
 using test::TempDir;
-
-// A port nothing listens on: bound, then closed.
-int closed_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 PageMessage message() {
   PageMessage m;
@@ -48,21 +36,6 @@ PageMessage message() {
   m.incident_id = "inc-42";
   return m;  // started_wall_ns 0: "now"
 }
-
-// Records the backoffs instead of sleeping.
-struct FakeSleep {
-  std::mutex mu;
-  std::vector<int64_t> waits;
-  PagerOptions options() {
-    PagerOptions o;
-    o.sleep = [this](int64_t ns) {
-      std::lock_guard lock(mu);
-      waits.push_back(ns);
-      return true;
-    };
-    return o;
-  }
-};
 
 spec::Pager http_target(spec::PagerKind kind, std::string url, int retries = 0) {
   spec::Pager p;
@@ -122,7 +95,7 @@ TEST(PageSinks, TheDestinationNeverShowsAUrlsPath) {
 
 TEST(WebhookSink, DeliversThePageJsonToARealReceiver) {
   test::Receiver rx;
-  FakeSleep sleep;
+  test::FakeSleep sleep;
   auto r =
       page_one(http_target(spec::PagerKind::kWebhook, rx.url(), 2), message(), sleep.options());
   EXPECT_TRUE(r.ok) << r.detail;
@@ -153,10 +126,10 @@ TEST(AlertmanagerSink, PostsOneAlertToApiV2) {
 }
 
 TEST(HttpSinks, AnUnreachableUrlIsRetriedWithBackoffAndReportedWithItsReason) {
-  const std::string base = fmt::format("http://127.0.0.1:{}", closed_port());
+  const std::string base = fmt::format("http://127.0.0.1:{}", test::closed_port());
   for (auto kind : {spec::PagerKind::kWebhook, spec::PagerKind::kAlertmanager}) {
     SCOPED_TRACE(spec::pager_kind_name(kind));
-    FakeSleep sleep;
+    test::FakeSleep sleep;
     auto r = page_one(http_target(kind, base + "/hook", /*retries=*/2), message(), sleep.options());
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.attempts, 3);
@@ -188,7 +161,7 @@ TEST(CommandSink, RunsARealShellCommandWithThePageOnStdinAndInItsEnvironment) {
 }
 
 TEST(CommandSink, ANonZeroExitIsRetriedWithBackoffAndReportedWithItsReason) {
-  FakeSleep sleep;
+  test::FakeSleep sleep;
   auto r = page_one(
       command_target({"/bin/sh", "-c", "echo 'pager gateway down' >&2; exit 3"}, /*retries=*/2),
       message(), sleep.options());
@@ -200,7 +173,7 @@ TEST(CommandSink, ANonZeroExitIsRetriedWithBackoffAndReportedWithItsReason) {
 }
 
 TEST(CommandSink, AProgramThatCannotRunIsNotRetried) {
-  FakeSleep sleep;
+  test::FakeSleep sleep;
   auto r =
       page_one(command_target({"/nonexistent/notify"}, /*retries=*/3), message(), sleep.options());
   EXPECT_FALSE(r.ok);
@@ -213,7 +186,7 @@ TEST(CommandSink, AProgramThatCannotRunIsNotRetried) {
 TEST(CommandSink, ARetrySendsTheSamePageAndSucceeds) {
   TempDir dir;
   const std::string base = dir / "attempt";
-  FakeSleep sleep;
+  test::FakeSleep sleep;
   auto r = page_one(command_target({"/bin/sh", "-c",
                                     "n=$(cat \"$0.n\" 2>/dev/null || echo 0); n=$((n+1)); "
                                     "echo $n > \"$0.n\"; cat > \"$0.$n\"; [ $n -ge 2 ]",

@@ -21,6 +21,8 @@
 #include <thread>
 
 #include "src/common/host.h"
+#include "tests/fakes/fake_sleep.h"
+#include "tests/support/page_receiver.h"
 #include "tests/support/temp_dir.h"
 
 namespace stepwatch::runbook {
@@ -75,19 +77,6 @@ class Receiver {
   std::vector<Received> requests_;
 };
 
-// A port nothing listens on: bound, then closed.
-int closed_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 PageMessage sample_message() {
   PageMessage m;
   m.job = "llm-7b";
@@ -108,21 +97,6 @@ PageMessage sample_message() {
   m.verdict_json = R"({"state":"stalled","cause":"collective","culprits":[{"rank":3}]})";
   return m;
 }
-
-// Records the backoffs instead of sleeping.
-struct FakeSleep {
-  std::mutex mu;
-  std::vector<int64_t> waits;
-  PagerOptions options() {
-    PagerOptions o;
-    o.sleep = [this](int64_t ns) {
-      std::lock_guard lock(mu);
-      waits.push_back(ns);
-      return true;
-    };
-    return o;
-  }
-};
 
 spec::Pager http_target(spec::PagerKind kind, std::string url, int retries = 0,
                         int64_t timeout_ns = 2 * kNsPerSec) {
@@ -316,7 +290,7 @@ TEST(PagerHttp, RetriesAfterServerErrorsWithBackoff) {
   Receiver rx([](int n, const httplib::Request&, httplib::Response& res) {
     if (n <= 2) res.status = 500;
   });
-  FakeSleep sleep;
+  test::FakeSleep sleep;
   auto r = page_one(http_target(spec::PagerKind::kWebhook, rx.url("/hook"), /*retries=*/3),
                     sample_message(), sleep.options());
   EXPECT_TRUE(r.ok) << r.detail;
@@ -327,8 +301,8 @@ TEST(PagerHttp, RetriesAfterServerErrorsWithBackoff) {
 }
 
 TEST(PagerHttp, UnreachableTargetFailsAfterRetriesWithoutThrowing) {
-  std::string url = fmt::format("http://127.0.0.1:{}/hook", closed_port());
-  FakeSleep sleep;
+  std::string url = fmt::format("http://127.0.0.1:{}/hook", test::closed_port());
+  test::FakeSleep sleep;
   PageResult r;
   ASSERT_NO_THROW(r = page_one(http_target(spec::PagerKind::kWebhook, url, /*retries=*/2),
                                sample_message(), sleep.options()));
@@ -359,7 +333,7 @@ TEST(PagerHttp, ClientErrorsAreNotRetried) {
     res.status = 400;
     res.set_content("bad alert", "text/plain");
   });
-  FakeSleep sleep;
+  test::FakeSleep sleep;
   auto r = page_one(http_target(spec::PagerKind::kAlertmanager, rx.url(""), /*retries=*/3),
                     sample_message(), sleep.options());
   EXPECT_FALSE(r.ok);
@@ -447,7 +421,7 @@ TEST(PagerCommand, GetsThePageOnStdinAndInItsEnvironment) {
 }
 
 TEST(PagerCommand, NonZeroExitIsAFailureWithItsOutput) {
-  FakeSleep sleep;
+  test::FakeSleep sleep;
   auto r = page_one(command_target({"/bin/sh", "-c", "echo 'no route to pager' >&2; exit 1"},
                                    /*retries=*/1),
                     sample_message(), sleep.options());
@@ -483,7 +457,7 @@ TEST(PagerCommand, HangingCommandIsKilledWithItsChildren) {
 }
 
 TEST(PagerCommand, MissingProgramFailsAtOnce) {
-  FakeSleep sleep;
+  test::FakeSleep sleep;
   auto r = page_one(command_target({"/nonexistent/notify", "{job}"}, /*retries=*/3),
                     sample_message(), sleep.options());
   EXPECT_FALSE(r.ok);
@@ -509,10 +483,11 @@ TEST(PageAll, SendsToEveryTargetAndReportsEach) {
   TempDir dir;
   std::vector<spec::Pager> targets = {
       http_target(spec::PagerKind::kWebhook, rx.url("/hook")),
-      http_target(spec::PagerKind::kWebhook, fmt::format("http://127.0.0.1:{}/", closed_port())),
+      http_target(spec::PagerKind::kWebhook,
+                  fmt::format("http://127.0.0.1:{}/", test::closed_port())),
       command_target({"/bin/sh", "-c", "cat > " + dir / "page.json"}),
   };
-  FakeSleep sleep;
+  test::FakeSleep sleep;
   auto results = page_all(targets, sample_message(), sleep.options());
   ASSERT_EQ(results.size(), 3u);
   EXPECT_TRUE(results[0].ok) << results[0].detail;
@@ -526,7 +501,7 @@ TEST(PageAll, SendsToEveryTargetAndReportsEach) {
 }
 
 TEST(PageAll, SleeperCanStopTheRetries) {
-  std::string url = fmt::format("http://127.0.0.1:{}/", closed_port());
+  std::string url = fmt::format("http://127.0.0.1:{}/", test::closed_port());
   PagerOptions o;
   o.sleep = [](int64_t) { return false; };
   auto results = page_all({http_target(spec::PagerKind::kWebhook, url, 5)}, sample_message(), o);
