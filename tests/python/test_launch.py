@@ -20,9 +20,16 @@ RANK_SCRIPT = textwrap.dedent(
     out_dir, mode = sys.argv[1], sys.argv[2]
     rank = int(os.environ["RANK"])
     keys = ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
-    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+    path = os.path.join(out_dir, f"rank{rank}.json")
+    with open(path + ".tmp", "w") as f:
         json.dump({k: os.environ.get(k) for k in keys} | {"pid": os.getpid()}, f)
+    os.rename(path + ".tmp", path)  # whole or absent: rank 1 waits for rank 0's record
     if mode == "fail" and rank == 1:
+        # Fail only once rank 0 has written its record: the test reads rank 0's pid, and a
+        # launcher that stops rank 0 before it wrote would leave nothing to read.
+        deadline = time.monotonic() + 30
+        while not os.path.exists(os.path.join(out_dir, "rank0.json")) and time.monotonic() < deadline:
+            time.sleep(0.01)
         sys.exit(3)
     if mode == "fail":
         time.sleep(60)  # must be stopped by the launcher
