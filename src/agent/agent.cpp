@@ -11,7 +11,9 @@
 #include <exception>
 #include <thread>
 
-#include "src/agent/tracked.h"
+#include "src/agent/job_leader.h"
+#include "src/agent/node_coord.h"
+#include "src/agent/watched_job.h"
 #include "src/common/duration.h"
 #include "src/common/host.h"
 #include "src/common/log.h"
@@ -97,7 +99,7 @@ Agent::Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store:
       log_rate_(config_.log_lines_per_user_per_minute, 60 * kNsPerSec),
       api_store_(std::move(api_store)) {
   health_.started_wall_ns = wall_now_ns();
-  if (config_.coord) coord_ = std::make_unique<Coordination>(*config_.coord, deps_.kv);
+  if (config_.coord) coord_ = std::make_unique<NodeCoord>(*config_.coord, deps_.kv);
 }
 
 Agent::~Agent() {
@@ -106,7 +108,7 @@ Agent::~Agent() {
     deliveries_.wait(now);  // while the jobs are there to count them
     // A multi-node job's pages too, while what their sink uses (rates, the log) is still here.
     for (auto& [job, t] : tracked_) {
-      if (t->job_deliveries) t->job_deliveries->wait(now);
+      if (t->leader) t->leader->wait_pages(now);
     }
   } catch (const std::exception& e) {
     log_error("agent: finishing the pages under way failed: {}", e.what());
@@ -127,6 +129,29 @@ runbook::DeliverySink Agent::delivery_sink() {
       it->second->state.actions_total[std::string(kind)]++;
   };
   return sink;
+}
+
+const std::string& Agent::node_name() const {
+  return coord_ ? coord_->config.node_name : deps_.host;
+}
+
+void Agent::coord_health(watch::AgentHealth& h, Stamp now) const {
+  if (!coord_) return;
+  watch::CoordHealth c;
+  const coord::NodeSession& s = coord_->session;
+  c.node = coord_->config.node_name;
+  c.connected = s.connected();
+  c.error = s.connected() ? "" : s.last_error();
+  c.lease_age_ns = s.lease_age_ns(now).value_or(-1);
+  c.lease_ttl_ns = coord_->config.lease_ttl_ns;
+  c.losses_total = s.losses();
+  c.puts_total = coord_->puts_retired;
+  for (const auto& [job, t] : tracked_) {
+    if (!t->leader) continue;
+    c.puts_total += t->leader->puts();
+    if (t->leader->leads()) ++c.jobs_led;
+  }
+  h.coord = std::move(c);
 }
 
 void Agent::note_poll_outcome(bool ok) {
@@ -174,7 +199,7 @@ spec::JobSpec Agent::spec_for(const std::string& job, std::optional<uint32_t> di
   return spec::default_spec();
 }
 
-bool Agent::may_log(const Tracked& t, Stamp now) {
+bool Agent::may_log(const WatchedJob& t, Stamp now) {
   if (!t.dir_uid || log_rate_.allow(*t.dir_uid, now.mono_ns)) return true;
   if (log_rate_.first_refusal(*t.dir_uid, now.mono_ns)) {
     log_warn(
@@ -221,10 +246,9 @@ void Agent::maybe_prune(Stamp now) {
   }
 }
 
-std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
-                                                      const std::string& job,
-                                                      std::optional<uint32_t> dir_uid, Stamp now) {
-  auto t = std::make_unique<Tracked>();
+std::unique_ptr<WatchedJob> Agent::start_tracking(const std::string& root, const std::string& job,
+                                                  std::optional<uint32_t> dir_uid, Stamp now) {
+  auto t = std::make_unique<WatchedJob>();
   t->job = job;
   t->root = root;
   t->dir_uid = dir_uid;
@@ -240,10 +264,11 @@ std::unique_ptr<Agent::Tracked> Agent::start_tracking(const std::string& root,
   oc.detail_after_ns = config_.poll_interval_ns;
   oc.detail_budget_ns = kDetailBudgetPerPollNs;
   t->watch = std::make_unique<watch::JobWatch>(std::move(oc), detect::config_from_spec(t->spec));
-  t->host = std::make_unique<JobHost>(*this, *t);
+  t->host = make_host(*t);
   runbook::IncidentPolicy policy = runbook::IncidentPolicy::from_spec(t->spec);
   t->runbook = std::make_unique<runbook::Incident>(runbook::IncidentScope{job, 0, 0}, policy,
                                                    ledger_, *t->host, deliveries_);
+  if (coord_) t->leader = make_leader(*t);
   t->state.job = job;
   t->state.owner = t->spec.owner;
   t->state.owner_uid = dir_uid;
@@ -269,8 +294,8 @@ Status Agent::poll_once(Stamp now) {
   std::set<std::string> seen;
   maybe_prune(now);
   ++polls_;
-  coord_tick(now);                  // from the poll loop: a wedged loop loses its lease
-  std::map<uint32_t, int> jobs_of;  // tracked jobs per directory owner
+  if (coord_) coord_->session.tick(now);  // from the poll loop: a wedged loop loses its lease
+  std::map<uint32_t, int> jobs_of;        // tracked jobs per directory owner
   for (const auto& [job, t] : tracked_) {
     if (t->dir_uid && !t->vanished) ++jobs_of[*t->dir_uid];
   }
@@ -328,7 +353,7 @@ Status Agent::poll_once(Stamp now) {
     }
   }
   for (auto it = tracked_.begin(); it != tracked_.end();) {
-    Tracked& t = *it->second;
+    WatchedJob& t = *it->second;
     if (!seen.count(it->first) && !t.vanished) {
       t.vanished = true;
       retire(t, now, "beacons vanished");
@@ -337,9 +362,9 @@ Status Agent::poll_once(Stamp now) {
     bool expired =
         t.retired_at_wall_ns && now.wall_ns - *t.retired_at_wall_ns >= config_.retire_after_ns;
     if (expired && t.vanished && !t.runbook->acting()) {
-      if (t.coord) {  // its summary goes only once the job is forgotten here
-        coord_->puts_retired += t.coord->puts();
-        t.coord->retire();
+      if (t.leader) {  // its summary goes only once the job is forgotten here
+        coord_->puts_retired += t.leader->puts();
+        t.leader->forget();
       }
       it = tracked_.erase(it);
       continue;
@@ -414,7 +439,7 @@ Status Agent::poll_once(Stamp now) {
   return {};
 }
 
-void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus,
+void Agent::observe(WatchedJob& t, Stamp now, const Result<probe::GpuSnapshot>* gpus,
                     uint64_t* beacons, uint64_t* errors) {
   // This job's share of the poll's detail budget: by the ranks that wanted details at the
   // previous poll (a stalled job among healthy ones gets all of it), by rank count when none did.
@@ -428,8 +453,10 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
                          : share_of(std::max<size_t>(1, t.ranks), ranks_last_poll_));
   watch::LookInputs in;
   in.gpus = gpus;
-  if (coord_) {
-    in.amend = [&](detect::Observation& obs, const watch::PollReport&) { coordinate(t, obs, now); };
+  if (t.leader) {
+    in.amend = [&](detect::Observation& obs, const watch::PollReport&) {
+      t.state.cluster = t.leader->amend(obs, polls_, now);
+    };
   }
   watch::Look look = t.watch->look(now, in);
   const watch::PollReport& rep = look.report;
@@ -453,8 +480,7 @@ void Agent::observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpu
   t.state.verdict = v;
   t.state.observation = std::move(obs);
   t.observed = true;
-  t.showing_view = false;
-  if (coord_) share_view(t, now);
+  if (t.leader) t.leader->share_view(t.state, now);
   // Process details only for ranks quiet for an expected interval (the poll interval while it
   // is still being learned): a rank that keeps committing steps costs one liveness check.
   t.watch->observer().set_detail_after(v.expected_interval_ns > 0 ? v.expected_interval_ns

@@ -38,10 +38,14 @@
 
 namespace stepwatch::coord {
 class Kv;
-struct IncarnationRecord;
 }  // namespace stepwatch::coord
 
 namespace stepwatch::agent {
+
+class JobLeader;
+class NodeJobHost;
+struct NodeCoord;
+struct WatchedJob;
 
 // What the agent is given besides its configuration (test seams and shared probes).
 struct AgentDeps {
@@ -87,91 +91,63 @@ class Agent : public serve::JobSource {
   std::string proc_root() const override { return config_.proc_root; }
 
  private:
-  struct Tracked;       // one job's observer, detector and incident
-  class JobHost;        // the runbook's host for one job
-  struct Coordination;  // [coord]: the etcd clients and this node's session (agent_coord.cpp)
+  class JobHost;  // this node's side of one job (agent_runbook.cpp)
 
   Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store::Store api_store);
-  std::unique_ptr<Tracked> start_tracking(const std::string& root, const std::string& job,
-                                          std::optional<uint32_t> dir_uid, Stamp now);
+  std::unique_ptr<WatchedJob> start_tracking(const std::string& root, const std::string& job,
+                                             std::optional<uint32_t> dir_uid, Stamp now);
+  // The job's node host, and with [coord] its leader (agent_runbook.cpp).
+  std::unique_ptr<NodeJobHost> make_host(WatchedJob& t);
+  std::unique_ptr<JobLeader> make_leader(WatchedJob& t);
   // The spec for a job directory owned by dir_uid: <specs_dir>/<job>.toml when it names that
   // user (key `users`; by default the spec file's owner), else the defaults, said once.
   spec::JobSpec spec_for(const std::string& job, std::optional<uint32_t> dir_uid);
   // Whether a line about this job may be logged now (log_lines_per_user_per_minute).
-  bool may_log(const Tracked& t, Stamp now);
+  bool may_log(const WatchedJob& t, Stamp now);
   // Prunes the store at the first poll and every hour after (keep_history, max_store_size).
   void maybe_prune(Stamp now);
-  void observe(Tracked& t, Stamp now, const Result<probe::GpuSnapshot>* gpus, uint64_t* beacons,
+  void observe(WatchedJob& t, Stamp now, const Result<probe::GpuSnapshot>* gpus, uint64_t* beacons,
                uint64_t* errors);
   // Records and logs a change of the job's verdict state or cause.
-  void transition(Tracked& t, detect::State from, const detect::Verdict& v, Stamp now);
-  bool preempted_by_us(const Tracked& t) const;
+  void transition(WatchedJob& t, detect::State from, const detect::Verdict& v, Stamp now);
+  // Steps the runbook that owns the job's incident now: the node's own (single node, or
+  // coordination lost: paging only), or, through its leader, the job's in etcd.
+  void step_runbook(WatchedJob& t, const detect::Verdict& v, Stamp now);
+  bool preempted_by_us(const WatchedJob& t) const;
+  // Whether the job's ranks end under a preempt of ours: they have not finished.
+  bool preempting(const WatchedJob& t) const;
   // At the first poll: the open incidents of jobs no longer there (their beacons vanished while
   // the agent was down) are closed as no longer observed.
   void close_unobserved(const std::set<std::string>& seen, Stamp now);
   void note_store_error(const Error& e);
   runbook::DeliverySink delivery_sink();
-  void retire(Tracked& t, Stamp now, const char* why);
+  void retire(WatchedJob& t, Stamp now, const char* why);
   void note_problem(const std::string& message);
   // ---- the node-fault history (agent_history.cpp) ----
   // Where it is kept: this node's store; for a multi-node job, etcd, written by the job's
   // leader (history_writer is null on the other nodes: they record nothing).
   runbook::HistoryLedger& history_reader();
-  runbook::HistoryLedger* history_writer(Tracked& t);
+  runbook::HistoryLedger* history_writer(WatchedJob& t);
   // A history read or write failed: the store's error, or a coordination problem.
   void note_history_error(const Error& e);
   // After each observation of the job: records the start of an incarnation it has not seen (its
   // end is recorded when the next one appears), and keeps what its verdict says.
-  void note_history(Tracked& t, const detect::Observation& obs, const detect::Verdict& v,
+  void note_history(WatchedJob& t, const detect::Observation& obs, const detect::Verdict& v,
                     Stamp now);
   // Records the end of the job's open incarnation, once: `reason`, and the cause and culprits
   // of `v` (null: none).
-  void end_history(Tracked& t, std::string_view reason, const detect::Verdict* v, Stamp now);
+  void end_history(WatchedJob& t, std::string_view reason, const detect::Verdict* v, Stamp now);
   // The same, as the job's last verdict says: "finished", "failed" (stalled or dead, with its
   // cause and culprits), else `otherwise`.
-  void end_history_as_seen(Tracked& t, std::string_view otherwise, Stamp now);
+  void end_history_as_seen(WatchedJob& t, std::string_view otherwise, Stamp now);
   // Recomputes node_faults() when the history changed, or a minute has passed (windows slide).
   void refresh_node_faults(Stamp now);
-  // A new leader: a hold a previous leader marked in the incarnation key stands (until the ack),
-  // and the job's incident is neither stepped nor closed as recovered meanwhile.
-  void take_up_storm_hold(Tracked& t);
-  void take_up_storm_hold(Tracked& t, const coord::IncarnationRecord& held,
-                          const std::string& done);
 
   // After each poll of run(): counts the polls in a row that failed as a whole.
   void note_poll_outcome(bool ok);
 
-  // ---- multi-node ([coord], agent_coord.cpp) ----
   // This node's name: [coord] node_name, else the host's.
   const std::string& node_name() const;
-  // Once per poll, first: the node lease.
-  void coord_tick(Stamp now);
-  // Publishes the job's local observation and, where this node leads the job, replaces it by
-  // the merge of every node's (the verdict is then the job's).
-  void coordinate(Tracked& t, detect::Observation& obs, Stamp now);
-  // Steps the runbook that owns the job's incident now: the node's own (single node, or
-  // coordination lost: paging only), or the job's in etcd while this node leads it.
-  void step_runbook(Tracked& t, const detect::Verdict& v, Stamp now);
-  void coord_retire(Tracked& t, Stamp now, const char* why);
-  // Whether the job's ranks end under a preempt of the job's (an order carried out here, or
-  // the job's runbook waiting for every node's report): they have not finished.
-  bool preempting(const Tracked& t) const;
-  // Carries out the job's preempt orders on this node's own proven processes, once per
-  // incident, and reports each; the leader gathers every node's report (agent_coord.cpp).
-  void follow_orders(Tracked& t, const detect::Verdict& v, Stamp now);
-  void gather_reports(Tracked& t, Stamp now);
-  // The leader's act: the order every node carries out; the future is its nodes' reports.
-  std::future<runbook::ActReport> order_preempt(Tracked& t, int64_t incident);
-  // After every node's report: the after-preempt sequence (runbook/resume.h), with this node
-  // as its host (LeaderResume): the next incarnation in etcd, or the close.
-  runbook::AfterPreempt after_job_preempt(Tracked& t, const runbook::ActReport& report);
-  // Makes the job's after-preempt sequence beside its runbook.
-  void start_job_resume(Tracked& t);
-  // The leader's roster of the job's nodes: written when it changes, read when it takes over.
-  void keep_roster(Tracked& t, const detect::Observation& merged, bool took_over, Stamp now);
-  // The leader writes its view of the whole job (on a change of verdict, and every publish
-  // interval); another node shows the leader's view in place of its own ranks' verdict.
-  void share_view(Tracked& t, Stamp now);
   void coord_health(watch::AgentHealth& h, Stamp now) const;
 
   AgentConfig config_;
@@ -184,15 +160,15 @@ class Agent : public serve::JobSource {
   uint64_t store_errors_this_poll_ = 0;  // poll thread only
   std::string last_store_error_;         // poll thread only
 
-  std::unique_ptr<Coordination> coord_;  // null without [coord]; outlives the jobs' ledgers
-  uint64_t polls_ = 0;                   // poll thread only
-  std::map<std::string, std::unique_ptr<Tracked>> tracked_;  // poll thread only
-  std::set<std::string> logged_problems_;                    // poll thread only
-  PerUserRate incident_rate_;                                // poll thread only
-  PerUserRate log_rate_;                                     // poll thread only
-  std::optional<int64_t> next_prune_mono_ns_;                // poll thread only
-  bool node_faults_dirty_ = true;                            // poll thread only
-  std::optional<int64_t> next_node_faults_mono_ns_;          // poll thread only
+  std::unique_ptr<NodeCoord> coord_;  // null without [coord]; outlives the jobs' leaders
+  uint64_t polls_ = 0;                // poll thread only
+  std::map<std::string, std::unique_ptr<WatchedJob>> tracked_;  // poll thread only
+  std::set<std::string> logged_problems_;                       // poll thread only
+  PerUserRate incident_rate_;                                   // poll thread only
+  PerUserRate log_rate_;                                        // poll thread only
+  std::optional<int64_t> next_prune_mono_ns_;                   // poll thread only
+  bool node_faults_dirty_ = true;                               // poll thread only
+  std::optional<int64_t> next_node_faults_mono_ns_;             // poll thread only
   // Across all jobs at the last poll, to share the detail budget (poll thread only).
   size_t ranks_last_poll_ = 0, due_last_poll_ = 0;
 

@@ -2,15 +2,16 @@
 // job's incarnations, recorded once per transition, the hosts their ends implicate, and what
 // the rules make of them for the API, /metrics and the dashboard. A single node's jobs are kept
 // in its store; a multi-node job's in etcd (coord/etcd_history.h), recorded by its leader from
-// the merged view of every node's ranks, and read by every node. The leader also holds the
-// job's next incarnation on a restart storm until its incident is acked.
+// the merged view of every node's ranks, and read by every node.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <set>
 
 #include "src/agent/agent.h"
-#include "src/agent/tracked.h"
+#include "src/agent/job_leader.h"
+#include "src/agent/node_coord.h"
+#include "src/agent/watched_job.h"
 #include "src/common/log.h"
 #include "src/runbook/node_fault_history.h"
 
@@ -66,23 +67,20 @@ runbook::HistoryLedger& Agent::history_reader() {
   return store_history_;
 }
 
-runbook::HistoryLedger* Agent::history_writer(Tracked& t) {
+runbook::HistoryLedger* Agent::history_writer(WatchedJob& t) {
   if (!coord_) return &store_history_;
-  // The job's leader, while etcd answers: nobody else records (nor does a node cut off).
-  if (t.history && t.coord && t.coord->leads() && coord_->session.connected())
-    return t.history.get();
-  return nullptr;
+  return t.leader ? t.leader->history_writer() : nullptr;
 }
 
-void Agent::note_history(Tracked& t, const detect::Observation& obs, const detect::Verdict& v,
+void Agent::note_history(WatchedJob& t, const detect::Observation& obs, const detect::Verdict& v,
                          Stamp now) {
   runbook::HistoryLedger* history = history_writer(t);
   if (!history || obs.ranks.empty()) return;
-  if (t.incarnation != t.history_seen) {
+  if (t.incarnation != t.history.seen) {
     // The job's incarnation moved on: the previous one ended as its last verdict said.
     end_history_as_seen(t, "restarted", now);
-    t.history_seen = t.incarnation;
-    t.checkpoint_step.reset();
+    t.history.seen = t.incarnation;
+    t.history.checkpoint_step.reset();
     // A restarted agent finds the incarnations it already ended: they stay ended, once.
     bool ended = false;
     auto known = history->incarnations(t.job, 8);
@@ -101,50 +99,52 @@ void Agent::note_history(Tracked& t, const detect::Observation& obs, const detec
       }
       r.hosts = hosts_of(obs, node_name());
       if (auto st = history->record_incarnation(r); !st) note_history_error(st.error());
-      t.history_open = t.incarnation;
-      t.history_hosts = std::set<std::string>(r.hosts.begin(), r.hosts.end());
+      t.history.open = t.incarnation;
+      t.history.hosts = std::set<std::string>(r.hosts.begin(), r.hosts.end());
       node_faults_dirty_ = true;
     }
   }
-  if (t.history_open) {
+  if (t.history.open) {
     // Nodes whose ranks appear after the start was recorded (the leader merges each node's
     // summary as it arrives) join the incarnation's hosts (record_incarnation takes the union).
     store::IncarnationRecord more;
     for (auto& host : hosts_of(obs, node_name())) {
-      if (!t.history_hosts.count(host)) more.hosts.push_back(std::move(host));
+      if (!t.history.hosts.count(host)) more.hosts.push_back(std::move(host));
     }
     if (!more.hosts.empty()) {
       more.job = t.job;
-      more.incarnation = *t.history_open;
+      more.incarnation = *t.history.open;
       if (auto st = history->record_incarnation(more); !st) {
         note_history_error(st.error());
       } else {
-        t.history_hosts.insert(more.hosts.begin(), more.hosts.end());
+        t.history.hosts.insert(more.hosts.begin(), more.hosts.end());
         node_faults_dirty_ = true;
       }
     }
   }
-  keep_verdict(t.last_verdict, v);
+  keep_verdict(t.history.last_verdict, v);
   for (const auto& r : obs.ranks) {
     if (r.checkpoint)
-      t.checkpoint_step = std::max(t.checkpoint_step.value_or(0), r.checkpoint->step);
+      t.history.checkpoint_step =
+          std::max(t.history.checkpoint_step.value_or(0), r.checkpoint->step);
   }
 }
 
-void Agent::end_history(Tracked& t, std::string_view reason, const detect::Verdict* v, Stamp now) {
-  if (!t.history_open) return;
+void Agent::end_history(WatchedJob& t, std::string_view reason, const detect::Verdict* v,
+                        Stamp now) {
+  if (!t.history.open) return;
   runbook::HistoryLedger* history = history_writer(t);
   if (!history) return;  // no longer the leader: the next one ends it
   store::IncarnationRecord r =
-      runbook::ended_incarnation(t.job, *t.history_open, reason, v, node_name(), now.wall_ns);
-  r.checkpoint_step = t.checkpoint_step;
+      runbook::ended_incarnation(t.job, *t.history.open, reason, v, node_name(), now.wall_ns);
+  r.checkpoint_step = t.history.checkpoint_step;
   if (auto st = runbook::record_ended(*history, r); !st) note_history_error(st.error());
-  t.history_open.reset();
+  t.history.open.reset();
   node_faults_dirty_ = true;
 }
 
-void Agent::end_history_as_seen(Tracked& t, std::string_view otherwise, Stamp now) {
-  end_history(t, end_reason(t.last_verdict, otherwise), &t.last_verdict, now);
+void Agent::end_history_as_seen(WatchedJob& t, std::string_view otherwise, Stamp now) {
+  end_history(t, end_reason(t.history.last_verdict, otherwise), &t.history.last_verdict, now);
 }
 
 void Agent::note_history_error(const Error& e) {
@@ -222,23 +222,6 @@ void Agent::refresh_node_faults(Stamp now) {
   }
   std::lock_guard lock(mu_);
   node_faults_ = std::move(snap);
-}
-
-void Agent::take_up_storm_hold(Tracked& t) {
-  if (auto held = t.job_resume_host->marked_hold())
-    take_up_storm_hold(t, *held, "preempted under a previous leader");
-}
-
-void Agent::take_up_storm_hold(Tracked& t, const coord::IncarnationRecord& held,
-                               const std::string& done) {
-  log_info("agent: job {}: incident {}: taking up the restart-storm hold {} marked: {}", t.job,
-           held.hold_incident, held.by.empty() ? "a previous leader" : held.by, held.hold);
-  // The checkpoint it decided on: this leader may no longer see every rank's.
-  std::optional<runbook::ResumePoint> from;
-  if (!held.hold_resume_from.empty())
-    from = runbook::ResumePoint{held.hold_resume_from, held.hold_resume_step.value_or(0), ""};
-  t.job_resume->take_up(t.job_resume_host->next(held.hold_incident, std::move(from)), held.at_ns,
-                        done);
 }
 
 std::shared_ptr<const serve::NodeFaultSnapshot> Agent::node_faults() const {

@@ -1,13 +1,16 @@
 // The agent's side of the runbook (runbook/incident.h runs the sequence): verdict transitions,
-// and the host of each job's incident: its page, who may open incidents, and the artifact and
-// preempt of proven processes for jobs that opted in (docs/api.md).
+// which incident owns the job (this node's, or the job's in etcd through its JobLeader), and
+// this node's side of each job (NodeJobHost): its page, who may open incidents, and the artifact
+// and preempt of proven processes for jobs that opted in (docs/api.md).
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "src/agent/agent.h"
+#include "src/agent/job_leader.h"
+#include "src/agent/node_coord.h"
 #include "src/agent/proof.h"
-#include "src/agent/tracked.h"
+#include "src/agent/watched_job.h"
 #include "src/common/duration.h"
 #include "src/common/log.h"
 #include "src/contract/names.h"
@@ -20,7 +23,7 @@
 
 namespace stepwatch::agent {
 
-void Agent::transition(Tracked& t, detect::State from, const detect::Verdict& v, Stamp now) {
+void Agent::transition(WatchedJob& t, detect::State from, const detect::Verdict& v, Stamp now) {
   store::Transition tr;
   tr.job = t.job;
   tr.incarnation = t.incarnation;
@@ -33,13 +36,15 @@ void Agent::transition(Tracked& t, detect::State from, const detect::Verdict& v,
   if (may_log(t, now)) log_info("agent: job {}: {} -> {}", t.job, tr.from_state, v.summary);
 }
 
-bool Agent::preempted_by_us(const Tracked& t) const {
+bool Agent::preempted_by_us(const WatchedJob& t) const {
+  static const std::set<int> kNone;
   const std::set<int>& ended = t.runbook->ended_pids();
-  if (ended.empty() && t.ended_by_orders.empty()) return false;
+  const std::set<int>& ordered = t.leader ? t.leader->ended_by_orders() : kNone;
+  if (ended.empty() && ordered.empty()) return false;
   bool any = false;
   for (const auto& r : t.own_look().ranks) {
     if (r.pid <= 0) continue;
-    if (!ended.count(r.pid) && !t.ended_by_orders.count(r.pid)) return false;
+    if (!ended.count(r.pid) && !ordered.count(r.pid)) return false;
     any = true;
   }
   return any;
@@ -70,29 +75,92 @@ void Agent::note_store_error(const Error& e) {
   last_store_error_ = e.message;
 }
 
-void Agent::retire(Tracked& t, Stamp now, const char* why) {
+void Agent::retire(WatchedJob& t, Stamp now, const char* why) {
   t.retired_at_wall_ns = now.wall_ns;
   // Its incarnation ends here (once), as its last verdict said: finished, failed or lost.
   end_history_as_seen(t, "lost", now);
   log_info("agent: job {} retired: {}; listed for {} more", t.job, why,
            format_duration(config_.retire_after_ns));
   t.runbook->close(now, why);
-  coord_retire(t, now, why);
+  if (t.leader) t.leader->close(now, why);
 }
 
-// ---- the runbook's host for one job ----
+// ---- this node's side of one job ----
+
+class Agent::JobHost final : public NodeJobHost {
+ public:
+  JobHost(Agent& agent, WatchedJob& job) : agent_(agent), t_(job) {}
+  // The host of this node's incident (runbook::IncidentHost).
+  runbook::PageMessage page(const detect::Verdict& v) override;
+  void log(LogLevel level, const std::string& line) override;
+  bool may_open(const detect::Verdict& v, Stamp now) override;
+  std::optional<std::string> refuse_act() override;
+  runbook::PreemptTargets targets() override;
+  std::future<runbook::ActReport> act(const detect::Verdict& v, int64_t incident_id,
+                                      runbook::PreemptTargets targets) override;
+  runbook::AfterPreempt after_preempt(const runbook::ActReport& report) override;
+  void recorded(int64_t id, bool created) override;
+  void ledger_failed(const Error& e) override;
+  void counted(std::string_view action_kind) override;
+  // What the job's leader asks of this node (JobNode; the rest is shared with the above).
+  runbook::PageMessage job_page(const detect::Verdict& v) override;
+  std::optional<std::string> may_carry_out() const override;
+  void carried_out(const store::Action& a) override;
+  void ended(std::string_view reason, const detect::Verdict& v, Stamp now) override;
+  void problem(const std::string& line) override { agent_.note_problem(line); }
+
+ private:
+  // The page, acked here (this node's incident) or on any node (the job's, in etcd).
+  runbook::PageMessage page(const detect::Verdict& v, bool job_wide);
+
+  Agent& agent_;
+  WatchedJob& t_;
+};
+
+std::unique_ptr<NodeJobHost> Agent::make_host(WatchedJob& t) {
+  return std::make_unique<JobHost>(*this, t);
+}
+
+std::unique_ptr<JobLeader> Agent::make_leader(WatchedJob& t) {
+  return std::make_unique<JobLeader>(
+      JobLeaderDeps{t.job, t.spec, coord_->etcd, coord_->session, coord_->keys(t.job),
+                    coord_->config.publish_interval_ns, coord_->history, coord_->config.prefix,
+                    deps_.pager, *t.host});
+}
+
+void Agent::step_runbook(WatchedJob& t, const detect::Verdict& v, Stamp now) {
+  if (!t.leader || !t.leader->connected()) {
+    t.runbook->step(v, now);  // degraded: this node's ranks, paging only (JobHost::refuse_act)
+  } else if (t.runbook->is_open() && !t.runbook->acting()) {
+    log_info("agent: job {}: etcd answers again: the job's leader ({}) owns its incident now",
+             t.job, t.leader->leader().empty() ? "unknown" : t.leader->leader());
+    t.runbook->close(now, "coordination resumed: the job's leader owns its incident");
+  }
+  if (t.leader) t.leader->step(v, t.state.observation, t.incarnation, now);
+}
+
+bool Agent::preempting(const WatchedJob& t) const {
+  return t.leader && t.leader->preempting();
+}
 
 runbook::PageMessage Agent::JobHost::page(const detect::Verdict& v) {
+  return page(v, false);
+}
+
+runbook::PageMessage Agent::JobHost::job_page(const detect::Verdict& v) {
+  return page(v, true);
+}
+
+runbook::PageMessage Agent::JobHost::page(const detect::Verdict& v, bool job_wide) {
   runbook::PageMessage m = runbook::page_for_verdict(t_.job, t_.spec.owner, v);
   m.host = agent_.node_name();
   // The job's incident is acked on any node (in etcd); this node's own only here.
   m.ack_command =
-      scope_ == Scope::kJob
-          ? fmt::format("stepwatch ack {} (on any node of the job)", t_.job)
-          : fmt::format("stepwatch ack {} --state-dir {}", t_.job, agent_.config_.state_dir);
+      job_wide ? fmt::format("stepwatch ack {} (on any node of the job)", t_.job)
+               : fmt::format("stepwatch ack {} --state-dir {}", t_.job, agent_.config_.state_dir);
   // The hosts the job's history suspects, and a restart storm: this node's store, or etcd for
   // the job's incident on a multi-node job (a node cut off from etcd names none).
-  if (scope_ == Scope::kJob || !agent_.coord_) {
+  if (job_wide || !agent_.coord_) {
     const char* scheduler = spec::resume_owner_name(t_.spec.runbook.resume_owner);
     if (auto st = runbook::add_node_fault(m, agent_.history_reader(), t_.job, t_.spec.node_fault,
                                           scheduler, t_.now.wall_ns);
@@ -110,11 +178,11 @@ void Agent::JobHost::log(LogLevel level, const std::string& line) {
 
 bool Agent::JobHost::may_open(const detect::Verdict& v, Stamp now) {
   if (agent_.preempted_by_us(t_)) return false;  // the agent ended these processes: no new stall
-  if (t_.preempted_incarnation >= 0) {
+  if (int64_t preempted = t_.leader ? t_.leader->preempted_incarnation() : -1; preempted >= 0) {
     // Ranks of an incarnation the job's orders preempted are ended, not stalled.
     bool all_ended = !t_.own_look().ranks.empty();
     for (const auto& r : t_.own_look().ranks)
-      all_ended = all_ended && static_cast<int64_t>(r.incarnation) <= t_.preempted_incarnation;
+      all_ended = all_ended && static_cast<int64_t>(r.incarnation) <= preempted;
     if (all_ended) return false;
   }
   // One user's job directories open at most so many incidents an hour (they could be forged
@@ -144,13 +212,10 @@ std::optional<std::string> Agent::JobHost::may_carry_out() const {
 
 std::optional<std::string> Agent::JobHost::refuse_act() {
   if (auto no = may_carry_out()) return no;
-  if (scope_ == Scope::kNode && agent_.coord_) {
+  if (agent_.coord_) {  // this node's incident of a multi-node job: etcd does not answer
     return std::string(
         "coordination lost (etcd does not answer): paging only, no destructive action without a "
         "fenced write");
-  }
-  if (scope_ == Scope::kJob && !agent_.coord_->session.may_act(t_.now)) {
-    return std::string("this node's lease is not fresh enough to order a preempt: waiting");
   }
   return std::nullopt;
 }
@@ -162,13 +227,6 @@ runbook::PreemptTargets Agent::JobHost::targets() {
   std::string dir = contract::job_dir(t_.root, t_.job);
   for (const auto& r : t_.own_look().ranks) {
     if (r.status != contract::RankStatus::kRunning || r.pid <= 0) continue;
-    if (scope_ == Scope::kJob) {
-      // The job's preempt: every node proves and ends its own ranks (an order); these refs only
-      // say which ranks it is for.
-      out.processes.push_back(
-          {{r.pid, r.pid_start_ticks}, fmt::format("rank {} on {}", r.rank, r.host)});
-      continue;
-    }
     // Ranks of other nodes (merged where this node leads, or the leader's view shown here) are
     // never this node's to signal: only its own (named by its node, or by the host the beacon
     // says when this node's own look is shown).
@@ -187,11 +245,11 @@ runbook::PreemptTargets Agent::JobHost::targets() {
 
 std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, int64_t incident_id,
                                                     runbook::PreemptTargets targets) {
-  t_.acted_on = {};
-  t_.acted_on.state = v.state;  // what the incarnation's end records (not its ranks)
-  t_.acted_on.cause = v.cause;
-  t_.acted_on.culprits = v.culprits;
-  if (scope_ == Scope::kJob) return agent_.order_preempt(t_, incident_id);
+  detect::Verdict& acted_on = t_.history.acted_on;
+  acted_on = {};
+  acted_on.state = v.state;  // what the incarnation's end records (not its ranks)
+  acted_on.cause = v.cause;
+  acted_on.culprits = v.culprits;
   // The artifact of the proven processes, then the preempt, on a thread of their own: the poll
   // of every other job goes on meanwhile.
   runbook::ArtifactRequest req;
@@ -228,8 +286,7 @@ std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, in
 }
 
 runbook::AfterPreempt Agent::JobHost::after_preempt(const runbook::ActReport& report) {
-  if (scope_ == Scope::kJob) return agent_.after_job_preempt(t_, report);
-  agent_.end_history(t_, "preempted", &t_.acted_on, t_.now);
+  agent_.end_history(t_, "preempted", &t_.history.acted_on, t_.now);
   // Closed only when every process is gone: survivors keep it open (and paged again).
   return {report.preempt.ok, "preempted by the agent: " + report.preempt.summary()};
 }
@@ -239,15 +296,20 @@ void Agent::JobHost::recorded(int64_t, bool created) {
 }
 
 void Agent::JobHost::ledger_failed(const Error& e) {
-  if (scope_ == Scope::kJob) {
-    agent_.note_problem(fmt::format("job {}: its incident in etcd: {}", t_.job, e.message));
-    return;
-  }
   agent_.note_store_error(e);
 }
 
 void Agent::JobHost::counted(std::string_view action_kind) {
   t_.state.actions_total[std::string(action_kind)]++;
+}
+
+void Agent::JobHost::carried_out(const store::Action& a) {
+  if (auto st = agent_.store_.record_action(a); !st) agent_.note_store_error(st.error());
+  counted(a.kind);
+}
+
+void Agent::JobHost::ended(std::string_view reason, const detect::Verdict& v, Stamp now) {
+  agent_.end_history(t_, reason, &v, now);
 }
 
 }  // namespace stepwatch::agent

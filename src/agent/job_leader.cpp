@@ -1,0 +1,501 @@
+#include "src/agent/job_leader.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace stepwatch::agent {
+
+namespace {
+
+// What changes when the ranks make progress (not their ages, which the leader extrapolates):
+// a summary is published again when this changes.
+uint64_t progress_signature(const detect::Observation& obs) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ULL;
+  };
+  for (const auto& r : obs.ranks) {
+    mix(static_cast<uint64_t>(r.rank));
+    mix(r.step_count);
+    mix(r.phase_count);
+    mix(r.beat_count);
+    mix(static_cast<uint64_t>(r.status));
+    mix(static_cast<uint64_t>(r.pid));
+    mix(r.incarnation);
+  }
+  for (const auto& p : obs.procs) {
+    mix(static_cast<uint64_t>(p.rank) << 8 | (p.alive ? 1 : 0) | (p.same_process ? 2 : 0));
+    mix(static_cast<uint64_t>(p.state));
+  }
+  return h;
+}
+
+// The nodes with ranks of the job, each once, sorted.
+std::vector<std::string> nodes_of(const detect::Observation* obs) {
+  std::set<std::string> nodes;
+  if (obs) {
+    for (const auto& r : obs->ranks) nodes.insert(r.host);
+  }
+  return {nodes.begin(), nodes.end()};
+}
+
+}  // namespace
+
+// The host of the job's incident while this node leads it: pages are acked on any node, the
+// preempt is an order every node carries out on its own proven processes, and what follows is
+// the after-preempt sequence over the job's incarnation in etcd.
+class JobLeader::Host final : public runbook::IncidentHost {
+ public:
+  explicit Host(JobLeader& leader) : l_(leader) {}
+  runbook::PageMessage page(const detect::Verdict& v) override { return l_.d_.node.job_page(v); }
+  void log(LogLevel level, const std::string& line) override { l_.d_.node.log(level, line); }
+  bool may_open(const detect::Verdict& v, Stamp now) override {
+    return l_.d_.node.may_open(v, now);
+  }
+  std::optional<std::string> refuse_act() override {
+    if (auto no = l_.d_.node.may_carry_out()) return no;
+    if (!l_.session_.may_act(l_.now_))
+      return std::string("this node's lease is not fresh enough to order a preempt: waiting");
+    return std::nullopt;
+  }
+  runbook::PreemptTargets targets() override {
+    // Every node proves and ends its own ranks (an order); these refs only say which ranks the
+    // preempt is for.
+    runbook::PreemptTargets out;
+    if (!l_.seen_) return out;
+    for (const auto& r : l_.seen_->ranks) {
+      if (r.status != contract::RankStatus::kRunning || r.pid <= 0) continue;
+      out.processes.push_back(
+          {{r.pid, r.pid_start_ticks}, fmt::format("rank {} on {}", r.rank, r.host)});
+    }
+    return out;
+  }
+  std::future<runbook::ActReport> act(const detect::Verdict& v, int64_t incident_id,
+                                      runbook::PreemptTargets) override {
+    l_.acted_on_ = {};
+    l_.acted_on_.state = v.state;  // what the incarnation's end records (not its ranks)
+    l_.acted_on_.cause = v.cause;
+    l_.acted_on_.culprits = v.culprits;
+    return l_.order_preempt(incident_id);
+  }
+  runbook::AfterPreempt after_preempt(const runbook::ActReport& report) override {
+    return l_.after_preempt(report);
+  }
+  void recorded(int64_t id, bool created) override { l_.d_.node.recorded(id, created); }
+  void ledger_failed(const Error& e) override {
+    l_.d_.node.problem(fmt::format("job {}: its incident in etcd: {}", l_.d_.job, e.message));
+  }
+  void counted(std::string_view action_kind) override { l_.d_.node.counted(action_kind); }
+
+ private:
+  JobLeader& l_;
+};
+
+JobLeader::JobLeader(JobLeaderDeps deps)
+    : d_(std::move(deps)),
+      session_(d_.session),
+      coord_(session_, d_.job, d_.publish_interval_ns),
+      orders_(d_.etcd, session_.job_key(d_.job), d_.keys.node, d_.keys.fence_key),
+      history_(d_.etcd, d_.prefix, d_.keys.fence_key, [this] { return coord_.fence(); }) {}
+
+JobLeader::~JobLeader() = default;
+
+watch::ClusterState JobLeader::amend(detect::Observation& obs, uint64_t poll_seq, Stamp now) {
+  bool led = coord_.leads();
+  coord::NodeSummary s;
+  s.node = node_name();
+  s.poll_seq = poll_seq;
+  for (const auto& r : obs.ranks) s.incarnation = std::max<int64_t>(s.incarnation, r.incarnation);
+  s.observation = obs;
+  coord_.poll(s, progress_signature(obs), now);
+  if (coord_.leads()) {
+    int64_t incarnation = s.incarnation;
+    int world = 0;
+    for (const auto& r : obs.ranks) world = std::max(world, r.world_size);
+    if (!led) {
+      // Taking the job over: the nodes a previous leader knew of this run, even silent ones.
+      auto roster = orders_.roster();
+      if (roster && *roster && (*roster)->first == incarnation)
+        coord_.remember((*roster)->second, world, incarnation, now);
+    }
+    // A node silent since an earlier run is not a silent rank of this one.
+    std::vector<const coord::Received*> remote;
+    for (const auto* r : coord_.remote()) {
+      if (!r->lapsed_mono_ns || r->summary.incarnation >= incarnation) remote.push_back(r);
+    }
+    coord::Merged m = coord::merge(obs, node_name(), remote, now);
+    for (const auto& p : m.problems) d_.node.problem(fmt::format("job {}: {}", d_.job, p));
+    obs = std::move(m.observation);
+    keep_roster(obs, !led);
+  }
+  watch::ClusterState c;
+  c.node = node_name();
+  c.leader = coord_.leader();
+  c.leads = coord_.leads();
+  c.connected = session_.connected();
+  c.nodes = coord_.nodes(now);
+  return c;
+}
+
+void JobLeader::keep_roster(const detect::Observation& merged, bool took_over) {
+  std::map<std::string, std::vector<int>> nodes;
+  int64_t incarnation = 0;
+  for (const auto& r : merged.ranks) {
+    nodes[r.host].push_back(r.rank);
+    incarnation = std::max<int64_t>(incarnation, r.incarnation);
+  }
+  if (!took_over && nodes == roster_written_) return;
+  if (auto st = orders_.write_roster(incarnation, nodes, coord_.fence()); !st) {
+    session_.note_failure(st.error());
+    return;
+  }
+  roster_written_ = std::move(nodes);
+}
+
+void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, int64_t incarnation,
+                     Stamp now) {
+  now_ = now;
+  incarnation_ = incarnation;
+  seen_ = &seen;
+  if (session_.connected()) follow_orders(v, now);
+  if (coord_.leads() && session_.connected()) {
+    lead(v, now);
+  } else if (incident_) {
+    // Even mid-preempt: the next leader finds the order in etcd and gathers the reports itself.
+    if (!session_.connected()) {
+      d_.node.log(LogLevel::kInfo,
+                  "etcd does not answer: this node leads it no more (its incident is in etcd, "
+                  "for the leader to go on with)");
+    } else {
+      d_.node.log(LogLevel::kInfo,
+                  fmt::format("this node no longer leads it ({} does): its incident is theirs",
+                              coord_.leader().empty() ? "unknown" : coord_.leader()));
+    }
+    stop_leading();
+  }
+  if (deliveries_) deliveries_->reap(now);
+  seen_ = nullptr;
+}
+
+void JobLeader::lead(const detect::Verdict& v, Stamp now) {
+  gather_reports(now);
+  if (!incident_) {
+    if (!ledger_) {
+      ledger_ = std::make_unique<coord::EtcdLedger>(d_.etcd, d_.job, d_.keys,
+                                                    [this] { return coord_.fence(); });
+      runbook::DeliverySink sink;
+      sink.log = [this](LogLevel level, const std::string&, const std::string& line) {
+        d_.node.log(level, line);
+      };
+      sink.counted = [this](const std::string&, std::string_view kind) { d_.node.counted(kind); };
+      deliveries_ = std::make_unique<runbook::PageDeliveries>(*ledger_, d_.pager, std::move(sink));
+      host_ = std::make_unique<Host>(*this);
+    }
+    // A fresh runbook adopts the job's open incident from etcd, where the previous leader left
+    // it: its page is not sent again unless it was claimed and never delivered.
+    incident_ = std::make_unique<runbook::Incident>(runbook::IncidentScope{d_.job, 0, 0},
+                                                    runbook::IncidentPolicy::from_spec(d_.spec),
+                                                    *ledger_, *host_, *deliveries_);
+    LeaderResumeDeps rd{d_.job,
+                        node_name(),
+                        orders_,
+                        *ledger_,
+                        d_.history,
+                        *deliveries_,
+                        d_.spec.runbook.pagers,
+                        [this] { return coord_.fence(); },
+                        [this] { return incarnation_; },
+                        [this] { return d_.node.job_page(acted_on_); },
+                        [this] { return incident_.get(); },
+                        [this](const std::string& line) { d_.node.problem(line); }};
+    owner_ = runbook::make_resume_owner(d_.spec);
+    resume_host_ = std::make_unique<LeaderResume>(std::move(rd));
+    resume_ = std::make_unique<runbook::Resume>(runbook::ResumePolicy::from_spec(d_.job, d_.spec),
+                                                *owner_, *resume_host_);
+    take_up_storm_hold();  // one a previous leader marked stands
+  }
+  // The incarnation alone tells runs apart: wall clocks of other hosts are not compared.
+  incident_->set_run(incarnation_, 0);
+  if (resume_->holding()) {
+    // Held after a restart storm: the preempted ranks' verdict neither recovers nor ends the
+    // incident; only the ack (or a next incarnation started by someone else) does.
+    resume_->poll(now);
+  } else {
+    incident_->step(v, now);
+  }
+}
+
+void JobLeader::stop_leading() {
+  // A hold is marked in the incarnation key: the next leader takes it up.
+  resume_.reset();
+  resume_host_.reset();
+  owner_.reset();
+  incident_.reset();
+  act_.reset();
+}
+
+void JobLeader::follow_orders(const detect::Verdict& v, Stamp now) {
+  if (order_act_ && order_act_->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    runbook::ActReport r = order_act_->get();
+    order_act_.reset();
+    coord::Order o = *order_running_;
+    order_running_.reset();
+    coord::Done d;
+    d.ok = r.preempt.ok;
+    d.artifact = r.artifact.value_or("");
+    d.summary = r.preempt.summary();
+    d.at_ns = now.wall_ns;
+    for (const auto& p : r.preempt.processes) {
+      d.processes.push_back({p.process.pid, p.process.label, p.gone(), p.describe()});
+      if (p.gone()) ended_by_orders_.insert(p.process.pid);
+    }
+    auto sent = orders_.report(o.incident, d);
+    if (!sent) {
+      session_.note_failure(sent.error());
+      order_running_ = o;  // reported next poll: the processes are gone, the report is not
+      order_act_.emplace(std::async(std::launch::deferred, [r] { return r; }));
+      return;
+    }
+    orders_done_.insert(o.incident);
+    preempted_incarnation_ = std::max(preempted_incarnation_, o.incarnation);
+    d_.node.log(LogLevel::kInfo,
+                fmt::format("incident {}: preempted on this node ({}) as ordered by {}: {}",
+                            o.incident, node_name(), o.by, d.summary));
+    store::Action a;
+    a.job = d_.job;
+    a.at_ns = now.wall_ns;
+    a.kind = std::string(store::action_kind::kPreempt);
+    a.ok = d.ok;
+    a.detail =
+        fmt::format("ordered by {} for the job's incident {}: {}", o.by, o.incident, d.summary);
+    d_.node.carried_out(a);
+  }
+  if (order_act_) return;  // one at a time
+  auto orders = orders_.orders();
+  if (!orders) {
+    session_.note_failure(orders.error());
+    return;
+  }
+  for (const auto& o : *orders) {
+    if (orders_done_.count(o.incident)) continue;
+    auto already = orders_.reported(o.incident);
+    if (!already) {
+      session_.note_failure(already.error());
+      return;
+    }
+    if (*already) {  // reported before this agent (re)started: never carried out twice
+      orders_done_.insert(o.incident);
+      continue;
+    }
+    coord::Done d;
+    d.at_ns = now.wall_ns;
+    if (o.incarnation != incarnation_) {  // an order for another run never ends this one
+      d.ok = true;
+      d.summary = fmt::format("incarnation {} does not run here (this node runs {})", o.incarnation,
+                              incarnation_);
+      auto sent = orders_.report(o.incident, d);
+      if (!sent) {
+        session_.note_failure(sent.error());
+        return;
+      }
+      orders_done_.insert(o.incident);
+      continue;
+    }
+    // This node's own rules for its processes: the job must be one it may preempt.
+    std::optional<std::string> refused = d_.node.may_carry_out();
+    runbook::PreemptTargets targets;
+    if (!refused) targets = d_.node.targets();
+    if (refused || targets.processes.empty()) {
+      d.ok = !refused && targets.refused.empty();
+      d.refused = !refused           ? targets.refused
+                  : refused->empty() ? std::string(
+                                           "this node's agent does not list the job in "
+                                           "preempt_jobs")
+                                     : *refused;
+      d.summary = refused ? "" : "no process of the job runs here";
+      auto sent = orders_.report(o.incident, d);
+      if (!sent) {
+        session_.note_failure(sent.error());
+        return;
+      }
+      orders_done_.insert(o.incident);
+      d_.node.log(LogLevel::kInfo,
+                  fmt::format("incident {}: ordered to preempt by {}: {}", o.incident, o.by,
+                              refused ? "refused: " + *refused : d.summary));
+      continue;
+    }
+    d_.node.log(LogLevel::kWarn,
+                fmt::format("incident {}: preempting {} proven process(es) here, as ordered by {}",
+                            o.incident, targets.processes.size(), o.by));
+    order_running_ = o;
+    order_act_ = d_.node.act(v, o.incident, std::move(targets));
+    return;
+  }
+}
+
+void JobLeader::gather_reports(Stamp now) {
+  if (!act_) return;
+  auto reports = orders_.reports(act_->incident);
+  if (!reports) {
+    session_.note_failure(reports.error());
+    return;
+  }
+  std::set<std::string> have;
+  for (const auto& d : *reports) have.insert(d.node);
+  std::vector<std::string> missing;
+  for (const auto& n : act_->nodes) {
+    if (!have.count(n)) missing.push_back(n);
+  }
+  // A node that cannot report (dead, cut off) holds the runbook up to the preempt grace and a
+  // minute: then its processes are reported as not known to be gone.
+  int64_t limit = d_.spec.runbook.preempt_grace_ns + 60 * kNsPerSec;
+  if (!missing.empty() && now.mono_ns - act_->ordered_mono_ns < limit) return;
+  act_->done.set_value(coord::merged_report(*reports, missing));
+  act_.reset();
+}
+
+std::future<runbook::ActReport> JobLeader::order_preempt(int64_t incident) {
+  coord::Order o;
+  o.incident = incident;
+  o.incarnation = incarnation_;
+  o.by = node_name();
+  o.at_ns = wall_now_ns();
+  auto ordered = orders_.order(o, coord_.fence());
+  if (!ordered) {
+    runbook::ActReport failed;
+    runbook::ProcessOutcome why;
+    why.process.label = "every node";
+    why.note = "the preempt order was not written: " + ordered.error().message;
+    failed.preempt.survivors.push_back(why.process);
+    failed.preempt.processes.push_back(std::move(why));
+    std::promise<runbook::ActReport> p;
+    p.set_value(std::move(failed));
+    return p.get_future();
+  }
+  JobAct ja;
+  ja.incident = incident;
+  ja.ordered_mono_ns = now_.mono_ns;
+  ja.nodes = nodes_of(seen_);
+  d_.node.log(
+      LogLevel::kWarn,
+      fmt::format("incident {}: {} every node ({}) to collect and preempt its proven "
+                  "processes",
+                  incident, *ordered ? "ordered" : "already ordered:", fmt::join(ja.nodes, ", ")));
+  auto f = ja.done.get_future();
+  act_ = std::move(ja);
+  return f;
+}
+
+runbook::AfterPreempt JobLeader::after_preempt(const runbook::ActReport& report) {
+  if (!report.preempt.ok) return {false, ""};  // survivors: paged again, kept open
+  std::vector<std::string> nodes = nodes_of(seen_);
+  runbook::Preempted p;
+  p.done = fmt::format("preempted on {} node(s) ({})", nodes.size(), fmt::join(nodes, ", "));
+  // The incarnation ended here, with the verdict it was preempted on (the job's history).
+  d_.node.ended("preempted", acted_on_, now_);
+  // Acks are stamped by the API threads' wall clock: a hold's start must compare with them.
+  const Stamp now{wall_now_ns(), now_.mono_ns};
+  p.next = resume_host_->next(incident_ && incident_->id() ? *incident_->id() : 0,
+                              seen_ ? committed_by_every_rank(*seen_) : std::nullopt);
+  if (!d_.spec.runbook.resume) return resume_->after_preempt(p, now);
+  // First: the incarnation key also records a requeue, and a next leader that finds it moved
+  // does not act (by then Slurm may have ended the launchers too).
+  auto from = orders_.incarnation();
+  if (!from) return {true, p.done + "; not relaunched: " + from.error().message};
+  if (from->record.incarnation != incarnation_) {
+    return {true, fmt::format("{}; incarnation {} was started already", p.done,
+                              from->record.incarnation)};
+  }
+  auto launchers = orders_.launchers();
+  if (!launchers) return {true, p.done + "; not relaunched: " + launchers.error().message};
+  if (launchers->empty()) {
+    return {true, p.done + "; no `stepwatch run --coord` runs for the job: nothing relaunches it"};
+  }
+  if (p.next.incident > 0 && from->record.hold_incident == p.next.incident) {
+    // A previous leader held it: the hold stands (paged already), as of when it was marked.
+    take_up_storm_hold(from->record, p.done);
+    return {false, "", true};
+  }
+  return resume_->after_preempt(p, now);
+}
+
+void JobLeader::take_up_storm_hold() {
+  if (auto held = resume_host_->marked_hold())
+    take_up_storm_hold(*held, "preempted under a previous leader");
+}
+
+void JobLeader::take_up_storm_hold(const coord::IncarnationRecord& held, const std::string& done) {
+  d_.node.log(
+      LogLevel::kInfo,
+      fmt::format("incident {}: taking up the restart-storm hold {} marked: {}", held.hold_incident,
+                  held.by.empty() ? "a previous leader" : held.by, held.hold));
+  // The checkpoint it decided on: this leader may no longer see every rank's.
+  std::optional<runbook::ResumePoint> from;
+  if (!held.hold_resume_from.empty())
+    from = runbook::ResumePoint{held.hold_resume_from, held.hold_resume_step.value_or(0), ""};
+  resume_->take_up(resume_host_->next(held.hold_incident, std::move(from)), held.at_ns, done);
+}
+
+void JobLeader::share_view(watch::JobState& state, Stamp now) {
+  showing_view_ = false;
+  if (!session_.connected()) return;
+  if (coord_.leads()) {
+    const std::string said =
+        fmt::format("{}/{} {}", detect::state_name(state.verdict.state),
+                    detect::cause_name(state.verdict.cause), state.verdict.summary);
+    bool due =
+        !view_written_mono_ns_ || now.mono_ns - *view_written_mono_ns_ >= d_.publish_interval_ns;
+    if (said == view_written_ && !due) return;
+    coord::JobView v{node_name(), now.wall_ns, state.verdict, state.observation,
+                     state.cluster ? state.cluster->nodes : std::vector<watch::NodeState>{}};
+    if (auto st = orders_.write_view(v, coord_.fence()); !st) {
+      session_.note_failure(st.error());
+      return;
+    }
+    view_written_ = said;
+    view_written_mono_ns_ = now.mono_ns;
+    return;
+  }
+  auto v = orders_.view();
+  if (!v) {
+    d_.node.problem(fmt::format("job {}: the leader's view: {}", d_.job, v.error().message));
+    return;
+  }
+  if (!*v || (*v)->leader != coord_.leader()) return;  // none yet, or an earlier leader's
+  // The job's verdict is the leader's; ages are as the leader last judged them, and its ranks'
+  // monotonic stamps are of the leader's clock: shown by wall time here.
+  own_ = std::move(state.observation);
+  showing_view_ = true;
+  state.verdict = std::move((*v)->verdict);
+  state.observation = std::move((*v)->observation);
+  state.observation.one_clock = false;
+  state.observation.local_host.clear();
+  // Every node as the leader knows it, its summary ages as of the leader's look.
+  if (state.cluster && !(*v)->nodes.empty()) state.cluster->nodes = std::move((*v)->nodes);
+}
+
+bool JobLeader::preempting() const {
+  return order_act_.has_value() || (incident_ && incident_->acting()) ||
+         (resume_ && resume_->holding());
+}
+
+runbook::HistoryLedger* JobLeader::history_writer() {
+  // The job's leader, while etcd answers: nobody else records (nor does a node cut off).
+  if (coord_.leads() && session_.connected()) return &history_;
+  return nullptr;
+}
+
+void JobLeader::close(Stamp now, const std::string& why) {
+  if (incident_) incident_->close(now, why);
+  // Its summary stays published (its ranks finished, not silent) until the job is forgotten.
+}
+
+void JobLeader::wait_pages(Stamp now) {
+  if (deliveries_) deliveries_->wait(now);
+}
+
+}  // namespace stepwatch::agent

@@ -1,0 +1,197 @@
+// One multi-node job's coordination on this node ([coord] in agent.toml; docs/multinode.md): its
+// summary in etcd, the merge where this node leads the job, the job's one incident in etcd
+// (fenced writes) and its after-preempt sequence while it leads, the preempt orders every node
+// carries out, the roster and the shared view. Which runbook owns the job's incident:
+//   - etcd answers, this node leads the job: the job's one incident, in etcd, judged on every
+//     node's ranks; one page per job, its id the dedup key;
+//   - etcd answers, another node leads: nothing here opens or pages (the leader does), and this
+//     node carries out the leader's orders on its own proven processes;
+//   - etcd does not answer: the node's own incident (the agent's), paging only.
+// It reaches the node only through JobNode (what the node sees, may prove and preempt) and etcd
+// only through the coord::Kv it is given: tests/agent/job_leader_test.cpp drives it over the
+// in-memory store on a hand-moved clock.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/agent/leader_resume.h"
+#include "src/common/clock.h"
+#include "src/common/log.h"
+#include "src/coord/etcd_history.h"
+#include "src/coord/etcd_ledger.h"
+#include "src/coord/job_coord.h"
+#include "src/coord/orders.h"
+#include "src/coord/session.h"
+#include "src/detect/verdict.h"
+#include "src/runbook/incident.h"
+#include "src/runbook/resume.h"
+#include "src/runbook/resume_owner.h"
+#include "src/spec/spec.h"
+#include "src/store/records.h"
+#include "src/watch/job_state.h"
+
+namespace stepwatch::agent {
+
+// What the job's leader, and a follower carrying out its orders, ask of this node about the job:
+// the agent's side (agent_runbook.cpp); a fake in the leader's tests.
+class JobNode {
+ public:
+  virtual ~JobNode() = default;
+  // The page for the job's incident (every node's ranks; acked on any node).
+  virtual runbook::PageMessage job_page(const detect::Verdict& v) = 0;
+  // This node's rules on opening an incident for v (ranks it ended itself, the per-user bound).
+  virtual bool may_open(const detect::Verdict& v, Stamp now) = 0;
+  // A line about the job (rate-limited per user at kInfo).
+  virtual void log(LogLevel level, const std::string& line) = 0;
+  // Whether this node's rules let it preempt the job's processes here (preempt_jobs, the spec's
+  // auto_preempt): nullopt, they do; "" no, silently; else why not.
+  virtual std::optional<std::string> may_carry_out() const = 0;
+  // This node's own processes of the job, each proven to be the job's; `refused` says why a
+  // living one was not.
+  virtual runbook::PreemptTargets targets() = 0;
+  // Collects the artifact of `targets` and preempts them, on a thread of its own.
+  virtual std::future<runbook::ActReport> act(const detect::Verdict& v, int64_t incident_id,
+                                              runbook::PreemptTargets targets) = 0;
+  // A preempt carried out here as ordered: kept in the node's store and counted.
+  virtual void carried_out(const store::Action& a) = 0;
+  // The job's incident was recorded (created: opened now, else adopted); an action was counted.
+  virtual void recorded(int64_t id, bool created) = 0;
+  virtual void counted(std::string_view action_kind) = 0;
+  // The running incarnation ended (`reason`, with the verdict `v` it was acted on): its history.
+  virtual void ended(std::string_view reason, const detect::Verdict& v, Stamp now) = 0;
+  // A read or write of etcd failed, or a record in it was bad (the node logs each once).
+  virtual void problem(const std::string& line) = 0;
+};
+
+struct JobLeaderDeps {
+  std::string job;
+  const spec::JobSpec& spec;
+  coord::Kv& etcd;                  // the poll thread's
+  coord::NodeSession& session;      // this node's lease
+  coord::LedgerKeys keys;           // the job's incident keys; keys.node is this node
+  int64_t publish_interval_ns;      // [coord] publish_interval
+  runbook::HistoryLedger& history;  // every job's node-fault history in etcd (read, unfenced)
+  std::string prefix;               // [coord] prefix: the history's keys
+  runbook::PagerOptions pager;      // delivery seams and backoff
+  JobNode& node;
+};
+
+class JobLeader {
+ public:
+  explicit JobLeader(JobLeaderDeps deps);
+  ~JobLeader();  // waits for nothing: wait_pages first
+  JobLeader(const JobLeader&) = delete;
+  JobLeader& operator=(const JobLeader&) = delete;
+
+  // Publishes this node's look at the job (`obs`, its poll_seq-th poll) and, where this node leads
+  // the job, replaces `obs` by the merge of every node's (the verdict is then the job's). Returns
+  // the job's nodes as this node knows them.
+  watch::ClusterState amend(detect::Observation& obs, uint64_t poll_seq, Stamp now);
+  // Whether etcd answers this node (its lease), and whether it leads the job.
+  bool connected() const { return session_.connected(); }
+  bool leads() const { return coord_.leads(); }
+  const std::string& leader() const { return coord_.leader(); }
+
+  // After each look: carries out the leader's orders here, and steps the job's incident while
+  // this node leads it. `v` is the job's verdict on `seen` (the merged ranks where it leads), of
+  // incarnation `incarnation`, the highest the node has seen.
+  void step(const detect::Verdict& v, const detect::Observation& seen, int64_t incarnation,
+            Stamp now);
+  // The leader writes its view of the whole job (on a change of verdict, and every publish
+  // interval); another node shows the leader's view in `state` in place of its own ranks'.
+  void share_view(watch::JobState& state, Stamp now);
+  // This node's own look at its own ranks while `state` shows the leader's view; else null.
+  const detect::Observation* own_look() const { return showing_view_ ? &own_ : nullptr; }
+
+  // Whether the job's ranks end under a preempt of the job's (an order carried out here, the
+  // job's incident waiting for every node's report, or a restart storm held): not finished.
+  bool preempting() const;
+  // Pids this node ended as ordered, and the highest incarnation an order preempted here.
+  const std::set<int>& ended_by_orders() const { return ended_by_orders_; }
+  int64_t preempted_incarnation() const { return preempted_incarnation_; }
+  // Where the job's node-fault history is written: the leader's fenced writer while it leads
+  // and etcd answers; else null (nobody else records).
+  runbook::HistoryLedger* history_writer();
+
+  // The job finished or vanished: its incident (if this node runs it) closes.
+  void close(Stamp now, const std::string& why);
+  // The job is forgotten here: its summary goes.
+  void forget() { coord_.retire(); }
+  uint64_t puts() const { return coord_.puts(); }
+  // Waits for the pages of the job's incident under way (before the node's sinks go).
+  void wait_pages(Stamp now);
+
+ private:
+  class Host;  // the job's incident's host while this node leads it (job_leader.cpp)
+  // The leader, once it ordered a preempt: every node's report completes the runbook's act.
+  struct JobAct {
+    int64_t incident = 0;
+    std::vector<std::string> nodes;  // the nodes with ranks when it ordered
+    int64_t ordered_mono_ns = 0;
+    std::promise<runbook::ActReport> done;
+  };
+
+  void keep_roster(const detect::Observation& merged, bool took_over);
+  void follow_orders(const detect::Verdict& v, Stamp now);
+  void gather_reports(Stamp now);
+  void lead(const detect::Verdict& v, Stamp now);
+  void stop_leading();
+  // The leader's act: the order every node carries out; the future is its nodes' reports.
+  std::future<runbook::ActReport> order_preempt(int64_t incident);
+  // After every node's report: the after-preempt sequence (runbook/resume.h) over LeaderResume:
+  // the next incarnation in etcd, or the close.
+  runbook::AfterPreempt after_preempt(const runbook::ActReport& report);
+  // A new leader: a hold a previous leader marked in the incarnation key stands (until the ack).
+  void take_up_storm_hold();
+  void take_up_storm_hold(const coord::IncarnationRecord& held, const std::string& done);
+  const std::string& node_name() const { return d_.keys.node; }
+
+  JobLeaderDeps d_;
+  coord::NodeSession& session_;
+  coord::JobCoord coord_;
+  coord::JobOrders orders_;
+  coord::EtcdHistory history_;  // the job's history, written while this node leads (fenced)
+
+  // Of the step under way.
+  Stamp now_;
+  int64_t incarnation_ = 0;
+  const detect::Observation* seen_ = nullptr;
+  detect::Verdict
+      acted_on_;  // the verdict the job's incident preempted on (state, cause, culprits)
+
+  // The job's incident while this node leads it (declared in the order they are built: each
+  // outlives what uses it).
+  std::unique_ptr<coord::EtcdLedger> ledger_;
+  std::unique_ptr<runbook::PageDeliveries> deliveries_;
+  std::unique_ptr<Host> host_;
+  std::unique_ptr<runbook::Incident> incident_;
+  std::unique_ptr<runbook::ResumeOwner> owner_;
+  std::unique_ptr<LeaderResume> resume_host_;
+  std::unique_ptr<runbook::Resume> resume_;
+  std::optional<JobAct> act_;
+  std::map<std::string, std::vector<int>> roster_written_;  // what the leader last wrote
+
+  // Orders of the job's incidents: those this node reported on, and the one it carries out now.
+  std::set<int64_t> orders_done_;
+  std::optional<coord::Order> order_running_;
+  std::optional<std::future<runbook::ActReport>> order_act_;
+  int64_t preempted_incarnation_ = -1;
+  std::set<int> ended_by_orders_;  // pids this node ended as ordered: not a new stall
+
+  // A follower shows its leader's view of the whole job; its own look at its own ranks (which
+  // only it may prove and preempt) stays here meanwhile.
+  detect::Observation own_;
+  bool showing_view_ = false;
+  std::string view_written_;  // the verdict summary of the view last written
+  std::optional<int64_t> view_written_mono_ns_;
+};
+
+}  // namespace stepwatch::agent

@@ -1,0 +1,37 @@
+#include "src/agent/node_coord.h"
+
+#include "src/coord/etcd_client.h"
+
+namespace stepwatch::agent {
+
+namespace {
+
+coord::EtcdOptions etcd_options(const CoordConfig& c) {
+  coord::EtcdOptions o;
+  o.endpoints = c.endpoints;
+  o.token = c.token;
+  o.timeout_ns = c.request_timeout_ns;
+  return o;
+}
+
+}  // namespace
+
+NodeCoord::NodeCoord(const CoordConfig& c, std::shared_ptr<coord::Kv> kv)
+    : config(c),
+      poll_kv(kv ? kv : std::make_shared<coord::EtcdClient>(etcd_options(c))),
+      api_kv(kv ? kv : std::make_shared<coord::EtcdClient>(etcd_options(c))),
+      etcd(*poll_kv),
+      session(etcd, coord::SessionOptions{c.prefix, c.node_name, c.lease_ttl_ns}),
+      api_etcd(*api_kv),
+      history(etcd, c.prefix, "", [] { return int64_t{0}; }) {}
+
+coord::LedgerKeys NodeCoord::keys(const std::string& job) const {
+  coord::LedgerKeys k;
+  k.incident = coord::incident_key(config.prefix, job);
+  k.closed_dir = session.job_key(job, "incidents/");
+  k.fence_key = session.job_key(job, "nodes/" + config.node_name);
+  k.node = config.node_name;
+  return k;
+}
+
+}  // namespace stepwatch::agent

@@ -1,0 +1,36 @@
+// This node's part in multi-node coordination ([coord] in agent.toml; docs/multinode.md): the
+// etcd clients, its lease, and every job's node-fault history as read here. Each job's own
+// coordination is its JobLeader (job_leader.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "src/agent/config.h"
+#include "src/coord/etcd_history.h"
+#include "src/coord/etcd_ledger.h"
+#include "src/coord/kv.h"
+#include "src/coord/session.h"
+
+namespace stepwatch::agent {
+
+struct NodeCoord {
+  // kv: null, an EtcdClient per thread over c.endpoints; else every call goes to it (tests).
+  NodeCoord(const CoordConfig& c, std::shared_ptr<coord::Kv> kv);
+  CoordConfig config;
+  std::shared_ptr<coord::Kv> poll_kv, api_kv;  // what etcd and api_etcd are
+  coord::Kv& etcd;                             // the poll thread's
+  coord::NodeSession session;
+  std::mutex api_mu;
+  coord::Kv& api_etcd;        // the API threads' (guarded by api_mu)
+  uint64_t puts_retired = 0;  // summaries published for jobs no longer tracked
+  // Every job's node-fault history and every host's implications, read on the poll thread
+  // (unfenced: it writes nothing; a job's leader writes through the job's own, fenced).
+  coord::EtcdHistory history;
+  // The keys of the job's incident in etcd, with this node's fence.
+  coord::LedgerKeys keys(const std::string& job) const;
+};
+
+}  // namespace stepwatch::agent

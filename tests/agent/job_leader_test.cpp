@@ -1,0 +1,373 @@
+// The job leader alone (src/agent/job_leader.h): two nodes of one 2-rank job, each a JobLeader
+// over its own NodeSession, sharing one in-memory store (tests/fakes/memory_kv.h, held to
+// etcd's behaviour by tests/coord/kv_test.cpp) on one hand-moved clock, each with a scripted
+// JobNode in place of the agent. No agent, no beacon, no detector, no etcd: the verdicts are
+// given. A real page receiver counts the pages. It covers who leads (the first to publish), the
+// merge of both nodes' ranks, the job's one incident in etcd under the leader's fence, the preempt
+// order every node carries out and reports on, and a failover whose new leader adopts the
+// incident without a second page.
+#include "src/agent/job_leader.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/coord/etcd_ledger.h"
+#include "src/runbook/page_message.h"
+#include "tests/fakes/memory_kv.h"
+#include "tests/support/page_receiver.h"
+
+namespace stepwatch::agent {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr int64_t kTtl = 2 * kNsPerSec;
+const char* const kPrefix = "/stepwatch";
+
+// This node as the leader sees it: its verdicts are given, its processes scripted.
+class ScriptedNode final : public JobNode {
+ public:
+  explicit ScriptedNode(std::string name) : name_(std::move(name)) {}
+  runbook::PageMessage job_page(const detect::Verdict& v) override {
+    runbook::PageMessage m = runbook::page_for_verdict("pretrain", "team-llm", v);
+    m.host = name_;
+    return m;
+  }
+  // Ranks this node's preempt ended are no new stall (as the agent's preempted_by_us says).
+  bool may_open(const detect::Verdict&, Stamp) override { return acted_for.empty(); }
+  void log(LogLevel, const std::string& line) override { lines.push_back(line); }
+  std::optional<std::string> may_carry_out() const override { return refuse; }
+  runbook::PreemptTargets targets() override {
+    runbook::PreemptTargets t;
+    t.processes.push_back({{pid, 7}, "rank on " + name_});
+    return t;
+  }
+  std::future<runbook::ActReport> act(const detect::Verdict&, int64_t incident_id,
+                                      runbook::PreemptTargets targets) override {
+    acted_for.push_back(incident_id);
+    runbook::ActReport r;
+    for (const auto& p : targets.processes) {
+      runbook::ProcessOutcome o;
+      o.process = p;
+      o.before = probe::Liveness::kAlive;
+      o.after = probe::Liveness::kGone;  // gone on SIGTERM
+      o.term_sent = true;
+      r.preempt.processes.push_back(o);
+    }
+    r.preempt.ok = true;
+    std::promise<runbook::ActReport> done;
+    done.set_value(r);
+    return done.get_future();
+  }
+  void carried_out(const store::Action& a) override { carried.push_back(a); }
+  void recorded(int64_t id, bool created) override { (created ? opened : adopted).push_back(id); }
+  void counted(std::string_view) override {}
+  void ended(std::string_view reason, const detect::Verdict& v, Stamp) override {
+    ends.push_back(fmt::format("{} {}", reason, detect::state_name(v.state)));
+  }
+  void problem(const std::string& line) override { problems.push_back(line); }
+
+  int pid = 0;
+  std::optional<std::string> refuse;  // may_carry_out's answer
+  std::vector<std::string> lines, problems, ends;
+  std::vector<int64_t> acted_for, opened, adopted;
+  std::vector<store::Action> carried;
+
+ private:
+  std::string name_;
+};
+
+class JobLeaderTest : public ::testing::Test {
+ protected:
+  struct Node {
+    Node(coord::Kv& kv, const std::string& name, const spec::JobSpec& spec)
+        : name(name),
+          session(kv, coord::SessionOptions{kPrefix, name, kTtl}),
+          history(kv, kPrefix, "", [] { return int64_t{0}; }),
+          node(name),
+          leader(JobLeaderDeps{
+              "pretrain", spec, kv, session, keys(name), kNsPerSec, history, kPrefix, {}, node}) {}
+    coord::LedgerKeys keys(const std::string& name) const {
+      coord::LedgerKeys k;
+      k.incident = coord::incident_key(kPrefix, "pretrain");
+      k.closed_dir = session.job_key("pretrain", "incidents/");
+      k.fence_key = session.job_key("pretrain", "nodes/" + name);
+      k.node = name;
+      return k;
+    }
+    std::string name;
+    coord::NodeSession session;
+    coord::EtcdHistory history;
+    ScriptedNode node;
+    JobLeader leader;
+    detect::Observation seen;  // what it judged at its last turn (the merge, where it leads)
+  };
+
+  JobLeaderTest() : clock_(SystemClock::instance().now()), kv_(clock_) {
+    auto s = spec::parse_spec(fmt::format("owner = \"team-llm\"\nexpected_interval = \"1s\"\n"
+                                          "[runbook]\nack_timeout = \"1s\"\n"
+                                          "preempt_grace = \"2s\"\n"
+                                          "[auto_preempt]\nenabled = true\nmisses = 1\n"
+                                          "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\n"
+                                          "timeout = \"2s\"\n",
+                                          rx_.url()),
+                              "pretrain.toml");
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    if (s) spec_ = *s;
+    a_ = std::make_unique<Node>(kv_, "a", spec_);
+    b_ = std::make_unique<Node>(kv_, "b", spec_);
+    a_->node.pid = 1000;
+    b_->node.pid = 2000;
+  }
+
+  // One rank of this node, `steps` committed.
+  static detect::Observation look(const std::string& host, int rank, uint64_t steps) {
+    detect::Observation obs;
+    obs.local_host = host;
+    contract::RankSnapshot r;
+    r.job = "pretrain";
+    r.host = host;
+    r.rank = rank;
+    r.world_size = 2;
+    r.pid = 1000 * (rank + 1);
+    r.pid_start_ticks = 7;
+    r.step = static_cast<int64_t>(steps);
+    r.step_count = steps;
+    obs.ranks.push_back(r);
+    return obs;
+  }
+  static detect::Verdict verdict(detect::State state) {
+    detect::Verdict v;
+    v.state = state;
+    v.summary = detect::state_name(state);
+    if (state == detect::State::kStalled) v.cause = detect::Cause::kCollective;
+    return v;
+  }
+  // One poll of a node: its lease, its look published (merged where it leads), then the turn
+  // of the runbook on verdict `v`.
+  watch::ClusterState turn(Node& n, int rank, uint64_t steps, detect::State state) {
+    Stamp now = clock_.now();
+    n.session.tick(now);
+    n.seen = look(n.name, rank, steps);
+    watch::ClusterState c = n.leader.amend(n.seen, ++polls_, now);
+    n.leader.step(verdict(state), n.seen, 0, now);
+    return c;
+  }
+  // Half a second later, a poll of a, then of b.
+  void round(detect::State a, detect::State b) {
+    advance(0.5);
+    turn(*a_, 0, 5, a);
+    turn(*b_, 1, 5, b);
+  }
+  void advance(double s) { clock_.advance(static_cast<int64_t>(s * 1e9)); }
+  std::optional<store::Incident> incident() {
+    coord::LedgerKeys k = a_->keys("a");
+    auto all = coord::incidents_in_etcd(kv_, k, "pretrain", 10);
+    EXPECT_TRUE(all.ok()) << all.error().message;
+    if (!all || all->empty()) return std::nullopt;
+    return all->front();
+  }
+
+  test::Receiver rx_;
+  ManualClock clock_;
+  test::MemoryKv kv_;
+  spec::JobSpec spec_ = spec::default_spec();
+  std::unique_ptr<Node> a_, b_;
+  uint64_t polls_ = 0;
+};
+
+TEST_F(JobLeaderTest, TheFirstToPublishLeadsAndMergesEveryNodesRanks) {
+  watch::ClusterState ca = turn(*a_, 0, 5, detect::State::kHealthy);
+  watch::ClusterState cb = turn(*b_, 1, 5, detect::State::kHealthy);
+  EXPECT_TRUE(ca.leads);
+  EXPECT_EQ(ca.leader, "a");
+  EXPECT_FALSE(cb.leads);
+  EXPECT_EQ(cb.leader, "a");
+  EXPECT_TRUE(a_->leader.leads());
+  EXPECT_FALSE(b_->leader.leads());
+  EXPECT_EQ(b_->leader.history_writer(), nullptr) << "only the leader records the history";
+  EXPECT_NE(a_->leader.history_writer(), nullptr);
+
+  advance(0.1);
+  ca = turn(*a_, 0, 6, detect::State::kHealthy);
+  ASSERT_EQ(a_->seen.ranks.size(), 2u) << "the leader judges both nodes' ranks";
+  EXPECT_EQ(a_->seen.ranks[0].host, "a");
+  EXPECT_EQ(a_->seen.ranks[1].host, "b");
+  EXPECT_EQ(ca.nodes.size(), 2u);
+  cb = turn(*b_, 1, 6, detect::State::kHealthy);
+  EXPECT_EQ(b_->seen.ranks.size(), 1u) << "a follower judges nothing but its own";
+  EXPECT_TRUE(a_->node.problems.empty()) << a_->node.problems.front();
+}
+
+TEST_F(JobLeaderTest, TheLeaderOpensTheJobsOneIncidentAndAFollowerOpensNone) {
+  turn(*a_, 0, 5, detect::State::kHealthy);
+  turn(*b_, 1, 5, detect::State::kHealthy);
+  b_->node.refuse = std::string();  // b may not preempt: the test stops at the page
+  a_->node.refuse = std::string();
+  advance(0.5);
+  turn(*a_, 0, 5, detect::State::kStalled);
+  turn(*b_, 1, 5, detect::State::kStalled);
+  ASSERT_TRUE(rx_.wait_for(1));
+  ASSERT_EQ(a_->node.opened.size(), 1u);
+  EXPECT_TRUE(b_->node.opened.empty());
+  EXPECT_TRUE(b_->node.adopted.empty());
+  auto open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_EQ(open->id, a_->node.opened.front());
+  EXPECT_TRUE(open->is_open());
+  json page = json::parse(rx_.body(0));
+  EXPECT_EQ(page["host"], "a");
+  EXPECT_EQ(page["incident_id"], std::to_string(open->id));
+
+  // The incident's writes are fenced by the leader's node key: a ledger whose fence is not the
+  // leader's writes nothing, and the incident stays as the leader left it.
+  coord::EtcdLedger stale(kv_, "pretrain", b_->keys("b"), [] { return int64_t{12345}; });
+  EXPECT_FALSE(stale.close(open->id, clock_.now().wall_ns, "forged").ok());
+  open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_TRUE(open->is_open());
+
+  // It recovers: the leader closes it. Nobody paged twice.
+  advance(0.5);
+  turn(*a_, 0, 6, detect::State::kHealthy);
+  turn(*b_, 1, 6, detect::State::kHealthy);
+  open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_FALSE(open->is_open());
+  EXPECT_EQ(open->resolution, "recovered");
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rx_.count(), 1u);
+}
+
+TEST_F(JobLeaderTest, EveryNodeCarriesOutThePreemptOrderOnceAndTheLeaderGathersTheReports) {
+  using detect::State;
+  turn(*a_, 0, 5, State::kHealthy);
+  turn(*b_, 1, 5, State::kHealthy);
+  round(State::kStalled, State::kStalled);  // a opens and pages
+  ASSERT_TRUE(rx_.wait_for(1));
+  // Past ack_timeout with no ack, the leader orders the preempt; every node (the leader too)
+  // carries it out on its own processes and reports; the leader gathers both reports.
+  bool ordered = false;
+  for (int i = 0; i < 12 && (!ordered || a_->leader.preempting()); ++i) {
+    round(State::kStalled, State::kStalled);
+    ordered = ordered || a_->leader.preempting();
+  }
+  ASSERT_TRUE(ordered);
+  EXPECT_FALSE(a_->leader.preempting());
+  ASSERT_EQ(a_->node.acted_for.size(), 1u);
+  ASSERT_EQ(b_->node.acted_for.size(), 1u);
+  EXPECT_EQ(b_->node.acted_for[0], a_->node.opened.at(0));
+  EXPECT_EQ(b_->leader.ended_by_orders().count(2000), 1u);
+  EXPECT_EQ(b_->leader.preempted_incarnation(), 0);
+  ASSERT_EQ(b_->node.carried.size(), 1u);
+  EXPECT_EQ(b_->node.carried[0].kind, store::action_kind::kPreempt);
+  EXPECT_NE(b_->node.carried[0].detail.find("ordered by a"), std::string::npos)
+      << b_->node.carried[0].detail;
+  // The incarnation ended as preempted on the verdict acted on; nothing relaunches it here (no
+  // launcher): the incident closes, saying so.
+  ASSERT_EQ(a_->node.ends.size(), 1u);
+  EXPECT_EQ(a_->node.ends[0], "preempted stalled");
+  EXPECT_TRUE(b_->node.ends.empty()) << "only the leader records the job's history";
+  auto closed = incident();
+  ASSERT_TRUE(closed);
+  EXPECT_FALSE(closed->is_open());
+  EXPECT_NE(closed->resolution.find("preempted on 2 node(s) (a, b)"), std::string::npos)
+      << closed->resolution;
+  EXPECT_NE(closed->resolution.find("nothing relaunches it"), std::string::npos)
+      << closed->resolution;
+  // The order is carried out once: more turns act no more (the ended ranks open nothing new).
+  for (int i = 0; i < 4; ++i) round(State::kStalled, State::kStalled);
+  EXPECT_EQ(a_->node.acted_for.size(), 1u);
+  EXPECT_EQ(b_->node.acted_for.size(), 1u);
+  EXPECT_EQ(rx_.count(), 1u);
+}
+
+TEST_F(JobLeaderTest, AFollowerThatMayNotPreemptReportsWhyAndTheIncidentStaysOpen) {
+  using detect::State;
+  b_->node.refuse = std::string("its spec sets auto_preempt.enabled = false");
+  turn(*a_, 0, 5, State::kHealthy);
+  turn(*b_, 1, 5, State::kHealthy);
+  for (int i = 0; i < 8; ++i) round(State::kStalled, State::kStalled);
+  EXPECT_EQ(a_->node.acted_for.size(), 1u) << "the leader ordered, and carried it out itself";
+  EXPECT_TRUE(b_->node.acted_for.empty());
+  EXPECT_TRUE(b_->node.carried.empty());
+  bool said = false;
+  for (const auto& l : b_->node.lines)
+    said =
+        said || l.find("refused: its spec sets auto_preempt.enabled = false") != std::string::npos;
+  EXPECT_TRUE(said);
+  auto open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_TRUE(open->is_open()) << "b's processes are not known to be gone: " << open->resolution;
+  EXPECT_TRUE(a_->node.ends.empty());
+  EXPECT_FALSE(a_->leader.preempting());
+}
+
+TEST_F(JobLeaderTest, WhenTheLeadersLeaseLapsesTheNextAdoptsItsIncidentWithoutASecondPage) {
+  a_->node.refuse = b_->node.refuse = std::string();  // paging only
+  turn(*a_, 0, 5, detect::State::kHealthy);
+  turn(*b_, 1, 5, detect::State::kHealthy);
+  advance(0.5);
+  turn(*a_, 0, 5, detect::State::kStalled);
+  ASSERT_TRUE(rx_.wait_for(1));
+  turn(*a_, 0, 5, detect::State::kStalled);  // records the delivery
+  auto open = incident();
+  ASSERT_TRUE(open);
+
+  // a stops: within its lease it still leads; past it, b leads and adopts the open incident.
+  advance(1.0);
+  EXPECT_FALSE(turn(*b_, 1, 5, detect::State::kStalled).leads);
+  for (int i = 0; i < 3; ++i) {
+    advance(1.0);
+    turn(*b_, 1, 5, detect::State::kStalled);
+  }
+  EXPECT_TRUE(b_->leader.leads());
+  EXPECT_TRUE(b_->node.opened.empty());
+  ASSERT_EQ(b_->node.adopted.size(), 1u);
+  EXPECT_EQ(b_->node.adopted[0], open->id);
+  EXPECT_NE(b_->leader.history_writer(), nullptr);
+
+  // a comes back behind b: it no longer leads and lets go of the incident; nobody paged again.
+  advance(0.5);
+  EXPECT_FALSE(turn(*a_, 0, 5, detect::State::kStalled).leads);
+  EXPECT_FALSE(a_->leader.leads());
+  EXPECT_EQ(a_->leader.history_writer(), nullptr);
+  bool let_go = false;
+  for (const auto& l : a_->node.lines)
+    let_go = let_go || l.find("no longer leads") != std::string::npos;
+  EXPECT_TRUE(let_go);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(rx_.count(), 1u);
+  open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_TRUE(open->is_open());
+}
+
+TEST_F(JobLeaderTest, WhileTheStoreIsDownNoNodeLeadsAndTheIncidentWaitsInIt) {
+  a_->node.refuse = b_->node.refuse = std::string();
+  turn(*a_, 0, 5, detect::State::kHealthy);
+  turn(*b_, 1, 5, detect::State::kHealthy);
+  kv_.set_down(true);
+  advance(0.5);
+  turn(*a_, 0, 5, detect::State::kStalled);
+  EXPECT_FALSE(a_->leader.connected());
+  EXPECT_EQ(a_->leader.history_writer(), nullptr);
+  EXPECT_TRUE(a_->node.opened.empty()) << "no incident in etcd without etcd";
+  kv_.set_down(false);
+  advance(0.5);
+  turn(*a_, 0, 5, detect::State::kStalled);
+  EXPECT_TRUE(a_->leader.connected());
+  EXPECT_EQ(a_->node.opened.size(), 1u);
+}
+
+}  // namespace
+}  // namespace stepwatch::agent
