@@ -5,6 +5,12 @@
 // auto_preempt, and only processes proven to be the job's (src/agent/proof.h). It never
 // restarts a job (that is `stepwatch run`'s, or the scheduler's).
 //
+// A facade over workers: a WatchedJob per job (watched_job.h) and, with [coord], each job's
+// JobLeader (job_leader.h), which decides everything multi-node. Its files: agent.cpp
+// (discovery, per-user bounds, the poll loop), agent_api.cpp (serve::JobSource),
+// agent_runbook.cpp (this node's side of each job: NodeJobHost), agent_history.cpp (the
+// node-fault history).
+//
 // Threads: poll_once()/run() on one thread; jobs(), job(), health(), ack() and incidents() from
 // any thread (the HTTP API's).
 #pragma once
