@@ -98,9 +98,10 @@ class JobLeader::Host final : public runbook::IncidentHost {
 JobLeader::JobLeader(JobLeaderDeps deps)
     : d_(std::move(deps)),
       session_(d_.session),
+      keys_(coord::ledger_keys(session_, d_.job)),
       coord_(session_, d_.job, d_.publish_interval_ns),
-      orders_(d_.etcd, session_.job_key(d_.job), d_.keys.node, d_.keys.fence_key),
-      history_(d_.etcd, d_.prefix, d_.keys.fence_key, [this] { return coord_.fence(); }) {}
+      orders_(d_.etcd, session_.job_key(d_.job), keys_.node, keys_.fence_key),
+      history_(d_.etcd, d_.prefix, keys_.fence_key, [this] { return coord_.fence(); }) {}
 
 JobLeader::~JobLeader() = default;
 
@@ -185,7 +186,7 @@ void JobLeader::lead(const detect::Verdict& v, Stamp now) {
   gather_reports(now);
   if (!incident_) {
     if (!ledger_) {
-      ledger_ = std::make_unique<coord::EtcdLedger>(d_.etcd, d_.job, d_.keys,
+      ledger_ = std::make_unique<coord::EtcdLedger>(d_.etcd, d_.job, keys_,
                                                     [this] { return coord_.fence(); });
       runbook::DeliverySink sink;
       sink.log = [this](LogLevel level, const std::string&, const std::string& line) {

@@ -76,7 +76,6 @@ struct JobLeaderDeps {
   const spec::JobSpec& spec;
   coord::Kv& etcd;                  // the poll thread's
   coord::NodeSession& session;      // this node's lease
-  coord::LedgerKeys keys;           // the job's incident keys; keys.node is this node
   int64_t publish_interval_ns;      // [coord] publish_interval
   runbook::HistoryLedger& history;  // every job's node-fault history in etcd (read, unfenced)
   std::string prefix;               // [coord] prefix: the history's keys
@@ -152,10 +151,11 @@ class JobLeader {
   // A new leader: a hold a previous leader marked in the incarnation key stands (until the ack).
   void take_up_storm_hold();
   void take_up_storm_hold(const coord::IncarnationRecord& held, const std::string& done);
-  const std::string& node_name() const { return d_.keys.node; }
+  const std::string& node_name() const { return keys_.node; }
 
   JobLeaderDeps d_;
   coord::NodeSession& session_;
+  const coord::LedgerKeys keys_;  // the job's incident keys; keys_.node is this node
   coord::JobCoord coord_;
   coord::JobOrders orders_;
   coord::EtcdHistory history_;  // the job's history, written while this node leads (fenced)

@@ -25,13 +25,4 @@ NodeCoord::NodeCoord(const CoordConfig& c, std::shared_ptr<coord::Kv> kv)
       api_etcd(*api_kv),
       history(etcd, c.prefix, "", [] { return int64_t{0}; }) {}
 
-coord::LedgerKeys NodeCoord::keys(const std::string& job) const {
-  coord::LedgerKeys k;
-  k.incident = coord::incident_key(config.prefix, job);
-  k.closed_dir = session.job_key(job, "incidents/");
-  k.fence_key = session.job_key(job, "nodes/" + config.node_name);
-  k.node = config.node_name;
-  return k;
-}
-
 }  // namespace stepwatch::agent

@@ -30,7 +30,7 @@ struct NodeCoord {
   // (unfenced: it writes nothing; a job's leader writes through the job's own, fenced).
   coord::EtcdHistory history;
   // The keys of the job's incident in etcd, with this node's fence.
-  coord::LedgerKeys keys(const std::string& job) const;
+  coord::LedgerKeys keys(const std::string& job) const { return coord::ledger_keys(session, job); }
 };
 
 }  // namespace stepwatch::agent

@@ -83,6 +83,15 @@ std::string incident_key(std::string_view prefix, std::string_view job) {
   return fmt::format("{}/jobs/{}/incident", prefix, job);
 }
 
+LedgerKeys ledger_keys(const NodeSession& session, const std::string& job) {
+  LedgerKeys k;
+  k.incident = incident_key(session.options().prefix, job);
+  k.closed_dir = session.job_key(job, "incidents/");
+  k.fence_key = session.job_key(job, "nodes/" + session.options().node);
+  k.node = session.options().node;
+  return k;
+}
+
 EtcdLedger::EtcdLedger(Kv& etcd, std::string job, LedgerKeys keys, std::function<int64_t()> fence)
     : etcd_(etcd), job_(std::move(job)), keys_(std::move(keys)), fence_(std::move(fence)) {}
 

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "src/coord/kv.h"
+#include "src/coord/session.h"
 #include "src/runbook/ledger.h"
 
 namespace stepwatch::coord {
@@ -34,6 +35,8 @@ struct LedgerKeys {
   std::string fence_key;   // the leader's node key
   std::string node;        // this node, recorded as who opened or acted
 };
+// The job's keys as this node writes them: its fence is its node key under the job.
+LedgerKeys ledger_keys(const NodeSession& session, const std::string& job);
 
 class EtcdLedger final : public runbook::IncidentLedger {
  public:

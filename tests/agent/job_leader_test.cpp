@@ -95,15 +95,7 @@ class JobLeaderTest : public ::testing::Test {
           history(kv, kPrefix, "", [] { return int64_t{0}; }),
           node(name),
           leader(JobLeaderDeps{
-              "pretrain", spec, kv, session, keys(name), kNsPerSec, history, kPrefix, {}, node}) {}
-    coord::LedgerKeys keys(const std::string& name) const {
-      coord::LedgerKeys k;
-      k.incident = coord::incident_key(kPrefix, "pretrain");
-      k.closed_dir = session.job_key("pretrain", "incidents/");
-      k.fence_key = session.job_key("pretrain", "nodes/" + name);
-      k.node = name;
-      return k;
-    }
+              "pretrain", spec, kv, session, kNsPerSec, history, kPrefix, {}, node}) {}
     std::string name;
     coord::NodeSession session;
     coord::EtcdHistory history;
@@ -170,7 +162,7 @@ class JobLeaderTest : public ::testing::Test {
   }
   void advance(double s) { clock_.advance(static_cast<int64_t>(s * 1e9)); }
   std::optional<store::Incident> incident() {
-    coord::LedgerKeys k = a_->keys("a");
+    coord::LedgerKeys k = coord::ledger_keys(a_->session, "pretrain");
     auto all = coord::incidents_in_etcd(kv_, k, "pretrain", 10);
     EXPECT_TRUE(all.ok()) << all.error().message;
     if (!all || all->empty()) return std::nullopt;
@@ -230,7 +222,8 @@ TEST_F(JobLeaderTest, TheLeaderOpensTheJobsOneIncidentAndAFollowerOpensNone) {
 
   // The incident's writes are fenced by the leader's node key: a ledger whose fence is not the
   // leader's writes nothing, and the incident stays as the leader left it.
-  coord::EtcdLedger stale(kv_, "pretrain", b_->keys("b"), [] { return int64_t{12345}; });
+  coord::EtcdLedger stale(kv_, "pretrain", coord::ledger_keys(b_->session, "pretrain"),
+                          [] { return int64_t{12345}; });
   EXPECT_FALSE(stale.close(open->id, clock_.now().wall_ns, "forged").ok());
   open = incident();
   ASSERT_TRUE(open);
