@@ -270,8 +270,13 @@ std::future<runbook::ActReport> Agent::JobHost::act(const detect::Verdict& v, in
   runbook::PreemptOptions opts;
   opts.proc_root = agent_.config_.proc_root;
   return std::async(std::launch::async, [req = std::move(req), procs = targets.processes,
+                                         collect = targets.collect,
                                          grace = t_.spec.runbook.preempt_grace_ns, opts] {
     runbook::ActReport r;
+    if (!collect) {
+      r.preempt = runbook::preempt_processes(procs, grace, opts);
+      return r;
+    }
     runbook::ArtifactReport a = runbook::collect_artifact(req);
     r.artifact_ok = !a.error;
     r.artifact = a.error ? "artifact failed: " + a.error->message

@@ -100,7 +100,7 @@ JobLeader::JobLeader(JobLeaderDeps deps)
       session_(d_.session),
       keys_(coord::ledger_keys(session_, d_.job)),
       coord_(session_, d_.job, d_.publish_interval_ns),
-      orders_(d_.etcd, session_.job_key(d_.job), keys_.node, keys_.fence_key),
+      orders_(d_.etcd, session_.bad(), session_.job_key(d_.job), keys_.node, keys_.fence_key),
       history_(d_.etcd, d_.prefix, keys_.fence_key, [this] { return coord_.fence(); }) {}
 
 JobLeader::~JobLeader() = default;
@@ -292,6 +292,19 @@ void JobLeader::follow_orders(const detect::Verdict& v, Stamp now) {
       orders_done_.insert(o.incident);
       continue;
     }
+    auto proof = unproven(o);
+    if (!proof) {
+      session_.note_failure(proof.error());
+      return;
+    }
+    if (*proof) {
+      // Not carried out, not reported: whoever wrote it is not the job's leader of now.
+      if (orders_refused_.size() > 1024) orders_refused_.clear();  // said again, at worst
+      if (orders_refused_.insert({o.incident, o.by, o.fence}).second)
+        d_.node.problem(
+            fmt::format("job {}: order {} not carried out: {}", d_.job, o.incident, **proof));
+      continue;
+    }
     coord::Done d;
     d.at_ns = now.wall_ns;
     if (o.incarnation != incarnation_) {  // an order for another run never ends this one
@@ -329,6 +342,7 @@ void JobLeader::follow_orders(const detect::Verdict& v, Stamp now) {
                               refused ? "refused: " + *refused : d.summary));
       continue;
     }
+    targets.collect = o.collect;
     d_.node.log(LogLevel::kWarn,
                 fmt::format("incident {}: preempting {} proven process(es) here, as ordered by {}",
                             o.incident, targets.processes.size(), o.by));
@@ -336,6 +350,24 @@ void JobLeader::follow_orders(const detect::Verdict& v, Stamp now) {
     order_act_ = d_.node.act(v, o.incident, std::move(targets));
     return;
   }
+}
+
+Result<std::optional<std::string>> JobLeader::unproven(const coord::Order& o) {
+  using Why = std::optional<std::string>;
+  if (coord_.leader().empty() || o.by != coord_.leader() || o.fence != coord_.leader_fence()) {
+    return Why{
+        fmt::format("it is not signed by the job's leader of now ({}, fence {}) but by "
+                    "\"{:.80}\", fence {}",
+                    coord_.leader().empty() ? "unknown" : coord_.leader(), coord_.leader_fence(),
+                    o.by, o.fence)};
+  }
+  auto open = coord::open_incident(d_.etcd, keys_, session_.bad());
+  if (!open) return open.error();
+  if (!*open) return Why{"the job has no open incident in etcd"};
+  if ((*open)->id != o.incident)
+    return Why{fmt::format("the job's open incident in etcd is {}", (*open)->id)};
+  if (o.revision <= o.incident) return Why{"it was written before the incident it names"};
+  return Why{};
 }
 
 void JobLeader::gather_reports(Stamp now) {

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "src/agent/leader_resume.h"
@@ -140,6 +141,10 @@ class JobLeader {
 
   void keep_roster(const detect::Observation& merged, bool took_over);
   void follow_orders(const detect::Verdict& v, Stamp now);
+  // Why this node does not carry out `o` (nullopt: it does): an order is carried out only when
+  // the job's leader of now signed it with its fence, and it names the job's open incident in
+  // etcd, written after that incident opened (reliability review E1). An error: etcd failed.
+  Result<std::optional<std::string>> unproven(const coord::Order& o);
   void gather_reports(Stamp now);
   void lead(const detect::Verdict& v, Stamp now);
   void stop_leading();
@@ -181,6 +186,7 @@ class JobLeader {
 
   // Orders of the job's incidents: those this node reported on, and the one it carries out now.
   std::set<int64_t> orders_done_;
+  std::set<std::tuple<int64_t, std::string, int64_t>> orders_refused_;  // said once each
   std::optional<coord::Order> order_running_;
   std::optional<std::future<runbook::ActReport>> order_act_;
   int64_t preempted_incarnation_ = -1;

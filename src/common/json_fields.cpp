@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace stepwatch::json_fields {
@@ -26,12 +27,49 @@ Error to_error(const FieldError& e, std::string_view source) {
   return Error{e.code, fmt::format("{}: {}", source, e.message)};
 }
 
-Result<Json> parse_object(std::string_view text, std::string_view source) {
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Error{Errc::kParse, fmt::format("{}: not a JSON object: {:.80}", source, text)};
+int nesting_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
   }
+  return deepest;
+}
+
+Result<Json> parse_bounded(std::string_view text, std::string_view source) {
+  if (nesting_depth(text) > kMaxDepth) {
+    return to_error({Errc::kSizeMismatch,
+                     fmt::format("nested deeper than {} levels: refused unparsed", kMaxDepth)},
+                    source);
+  }
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return to_error({Errc::kParse, fmt::format("not valid JSON: {:.80}", text)}, source);
   return j;
+}
+
+Result<Json> parse_object(std::string_view text, std::string_view source) {
+  auto j = parse_bounded(text, source);
+  if (j && j->is_object()) return j;
+  if (!j && j.error().code == Errc::kSizeMismatch) return j.error();  // too deep: said as such
+  return to_error({Errc::kParse, fmt::format("not a JSON object: {:.80}", text)}, source);
 }
 
 const Json& need(const Json& o, const char* key) {

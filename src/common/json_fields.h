@@ -28,7 +28,20 @@ struct FieldError {
 // The FieldError as an Error, its message prefixed with "<source>: " unless source is empty.
 Error to_error(const FieldError& e, std::string_view source = "");
 
-// The parsed object, or "<source>: not a JSON object: <text>" (text cut at 80 characters).
+// How deep JSON another process wrote may nest. nlohmann parses and destroys without recursion,
+// but dump() and every reader that walks a value recurse: a value of '[' x 600,000 (1.2 MB, under
+// etcd's request limit) crashed every agent that re-serialized it (reliability review E5). Our
+// own records nest 5 deep at most.
+inline constexpr int kMaxDepth = 32;
+
+// The nesting depth of a JSON text: brackets and braces outside strings, counted without parsing
+// and without recursion; the count stops at `limit` + 1.
+int nesting_depth(std::string_view text, int limit = kMaxDepth);
+
+// The parsed value, of any type, bounded: "<source>: nested deeper than 32 levels" (code
+// kSizeMismatch) before any parse, or "<source>: not valid JSON: <text>" (text cut at 80).
+Result<Json> parse_bounded(std::string_view text, std::string_view source);
+// The parsed object, bounded as parse_bounded, or "<source>: not a JSON object: <text>".
 Result<Json> parse_object(std::string_view text, std::string_view source);
 
 // The field, present (null included); throws `field "<key>" is missing`.

@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/common/json_fields.h"
+#include "src/coord/records.h"
+
 namespace stepwatch::coord {
 
 namespace {
@@ -101,10 +104,9 @@ Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> 
   if (r->kvs.empty()) return std::optional<Read>{};
   const KeyValue& kv = r->kvs[0];
   if (id && kv.create_revision != *id) return std::optional<Read>{};
-  json doc = json::parse(kv.value, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return Error{Errc::kParse, fmt::format("etcd key {}: not JSON", kv.key)};
-  }
+  auto parsed = record_of(kv);
+  if (!parsed) return parsed.error();
+  json doc = std::move(*parsed);
   auto inc = from_json(doc, kv.key, kv.create_revision);
   if (!inc) return inc.error();
   return std::optional<Read>{Read{std::move(*inc), std::move(doc), kv.mod_revision}};
@@ -154,10 +156,9 @@ Result<std::optional<store::Incident>> EtcdLedger::get(int64_t id) {
   auto c = etcd_.range(closed_key(keys_, id));
   if (!c) return c.error();
   if (c->kvs.empty()) return std::optional<store::Incident>{};
-  json doc = json::parse(c->kvs[0].value, nullptr, false);
-  if (doc.is_discarded())
-    return Error{Errc::kParse, fmt::format("etcd key {}: not JSON", c->kvs[0].key)};
-  auto inc = from_json(doc, c->kvs[0].key, id);
+  auto doc = record_of(c->kvs[0]);
+  if (!doc) return doc.error();
+  auto inc = from_json(*doc, c->kvs[0].key, id);
   if (!inc) return inc.error();
   return std::optional<store::Incident>{std::move(*inc)};
 }
@@ -314,9 +315,9 @@ Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& k
     if (!r) return r.error();
     if (r->kvs.empty()) return std::optional<store::Incident>{};
     const KeyValue& kv = r->kvs[0];
-    json doc = json::parse(kv.value, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object())
-      return Error{Errc::kParse, fmt::format("etcd key {}: not JSON", kv.key)};
+    auto parsed = record_of(kv);
+    if (!parsed) return parsed.error();
+    json doc = std::move(*parsed);
     auto inc = from_json(doc, kv.key, kv.create_revision);
     if (!inc) return inc.error();
     // The first ack's time, name and note stay; every ack is an action (as in the store), so
@@ -344,15 +345,33 @@ Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& k
   return Error{Errc::kBusy, fmt::format("job {}: its incident kept changing under the ack", job)};
 }
 
+Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& keys,
+                                                  BadRecords& bad) {
+  auto r = etcd.range(keys.incident);
+  if (!r) return r.error();
+  if (r->kvs.empty()) return std::optional<OpenIncident>{};
+  const KeyValue& kv = r->kvs[0];
+  OpenIncident out{kv.create_revision, ""};
+  auto st = read_record(kv, "an incident record", [&](const json& j) {
+    (void)json_fields::need(j, "job");
+    json_fields::opt(j, "opened_by", out.opened_by, json_fields::as_str);
+  });
+  if (!st) {
+    bad.skip(kv, st.error());
+    return std::optional<OpenIncident>{};
+  }
+  return std::optional<OpenIncident>{std::move(out)};
+}
+
 Result<std::vector<store::Incident>> incidents_in_etcd(Kv& etcd, const LedgerKeys& keys,
                                                        const std::string& job, int limit) {
   std::vector<store::Incident> out;
   auto r = etcd.range(keys.incident);
   if (!r) return r.error();
   for (const auto& kv : r->kvs) {
-    json doc = json::parse(kv.value, nullptr, false);
-    if (doc.is_discarded()) continue;
-    if (auto inc = from_json(doc, kv.key, kv.create_revision)) out.push_back(std::move(*inc));
+    auto doc = record_of(kv);
+    if (!doc) continue;
+    if (auto inc = from_json(*doc, kv.key, kv.create_revision)) out.push_back(std::move(*inc));
   }
   RangeOptions all;
   all.prefix = true;
@@ -360,15 +379,15 @@ Result<std::vector<store::Incident>> incidents_in_etcd(Kv& etcd, const LedgerKey
   if (!c) return c.error();
   for (auto it = c->kvs.rbegin(); it != c->kvs.rend(); ++it) {
     if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
-    json doc = json::parse(it->value, nullptr, false);
-    if (doc.is_discarded()) continue;
+    auto doc = record_of(*it);
+    if (!doc) continue;
     int64_t id = 0;
     try {
       id = std::stoll(it->key.substr(keys.closed_dir.size()));
     } catch (const std::exception&) {
       continue;
     }
-    if (auto inc = from_json(doc, it->key, id)) out.push_back(std::move(*inc));
+    if (auto inc = from_json(*doc, it->key, id)) out.push_back(std::move(*inc));
   }
   (void)job;
   return out;

@@ -81,6 +81,15 @@ Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& k
                                                    const std::string& job, int64_t at_ns,
                                                    const std::string& by, const std::string& note);
 
+// The id of the job's open incident in etcd and who opened it (nullopt: none open, or its record
+// does not read: said to `bad`). What a node checks an order against before it carries it out.
+struct OpenIncident {
+  int64_t id = 0;
+  std::string opened_by;
+};
+Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& keys,
+                                                  BadRecords& bad);
+
 // The job's incidents in etcd (the open one first, then closed ones, newest first).
 Result<std::vector<store::Incident>> incidents_in_etcd(Kv& etcd, const LedgerKeys& keys,
                                                        const std::string& job, int limit);

@@ -43,15 +43,46 @@ void JobCoord::poll(const NodeSummary& summary, uint64_t signature, Stamp now) {
   read_nodes(now);
 }
 
+Result<NodeSummary> JobCoord::candidate(const KeyValue& kv, const std::string& name) const {
+  if (kv.lease == 0) {
+    return Error{Errc::kInvalidField,
+                 fmt::format("etcd key {}: not under a lease, so no live node's: not a node of "
+                             "the job",
+                             kv.key)};
+  }
+  auto s = summary_from_json(kv.value, "etcd key " + kv.key);
+  if (!s) return s.error();
+  if (s->node != name) {
+    return Error{Errc::kInvalidField,
+                 fmt::format("etcd key {}: the summary of node \"{:.80}\" under node \"{:.80}\"'s "
+                             "name: not a node of the job",
+                             kv.key, s->node, name)};
+  }
+  return s;
+}
+
+bool JobCoord::counts(const KeyValue& kv, const std::string& name) {
+  if (name == session_.options().node) return kv.lease != 0 && kv.lease == session_.lease();
+  auto checked = checked_mod_.find(kv.key);
+  if (checked != checked_mod_.end() && checked->second == kv.mod_revision) return true;
+  auto s = candidate(kv, name);
+  if (!s) {
+    session_.bad().skip(kv, s.error());
+    return false;
+  }
+  checked_mod_[kv.key] = kv.mod_revision;
+  return true;
+}
+
 void JobCoord::read_nodes(Stamp now) {
   std::string prefix = session_.job_key(job_, "nodes/");
-  RangeOptions first;
-  first.prefix = true;
-  first.by_create_rev = true;
-  first.limit = 1;
-  first.keys_only = true;
   bool was_leader = leads_;
   if (!leads_) {
+    // A follower reads the first key only, while it is a live node's summary: the leader.
+    RangeOptions first;
+    first.prefix = true;
+    first.by_create_rev = true;
+    first.limit = 1;
     auto r = session_.etcd().range(prefix, first);
     if (!r) {
       session_.note_failure(r.error());
@@ -62,10 +93,16 @@ void JobCoord::read_nodes(Stamp now) {
       leader_.clear();
       return;
     }
-    leader_ = r->kvs[0].key.substr(prefix.size());
-    if (leader_ != session_.options().node) return;
+    const KeyValue& kv = r->kvs[0];
+    std::string name = kv.key.substr(prefix.size());
+    if (counts(kv, name)) {
+      leader_ = name;
+      leader_fence_ = kv.create_revision;
+      if (leader_ != session_.options().node) return;
+    }
   }
-  // Leading (or just found to lead): every summary, in candidacy order.
+  // Leading (or just found to lead, or the first key is no node's): every summary, in candidacy
+  // order; the first that is a live node's leads.
   RangeOptions all;
   all.prefix = true;
   all.by_create_rev = true;
@@ -77,32 +114,35 @@ void JobCoord::read_nodes(Stamp now) {
   }
   session_.note_ok();
   std::set<std::string> present;
+  std::set<std::string> keys;
   leads_ = false;
-  for (size_t i = 0; i < r->kvs.size(); ++i) {
-    const KeyValue& kv = r->kvs[i];
+  leader_.clear();
+  leader_fence_ = 0;
+  for (const KeyValue& kv : r->kvs) {
+    keys.insert(kv.key);
     std::string node = kv.key.substr(prefix.size());
+    if (!counts(kv, node)) continue;
     present.insert(node);
-    if (i == 0) {
+    if (leader_.empty()) {
       leader_ = node;
+      leader_fence_ = kv.create_revision;
       leads_ = node == session_.options().node;
       if (leads_) my_create_rev_ = kv.create_revision;
     }
-    if (node == session_.options().node) continue;
+    if (node == session_.options().node || !leads_) continue;
     auto seen = peer_mod_.find(node);
     if (seen != peer_mod_.end() && seen->second == kv.mod_revision && peers_.count(node) &&
         !peers_[node].lapsed_mono_ns)
       continue;  // unchanged since the last read: its ages go on from when it was received
-    auto s = summary_from_json(kv.value, kv.key);
-    if (!s) {
-      log_warn("coord: job {}: {}", job_, s.error().message);
-      continue;
-    }
+    auto s = summary_from_json(kv.value, "etcd key " + kv.key);
+    if (!s) continue;  // counts() read it: only a race with a new value lands here
     Received& rec = peers_[node];
     rec.summary = std::move(*s);
     rec.received_mono_ns = now.mono_ns;
     rec.lapsed_mono_ns.reset();
     peer_mod_[node] = kv.mod_revision;
   }
+  std::erase_if(checked_mod_, [&](const auto& e) { return !keys.count(e.first); });
   for (auto& [node, rec] : peers_) {
     if (!present.count(node) && !rec.lapsed_mono_ns) {
       rec.lapsed_mono_ns = now.mono_ns;

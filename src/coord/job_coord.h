@@ -1,8 +1,12 @@
 // One job as this node takes part in its coordination (multinode.md §5.2-5.3):
 //   - publish(): puts this node's summary under <prefix>/jobs/<job>/nodes/<node>, attached to
 //     the node lease, when its ranks' progress changed and at least every publish interval;
-//   - then reads the job's node keys in create-revision order: the first is the job leader.
-//     The leader reads every summary (one prefix range); the others read only the first key;
+//   - then reads the job's node keys in create-revision order: the first that is a live node's
+//     summary is the job leader. A key counts only under a lease, named as its "node" field
+//     says, and as a summary that reads (summary.h's bounds): anything else under nodes/ (put
+//     without a lease, garbage, a node's summary under another name) neither leads nor is
+//     merged, and is said once (reliability review E2, E3). The leader reads every summary (one
+//     prefix range); the others read only the first key while it counts;
 //   - the leader's fence: the create revision of its own node key. Every leader write compares
 //     it (etcd_ledger.h), so a leader whose lease lapsed (stopped, partitioned) cannot commit.
 // No watch and no held connection per job: each poll asks, and a failed call is a poll's
@@ -32,6 +36,8 @@ class JobCoord {
 
   bool leads() const { return leads_; }
   const std::string& leader() const { return leader_; }  // "" unknown
+  // The create revision of the leader's node key: the fence its writes carry (0: unknown).
+  int64_t leader_fence() const { return leader_fence_; }
   // The create revision of this node's key while it leads (0: it does not lead).
   int64_t fence() const { return leads_ ? my_create_rev_ : 0; }
   // Every other node's summary, current or lapsed, while this node leads.
@@ -50,6 +56,10 @@ class JobCoord {
 
  private:
   void read_nodes(Stamp now);
+  // The summary at `kv` if it is a live node's (under a lease, named `name`, reading).
+  Result<NodeSummary> candidate(const KeyValue& kv, const std::string& name) const;
+  // Whether `kv` counts as node `name`'s key (each value checked once; a bad one said once).
+  bool counts(const KeyValue& kv, const std::string& name);
 
   NodeSession& session_;
   std::string job_;
@@ -60,8 +70,10 @@ class JobCoord {
   int64_t my_create_rev_ = 0;
   bool leads_ = false;
   std::string leader_;
-  std::map<std::string, Received> peers_;    // by node; the leader's
-  std::map<std::string, int64_t> peer_mod_;  // the mod revision of each peer's summary read
+  int64_t leader_fence_ = 0;
+  std::map<std::string, int64_t> checked_mod_;  // key -> the mod revision found to count
+  std::map<std::string, Received> peers_;       // by node; the leader's
+  std::map<std::string, int64_t> peer_mod_;     // the mod revision of each peer's summary read
   uint64_t puts_ = 0;
   std::vector<int> my_ranks_;
 };

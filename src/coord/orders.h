@@ -1,10 +1,13 @@
 // What a multi-node job's leader orders and what each node reports back (multinode.md §5.4),
 // and the job's incarnation counter. All under <prefix>/jobs/<job>/:
 //
-//   orders/<incident>          {"incident","incarnation","collect","by","at_ns"}: collect an
-//                              artifact and preempt this incident's incarnation. Written once
-//                              (CREATE == 0), by the leader, fenced by its node key: a leader
-//                              that lost its lease cannot order anything.
+//   orders/<incident>          {"incident","incarnation","collect","by","fence","at_ns"}:
+//                              collect an artifact and preempt this incident's incarnation.
+//                              Written once (CREATE == 0), by the leader, fenced by its node
+//                              key: a leader that lost its lease cannot order anything. `fence`
+//                              is that key's create revision, so a node checks when it reads an
+//                              order that the leader of now wrote it (a next leader signs an
+//                              order of its predecessor's again).
 //   done/<incident>/<node>     what that node did: each process it ended (or could not), its
 //                              artifact, or why it refused. Written once per (incident, node)
 //                              by that node's agent: an order is never carried out twice.
@@ -29,6 +32,7 @@
 #include "src/common/result.h"
 #include "src/coord/incarnation.h"
 #include "src/coord/kv.h"
+#include "src/coord/records.h"
 #include "src/detect/observation.h"
 #include "src/detect/verdict.h"
 #include "src/runbook/preempt.h"
@@ -40,8 +44,10 @@ struct Order {
   int64_t incident = 0;
   int64_t incarnation = 0;
   bool collect = true;
-  std::string by;  // the leader that ordered it
+  std::string by;     // the leader that ordered it
+  int64_t fence = 0;  // the create revision of its node key when it ordered
   int64_t at_ns = 0;
+  int64_t revision = 0;  // read: the order key's create revision
 };
 
 // One process as a node reports it after carrying out an order.
@@ -74,14 +80,17 @@ struct JobView {
 // The job's keys, and this node (whose node key fences the leader's writes).
 class JobOrders {
  public:
-  // `base`: <prefix>/jobs/<job>/ ; `fence_key`: this node's key under nodes/.
-  JobOrders(Kv& etcd, std::string base, std::string node, std::string fence_key);
+  // `base`: <prefix>/jobs/<job>/ ; `fence_key`: this node's key under nodes/. A record that does
+  // not read is skipped and said to `bad`; only a failed call is an error.
+  JobOrders(Kv& etcd, BadRecords& bad, std::string base, std::string node, std::string fence_key);
 
-  // The leader: orders the incident's collect and preempt. created = false: already ordered
-  // (a previous leader did): the order stands, unchanged.
+  // The leader: orders the incident's collect and preempt, signed by this node and its fence.
+  // false: ordered already (by this leader; one of a previous leader is signed again).
   Result<bool> order(const Order& o, int64_t fence);
-  // Every order of the job, oldest first.
+  // Every order of the job that reads, by key.
   Result<std::vector<Order>> orders();
+  // One order key's record.
+  static Result<Order> order_of(const KeyValue& kv);
   // This node's report, once: false when it had already reported.
   Result<bool> report(int64_t incident, const Done& d);
   // Whether this node reported on the incident already.
@@ -109,6 +118,7 @@ class JobOrders {
 
  private:
   Kv& etcd_;
+  BadRecords& bad_;
   std::string base_;
   std::string node_;
   std::string fence_key_;

@@ -17,6 +17,7 @@
 #include "src/common/clock.h"
 #include "src/common/result.h"
 #include "src/coord/kv.h"
+#include "src/coord/records.h"
 
 namespace stepwatch::coord {
 
@@ -61,6 +62,9 @@ class NodeSession {
 
   const SessionOptions& options() const { return options_; }
   Kv& etcd() { return etcd_; }
+  // The keys this node skipped because their value did not read (records.h): said once each.
+  BadRecords& bad() { return bad_; }
+  const BadRecords& bad() const { return bad_; }
   // <prefix>/jobs/<job>/...
   std::string job_key(const std::string& job, const std::string& rest = "") const;
 
@@ -69,6 +73,7 @@ class NodeSession {
 
   Kv& etcd_;
   SessionOptions options_;
+  BadRecords bad_;
   int64_t lease_ = 0;
   uint64_t generation_ = 0;
   std::optional<int64_t> renewed_mono_ns_;

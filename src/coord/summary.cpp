@@ -77,9 +77,13 @@ Result<NodeSummary> summary_from_json(std::string_view text, std::string_view so
   auto fail = [&](Errc code, const std::string& message) {
     return Error{code, fmt::format("{}: {}", source, message)};
   };
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return fail(Errc::kParse, "not valid JSON");
-  if (!j.is_object()) return fail(Errc::kParse, "not a JSON object");
+  if (text.size() > kMaxSummaryBytes) {
+    return fail(Errc::kParse, fmt::format("{} bytes, more than the {} a summary may hold",
+                                          text.size(), kMaxSummaryBytes));
+  }
+  auto parsed = json_fields::parse_object(text, source);
+  if (!parsed) return parsed.error();
+  const json& j = *parsed;
   NodeSummary s;
   try {
     int64_t v = as_int(need(j, "v"), "v");
@@ -91,28 +95,33 @@ Result<NodeSummary> summary_from_json(std::string_view text, std::string_view so
     const json& node = need(j, "node");
     if (!node.is_string() || node.get<std::string>().empty())
       throw FieldError{Errc::kInvalidField,
-                       fmt::format("field \"node\" must be a node name, got {}", node.dump())};
+                       fmt::format("field \"node\" must be a node name, got {:.80}", node.dump())};
     s.node = node.get<std::string>();
     const json& seq = need(j, "poll_seq");
     if (!seq.is_number_unsigned())
       throw FieldError{
           Errc::kInvalidField,
-          fmt::format("field \"poll_seq\" must be a count (>= 0), got {}", seq.dump())};
+          fmt::format("field \"poll_seq\" must be a count (>= 0), got {:.80}", seq.dump())};
     s.poll_seq = seq.get<uint64_t>();
     s.incarnation = as_int(need(j, "incarnation"), "incarnation");
-    const json& obs = need(j, "obs");
-    if (!obs.is_object())
+    // Read in place: never dumped and parsed again (a value of another process, E5).
+    const json& o = need(j, "obs");
+    if (!o.is_object())
       throw FieldError{Errc::kParse,
-                       fmt::format("field \"obs\" must be an object, got {}", obs.dump())};
-    auto line = trace::parse_trace_line(obs.dump());
-    if (!line) return fail(line.error().code, "field \"obs\": " + line.error().message);
-    if (line->kind != trace::TraceLine::kObservation)
+                       fmt::format("field \"obs\" must be an object, got {:.80}", o.dump())};
+    if (o.value("type", "obs") != "obs")
       return fail(Errc::kParse, "field \"obs\" must be an observation (\"type\": \"obs\")");
-    s.observation = std::move(line->obs);
+    auto obs = trace::observation_from_value(o);
+    if (!obs) return fail(obs.error().code, "field \"obs\": " + obs.error().message);
+    s.observation = std::move(*obs);
   } catch (const FieldError& e) {
     return fail(e.code, e.message);
   } catch (const json::exception& e) {
     return fail(Errc::kParse, e.what());
+  }
+  if (s.observation.ranks.size() > kMaxSummaryRanks) {
+    return fail(Errc::kInvalidField, fmt::format("{} ranks, more than the {} a node may hold",
+                                                 s.observation.ranks.size(), kMaxSummaryRanks));
   }
   return s;
 }
@@ -129,6 +138,9 @@ Merged merge(const detect::Observation& local, const std::string& local_node,
   o.log = local.log;
   o.job_exit_code = local.job_exit_code;
 
+  int local_world = local.world_size;  // 0: from its ranks' records
+  for (const auto& r : local.ranks) local_world = std::max(local_world, r.world_size);
+  o.world_size = local_world;
   std::vector<Source> sources{{&local, &local_node, 0, now.mono_ns}};
   for (const Received* r : remote) {
     // The leader's own key read back from etcd is older than its look of this poll.
@@ -136,9 +148,24 @@ Merged merge(const detect::Observation& local, const std::string& local_node,
     const detect::Observation& ro = r->summary.observation;
     sources.push_back(
         {&ro, &r->summary.node, r->received_mono_ns - ro.now.mono_ns, r->received_mono_ns});
-    o.world_size = std::max(o.world_size, ro.world_size);
+    // The job's size is the leader's own ranks' when it knows it: another node's claim does not
+    // grow the job (a summary of 3,299 ranks for a job of 2, E11).
+    if (local_world <= 0) o.world_size = std::max(o.world_size, ro.world_size);
     if (r->lapsed_mono_ns)
       o.lapsed_hosts[r->summary.node] = std::max<int64_t>(0, now.mono_ns - *r->lapsed_mono_ns);
+  }
+
+  // A rank outside the job's world is no rank of it: kept out of the merge, said once per node.
+  const int world = local_world > 0 ? local_world : o.world_size;
+  auto outside = [world](int rank) { return rank < 0 || (world > 0 && rank >= world); };
+  for (size_t i = 1; i < sources.size(); ++i) {
+    int n = 0;
+    for (const auto& r : sources[i].obs->ranks) n += outside(r.rank) ? 1 : 0;
+    if (n > 0)
+      out.problems.push_back(
+          fmt::format("node {} lists {} rank(s) outside the job's world of {}: "
+                      "ignored",
+                      *sources[i].node, n, world));
   }
 
   // Which node each rank is kept from: the one whose summary was received last (a rank a restart
@@ -146,6 +173,7 @@ Merged merge(const detect::Observation& local, const std::string& local_node,
   std::map<int, size_t> owner;
   for (size_t i = 0; i < sources.size(); ++i) {
     for (const auto& r : sources[i].obs->ranks) {
+      if (outside(r.rank)) continue;
       auto [it, fresh] = owner.try_emplace(r.rank, i);
       if (fresh || it->second == i) continue;
       const Source& held = sources[it->second];
@@ -163,7 +191,7 @@ Merged merge(const detect::Observation& local, const std::string& local_node,
   for (size_t i = 0; i < sources.size(); ++i) {
     const Source& src = sources[i];
     for (const auto& r : src.obs->ranks) {
-      if (owner.at(r.rank) != i || !taken.insert(r.rank).second) continue;
+      if (outside(r.rank) || owner.at(r.rank) != i || !taken.insert(r.rank).second) continue;
       o.ranks.push_back(r);
       rebase(o.ranks.back(), src.obs->local_host, src.offset_ns, *src.node);
     }

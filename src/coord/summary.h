@@ -9,6 +9,7 @@
 // could not time monotonically (another host's JSONL) keep only their wall time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +23,9 @@
 namespace stepwatch::coord {
 
 inline constexpr int kSummaryVersion = 1;
+// Bounds on what another node's summary may be: a node of 8 ranks publishes about 10 KB.
+inline constexpr size_t kMaxSummaryBytes = 256 * 1024;
+inline constexpr size_t kMaxSummaryRanks = 256;
 
 struct NodeSummary {
   std::string node;                 // the publishing agent's node name
@@ -32,7 +36,8 @@ struct NodeSummary {
 
 // JSON, one object: {"v":1,"node":..,"poll_seq":..,"incarnation":..,"obs":{...trace obs...}}.
 std::string summary_to_json(const NodeSummary& s);
-// Errors name the field at fault and the source (a key) given.
+// Errors name the field at fault and the source (a key) given. Bounded before it is parsed
+// (kMaxSummaryBytes, json_fields::kMaxDepth) and in its ranks (kMaxSummaryRanks).
 Result<NodeSummary> summary_from_json(std::string_view text, std::string_view source);
 
 // A summary as the leader holds it.

@@ -115,6 +115,7 @@ struct IncidentPolicy {
 struct PreemptTargets {
   std::vector<ProcessRef> processes;
   std::string refused;  // "rank 1: pid 12 is not the beacon's writer; ..."; "" when none
+  bool collect = true;  // collect an artifact first (an order may say not to)
 };
 
 // What follows a preempt, decided by the host once its report is in.

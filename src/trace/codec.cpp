@@ -309,12 +309,77 @@ int64_t ns_of(const json& o, const char* key, int64_t none) {
   return static_cast<int64_t>(std::llround(as_num(*it, key) * 1e9));
 }
 
+// An "obs" object into `o`; throws a FieldError (or a json exception) naming the field.
+void read_observation(const json& j, Observation& o) {
+  o.now = as_stamp(need(j, "now"), "now");
+  opt(j, "local_host", o.local_host, as_str);
+  opt(j, "world_size", o.world_size,
+      [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+  const json& ranks = need(j, "ranks");
+  if (!ranks.is_array()) throw FieldError{Errc::kParse, "field \"ranks\" must be an array"};
+  for (const auto& r : ranks) o.ranks.push_back(rank_from_json(r));
+  if (j.contains("procs")) {
+    for (const auto& pj : j["procs"]) {
+      ProcessFacts p;
+      p.rank = static_cast<int>(as_int(need(pj, "rank"), "procs.rank"));
+      opt(pj, "alive", p.alive, as_bool);
+      opt(pj, "same_process", p.same_process, as_bool);
+      std::string st = "?";
+      opt(pj, "state", st, as_str);
+      p.state = st.empty() ? '?' : st[0];
+      opt(pj, "threads_in_d", p.threads_in_d,
+          [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
+      opt(pj, "wchan", p.wchan, as_str);
+      if (pj.contains("exit_code"))
+        p.exit_code = static_cast<int>(as_int(pj["exit_code"], "exit_code"));
+      if (pj.contains("cpu_delta_ns")) p.cpu_delta_ns = as_int(pj["cpu_delta_ns"], "cpu_delta_ns");
+      if (pj.contains("io_delta_bytes"))
+        p.io_delta_bytes = as_int(pj["io_delta_bytes"], "io_delta_bytes");
+      o.procs.push_back(p);
+    }
+  }
+  if (j.contains("gpus")) {
+    for (const auto& gj : j["gpus"]) {
+      GpuFacts g;
+      g.rank = static_cast<int>(as_int(need(gj, "rank"), "gpus.rank"));
+      if (gj.contains("sm_util_pct")) g.sm_util_pct = as_num(gj["sm_util_pct"], "sm_util_pct");
+      if (gj.contains("power_w")) g.power_w = as_num(gj["power_w"], "power_w");
+      if (gj.contains("mem_used_bytes"))
+        g.mem_used_bytes = as_int(gj["mem_used_bytes"], "mem_used_bytes");
+      o.gpus.push_back(g);
+    }
+  }
+  if (j.contains("log")) {
+    const json& lj = j["log"];
+    LogFacts l;
+    opt(lj, "last_line_wall_ns", l.last_line_wall_ns, as_int);
+    opt(lj, "lines_total", l.lines_total,
+        [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
+    opt(lj, "last_step_line_wall_ns", l.last_step_line_wall_ns, as_int);
+    if (lj.contains("last_step")) l.last_step = as_int(lj["last_step"], "log.last_step");
+    o.log = l;
+  }
+  if (j.contains("job_exit_code"))
+    o.job_exit_code = static_cast<int>(as_int(j["job_exit_code"], "job_exit_code"));
+  opt(j, "one_clock", o.one_clock, as_bool);
+  if (j.contains("lapsed_hosts")) {
+    const json& lh = j["lapsed_hosts"];
+    if (!lh.is_object())
+      throw FieldError{Errc::kParse, "field \"lapsed_hosts\" must be an object of node: ns"};
+    for (const auto& [node, ns] : lh.items()) o.lapsed_hosts[node] = as_int(ns, "lapsed_hosts");
+  }
+}
+
 }  // namespace
 
 Result<Verdict> verdict_from_json(std::string_view text) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return Error{Errc::kParse, "a verdict must be a JSON object"};
+  auto j = json_fields::parse_bounded(text, "");
+  if (!j) return j.error();
+  return verdict_from_value(*j);
+}
+
+Result<Verdict> verdict_from_value(const json& j) {
+  if (!j.is_object()) return Error{Errc::kParse, "a verdict must be a JSON object"};
   try {
     Verdict v;
     v.state = enum_of(need(j, "state"), "state", kStates, detect::state_name);
@@ -370,7 +435,23 @@ Result<Verdict> verdict_from_json(std::string_view text) {
   }
 }
 
+Result<detect::Observation> observation_from_value(const json& j) {
+  if (!j.is_object()) return Error{Errc::kParse, "an observation must be a JSON object"};
+  Observation o;
+  try {
+    read_observation(j, o);
+  } catch (const FieldError& e) {
+    return json_fields::to_error(e);
+  } catch (const json::exception& e) {
+    return Error{Errc::kParse, e.what()};
+  }
+  return o;
+}
+
 Result<TraceLine> parse_trace_line(std::string_view line) {
+  if (json_fields::nesting_depth(line) > json_fields::kMaxDepth)
+    return Error{Errc::kParse, fmt::format("nested deeper than {} levels: refused unparsed",
+                                           json_fields::kMaxDepth)};
   json j = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{Errc::kParse, "not valid JSON"};
   if (!j.is_object()) return Error{Errc::kParse, "not a JSON object"};
@@ -408,65 +489,7 @@ Result<TraceLine> parse_trace_line(std::string_view line) {
       out.kind = TraceLine::kVerdict;
     } else if (type == "obs") {
       out.kind = TraceLine::kObservation;
-      Observation& o = out.obs;
-      o.now = as_stamp(need(j, "now"), "now");
-      opt(j, "local_host", o.local_host, as_str);
-      opt(j, "world_size", o.world_size,
-          [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
-      const json& ranks = need(j, "ranks");
-      if (!ranks.is_array()) throw FieldError{Errc::kParse, "field \"ranks\" must be an array"};
-      for (const auto& r : ranks) o.ranks.push_back(rank_from_json(r));
-      if (j.contains("procs")) {
-        for (const auto& pj : j["procs"]) {
-          ProcessFacts p;
-          p.rank = static_cast<int>(as_int(need(pj, "rank"), "procs.rank"));
-          opt(pj, "alive", p.alive, as_bool);
-          opt(pj, "same_process", p.same_process, as_bool);
-          std::string st = "?";
-          opt(pj, "state", st, as_str);
-          p.state = st.empty() ? '?' : st[0];
-          opt(pj, "threads_in_d", p.threads_in_d,
-              [](const json& v, const char* k) { return static_cast<int>(as_int(v, k)); });
-          opt(pj, "wchan", p.wchan, as_str);
-          if (pj.contains("exit_code"))
-            p.exit_code = static_cast<int>(as_int(pj["exit_code"], "exit_code"));
-          if (pj.contains("cpu_delta_ns"))
-            p.cpu_delta_ns = as_int(pj["cpu_delta_ns"], "cpu_delta_ns");
-          if (pj.contains("io_delta_bytes"))
-            p.io_delta_bytes = as_int(pj["io_delta_bytes"], "io_delta_bytes");
-          o.procs.push_back(p);
-        }
-      }
-      if (j.contains("gpus")) {
-        for (const auto& gj : j["gpus"]) {
-          GpuFacts g;
-          g.rank = static_cast<int>(as_int(need(gj, "rank"), "gpus.rank"));
-          if (gj.contains("sm_util_pct")) g.sm_util_pct = as_num(gj["sm_util_pct"], "sm_util_pct");
-          if (gj.contains("power_w")) g.power_w = as_num(gj["power_w"], "power_w");
-          if (gj.contains("mem_used_bytes"))
-            g.mem_used_bytes = as_int(gj["mem_used_bytes"], "mem_used_bytes");
-          o.gpus.push_back(g);
-        }
-      }
-      if (j.contains("log")) {
-        const json& lj = j["log"];
-        LogFacts l;
-        opt(lj, "last_line_wall_ns", l.last_line_wall_ns, as_int);
-        opt(lj, "lines_total", l.lines_total,
-            [](const json& v, const char* k) { return static_cast<uint64_t>(as_int(v, k)); });
-        opt(lj, "last_step_line_wall_ns", l.last_step_line_wall_ns, as_int);
-        if (lj.contains("last_step")) l.last_step = as_int(lj["last_step"], "log.last_step");
-        o.log = l;
-      }
-      if (j.contains("job_exit_code"))
-        o.job_exit_code = static_cast<int>(as_int(j["job_exit_code"], "job_exit_code"));
-      opt(j, "one_clock", o.one_clock, as_bool);
-      if (j.contains("lapsed_hosts")) {
-        const json& lh = j["lapsed_hosts"];
-        if (!lh.is_object())
-          throw FieldError{Errc::kParse, "field \"lapsed_hosts\" must be an object of node: ns"};
-        for (const auto& [node, ns] : lh.items()) o.lapsed_hosts[node] = as_int(ns, "lapsed_hosts");
-      }
+      read_observation(j, out.obs);
     } else {
       return Error{Errc::kParse,
                    fmt::format("unknown line type \"{}\" (header, obs or verdict)", type)};

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/common/json_fields.h"
 #include "src/common/result.h"
 #include "src/detect/observation.h"
 #include "src/detect/verdict.h"
@@ -47,6 +48,11 @@ std::string verdict_to_json(const detect::Verdict& v, std::string_view job = "")
 // Reads what verdict_to_json wrote (seconds back to ns, names back to enums): a multi-node
 // job's follower shows its leader's verdict. Errors name the field at fault.
 Result<detect::Verdict> verdict_from_json(std::string_view text);
+// The same of a value already parsed (bounded: json_fields::parse_bounded), and an "obs" object's
+// observation: a node's summary and the leader's view embed them, read in place and never
+// re-serialized (reliability review E5).
+Result<detect::Verdict> verdict_from_value(const json_fields::Json& j);
+Result<detect::Observation> observation_from_value(const json_fields::Json& j);
 
 // Parses one line. Errors name the field at fault (the caller adds file:line).
 struct TraceLine {

@@ -54,6 +54,7 @@ class ScriptedNode final : public JobNode {
   std::future<runbook::ActReport> act(const detect::Verdict&, int64_t incident_id,
                                       runbook::PreemptTargets targets) override {
     acted_for.push_back(incident_id);
+    collected.push_back(targets.collect);
     runbook::ActReport r;
     for (const auto& p : targets.processes) {
       runbook::ProcessOutcome o;
@@ -80,6 +81,7 @@ class ScriptedNode final : public JobNode {
   std::optional<std::string> refuse;  // may_carry_out's answer
   std::vector<std::string> lines, problems, ends;
   std::vector<int64_t> acted_for, opened, adopted;
+  std::vector<bool> collected;  // each act: whether it was to collect an artifact
   std::vector<store::Action> carried;
 
  private:
@@ -282,6 +284,69 @@ TEST_F(JobLeaderTest, EveryNodeCarriesOutThePreemptOrderOnceAndTheLeaderGathersT
   EXPECT_EQ(a_->node.acted_for.size(), 1u);
   EXPECT_EQ(b_->node.acted_for.size(), 1u);
   EXPECT_EQ(rx_.count(), 1u);
+}
+
+// E1: anyone who can write under the prefix could put an order. A node carries one out only when
+// the job's leader of now signed it with its fence and it names the job's open incident in etcd;
+// a forged one is said once and neither carried out nor reported. `collect = false` holds.
+TEST_F(JobLeaderTest, OnlyTheLeadersOrderForTheOpenIncidentIsCarriedOut) {
+  using detect::State;
+  turn(*a_, 0, 5, State::kHealthy);
+  turn(*b_, 1, 5, State::kHealthy);
+  coord::Kv& kv = kv_;
+  const std::string orders = std::string(kPrefix) + "/jobs/pretrain/orders/";
+  auto fence = kv.range(std::string(kPrefix) + "/jobs/pretrain/nodes/a");
+  ASSERT_TRUE(fence.ok() && fence->kvs.size() == 1u);
+  const int64_t a_fence = fence->kvs[0].create_revision;
+  // The review's order (no incident, no fence), one copying the leader's name and fence for an
+  // incident that is not open, and one that does not parse.
+  ASSERT_TRUE(
+      kv.put(orders + "00000000000000000999",
+             R"({"incident":999,"incarnation":0,"collect":false,"by":"attacker","at_ns":0})")
+          .ok());
+  ASSERT_TRUE(
+      kv.put(orders + "00000000000000000998",
+             fmt::format(R"({{"incident":998,"incarnation":0,"by":"a","fence":{}}})", a_fence))
+          .ok());
+  ASSERT_TRUE(kv.put(orders + "00000000000000000001", "x").ok());
+  for (int i = 0; i < 4; ++i) round(State::kHealthy, State::kHealthy);
+  EXPECT_TRUE(a_->node.acted_for.empty());
+  EXPECT_TRUE(b_->node.acted_for.empty()) << "a healthy job is preempted by no forged order";
+  auto done = kv.range(std::string(kPrefix) + "/jobs/pretrain/done/", {true});
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done->kvs.empty()) << "nor reported on";
+  int said_999 = 0, said_998 = 0;
+  for (const auto& p : b_->node.problems) {
+    said_999 += p.find(
+                    "order 999 not carried out: it is not signed by the job's leader of now "
+                    "(a, fence") != std::string::npos;
+    said_998 += p.find("order 998 not carried out: the job has no open incident in etcd") !=
+                std::string::npos;
+  }
+  EXPECT_EQ(said_999, 1) << "said once, not every poll";
+  EXPECT_EQ(said_998, 1);
+  EXPECT_TRUE(b_->session.connected()) << "a bad order is no failure of the session";
+  EXPECT_EQ(b_->session.bad().total(), 1u) << "the unparseable one, said once";
+
+  // The real stall: the leader's order (collect = false, say) is carried out on every node.
+  round(State::kStalled, State::kStalled);
+  ASSERT_TRUE(rx_.wait_for(1));
+  ASSERT_TRUE(incident());
+  const int64_t id = incident()->id;
+  for (int i = 0; i < 12 && b_->node.acted_for.empty(); ++i) {
+    advance(0.5);
+    turn(*a_, 0, 5, State::kStalled);
+    if (auto o = kv.range(orders + fmt::format("{:020d}", id)); o && !o->kvs.empty()) {
+      auto j = json::parse(o->kvs[0].value);
+      if (j.value("collect", true)) {
+        j["collect"] = false;  // as a leader told not to collect would write it
+        ASSERT_TRUE(kv.put(o->kvs[0].key, j.dump()).ok());
+      }
+    }
+    turn(*b_, 1, 5, State::kStalled);
+  }
+  ASSERT_EQ(b_->node.acted_for, std::vector<int64_t>{id});
+  EXPECT_EQ(b_->node.collected, std::vector<bool>{false}) << "collect = false is honoured";
 }
 
 TEST_F(JobLeaderTest, AFollowerThatMayNotPreemptReportsWhyAndTheIncidentStaysOpen) {

@@ -21,6 +21,29 @@ std::string error_of(const std::string& text, Read read) {
   return "";
 }
 
+// E5: a value nested past the bound is refused before it is parsed (nothing recurses over it);
+// brackets inside strings do not count.
+TEST(JsonFields, DepthIsBoundedBeforeAnyParse) {
+  EXPECT_EQ(nesting_depth(R"({"a":[1,{"b":2}]})"), 3);
+  EXPECT_EQ(nesting_depth(R"({"a":"[[[[{{{{\"[["})"), 1);
+  EXPECT_EQ(nesting_depth("[]"), 1);
+  EXPECT_EQ(nesting_depth("7"), 0);
+  const std::string deep = std::string(600000, '[') + std::string(600000, ']');
+  EXPECT_EQ(nesting_depth(deep), kMaxDepth + 1) << "the count stops past the bound";
+  auto r = parse_bounded(deep, "etcd key /x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "etcd key /x: nested deeper than 32 levels: refused unparsed");
+  auto o = parse_object(R"({"obs":)" + deep + "}", "etcd key /x");
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.error().message.find("nested deeper"), std::string::npos) << o.error().message;
+  const std::string ok_depth = std::string(kMaxDepth, '[') + std::string(kMaxDepth, ']');
+  EXPECT_TRUE(parse_bounded(ok_depth, "x").ok());
+  EXPECT_FALSE(parse_bounded("[" + ok_depth + "]", "x").ok());
+  auto bad = parse_bounded("{", "etcd key /y");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message, "etcd key /y: not valid JSON: {");
+}
+
 TEST(JsonFields, WrongTypesAndMissingFieldsReadTheSameEverywhere) {
   struct Case {
     std::string text;

@@ -68,6 +68,45 @@ class JobCoordTest : public ::testing::Test {
   std::map<std::string, std::unique_ptr<Node>> nodes_;
 };
 
+// E2, E3: a key under nodes/ counts as a node only under a lease, named as its "node" field says,
+// and as a summary that reads. Planted before the job starts, none of these leads or is merged;
+// each is said once, and a real node still leads.
+TEST_F(JobCoordTest, OnlyALiveNodesOwnSummaryLeadsOrIsMerged) {
+  Kv& kv = kv_;
+  const std::string dir = "/sw/jobs/train/nodes/";
+  ASSERT_TRUE(kv.put(dir + "ghost", "garbage-not-json").ok());  // E2: no lease, not JSON
+  // A summary that reads, but put without a lease (E3's forged node).
+  NodeSummary forged;
+  forged.node = "vm";
+  contract::RankSnapshot r;
+  r.job = "train";
+  r.rank = 2;
+  r.world_size = 3;
+  forged.observation.ranks.push_back(r);
+  ASSERT_TRUE(kv.put(dir + "vm", summary_to_json(forged)).ok());
+  // Under a lease, but node x's summary under the name "named".
+  auto lease = kv.grant(60);
+  ASSERT_TRUE(lease.ok());
+  forged.node = "x";
+  ASSERT_TRUE(kv.put(dir + "named", summary_to_json(forged), lease->id).ok());
+  // Under a lease and nested past every bound (E5).
+  ASSERT_TRUE(kv.put(dir + "deep",
+                     R"({"v":1,"node":"deep","poll_seq":1,"incarnation":0,"obs":{"x":)" +
+                         std::string(50000, '[') + std::string(50000, ']') + "}}",
+                     lease->id)
+                  .ok());
+  for (int i = 0; i < 3; ++i) round({"b", "a"});
+  EXPECT_TRUE(node("b").job.leads());
+  EXPECT_EQ(node("a").job.leader(), "b");
+  EXPECT_EQ(node("a").job.leader_fence(), node("b").job.fence());
+  std::vector<std::string> seen;
+  for (const auto& n : node("b").job.nodes(clock_.now())) seen.push_back(n.node);
+  EXPECT_EQ(seen, (std::vector<std::string>{"b", "a"})) << "only the two live nodes";
+  EXPECT_EQ(node("a").session.bad().total(), 4u) << "each bad key said once by a follower";
+  EXPECT_EQ(node("b").session.bad().total(), 4u) << "and once by the leader";
+  EXPECT_TRUE(node("a").session.connected()) << "a bad key is no failure of the session";
+}
+
 TEST_F(JobCoordTest, TheFirstNodeToPublishLeadsAndTheOthersFollowIt) {
   round({"b", "a", "c"});
   round({"a", "b", "c"});  // the order of later polls does not matter: candidacy does

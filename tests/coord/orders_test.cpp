@@ -20,8 +20,9 @@ class OrdersTest : public ::testing::Test {
     fence_ = *rev;
   }
   JobOrders on(const std::string& node) {
-    return JobOrders(*client_, "/sw/jobs/j/", node, "/sw/jobs/j/nodes/" + node);
+    return JobOrders(*client_, bad_, "/sw/jobs/j/", node, "/sw/jobs/j/nodes/" + node);
   }
+  BadRecords bad_;
   std::unique_ptr<test::EtcdServer> etcd_;
   std::unique_ptr<EtcdClient> client_;
   int64_t fence_ = 0;
@@ -46,6 +47,73 @@ TEST_F(OrdersTest, AnOrderIsWrittenOnceAndOnlyByTheLeader) {
   EXPECT_EQ(all->front().incident, 42);
   EXPECT_EQ(all->front().incarnation, 3);
   EXPECT_EQ(all->front().by, "a");
+  EXPECT_EQ(all->front().fence, fence_) << "an order carries its leader's fence";
+}
+
+TEST_F(OrdersTest, ANextLeaderSignsItsPredecessorsOrderAgain) {
+  ASSERT_TRUE(on("a").order(Order{42, 3, true, "a"}, fence_).ok());
+  auto rev_b = client_->put("/sw/jobs/j/nodes/b", "{}");
+  ASSERT_TRUE(rev_b.ok());
+  auto again = on("b").order(Order{42, 3, true, "b"}, *rev_b);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_FALSE(*again) << "the incident was ordered before";
+  auto all = on("c").orders();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ(all->front().by, "b");
+  EXPECT_EQ(all->front().fence, *rev_b);
+  EXPECT_FALSE(on("a").order(Order{42, 3, true, "a"}, fence_ + 1000).ok())
+      << "a leader whose key is not the one it holds signs nothing";
+}
+
+// E5, E6: a value that does not read is skipped and said once; the rest of the listing stands,
+// and nothing is an error of the call (only a failed call is).
+TEST_F(OrdersTest, ABadKeyIsSkippedAndSaidOnceNeverAFailedListing) {
+  JobOrders a = on("a");
+  ASSERT_TRUE(a.order(Order{42, 3, true, "a"}, fence_).ok());
+  const std::string deep = R"({"incident":1,"incarnation":0,"x":)" + std::string(100000, '[') +
+                           std::string(100000, ']') + "}";
+  ASSERT_TRUE(client_->put("/sw/jobs/j/orders/00000000000000000001", deep).ok());
+  ASSERT_TRUE(client_->put("/sw/jobs/j/orders/00000000000000000002", "x").ok());
+  ASSERT_TRUE(client_->put("/sw/jobs/j/orders/00000000000000000003", R"({"incident":"3"})").ok());
+  for (int poll = 0; poll < 3; ++poll) {
+    auto all = a.orders();
+    ASSERT_TRUE(all.ok()) << all.error().message;
+    ASSERT_EQ(all->size(), 1u);
+    EXPECT_EQ(all->front().incident, 42);
+  }
+  EXPECT_EQ(bad_.total(), 3u) << "each bad value is counted once, however often it is read";
+  ASSERT_TRUE(client_->put("/sw/jobs/j/orders/00000000000000000002", "y").ok());
+  ASSERT_TRUE(a.orders().ok());
+  EXPECT_EQ(bad_.total(), 4u) << "a new bad value of the key is said again";
+
+  Done d;
+  d.ok = true;
+  ASSERT_TRUE(on("b").report(42, d).ok());
+  ASSERT_TRUE(client_->put("/sw/jobs/j/done/00000000000000000042/zz", "x").ok());
+  Done forged;
+  ASSERT_TRUE(on("zz").report(7, forged).ok());
+  auto moved = client_->range("/sw/jobs/j/done/00000000000000000007/zz");
+  ASSERT_TRUE(moved.ok() && moved->kvs.size() == 1u);
+  ASSERT_TRUE(client_->put("/sw/jobs/j/done/00000000000000000042/c", moved->kvs[0].value).ok());
+  auto reports = a.reports(42);
+  ASSERT_TRUE(reports.ok()) << reports.error().message;
+  ASSERT_EQ(reports->size(), 1u) << "garbage and node zz's report under c's name are skipped";
+  EXPECT_EQ(reports->front().node, "b");
+
+  ASSERT_TRUE(client_->put("/sw/jobs/j/roster", R"({"incarnation":1,"nodes":{"a":"x"}})").ok());
+  auto roster = a.roster();
+  ASSERT_TRUE(roster.ok()) << roster.error().message;
+  EXPECT_FALSE(roster->has_value());
+  ASSERT_TRUE(client_
+                  ->put("/sw/jobs/j/view", R"({"leader":"a","at_wall_ns":1,"verdict":)" +
+                                               std::string(600000, '[') + std::string(600000, ']') +
+                                               "}")
+                  .ok());
+  auto view = a.view();
+  ASSERT_TRUE(view.ok()) << view.error().message;
+  EXPECT_FALSE(view->has_value());
+  EXPECT_EQ(bad_.total(), 8u);
 }
 
 TEST_F(OrdersTest, EachNodeReportsOnceAndTheMergeNamesWhoDidNot) {

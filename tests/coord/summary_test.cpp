@@ -116,7 +116,7 @@ TEST(Summary, BadInputsNameTheSourceAndTheField) {
     const char* want;
     Errc code = Errc::kParse;
   } cases[] = {
-      {"garbage", "not valid JSON"},
+      {"garbage", "not a JSON object"},
       {"[1]", "not a JSON object"},
       {R"({"node":"b","poll_seq":1,"incarnation":0,)" + obs + "}", "field \"v\" is missing"},
       {R"({"v":"1","node":"b","poll_seq":1,"incarnation":0,)" + obs + "}",
@@ -151,6 +151,35 @@ TEST(Summary, BadInputsNameTheSourceAndTheField) {
   }
   EXPECT_EQ(summary_from_json(R"({"v":1})", kKey).error().message,
             std::string(kKey) + ": field \"node\" is missing");
+}
+
+// E5, E11: a summary is bounded in size, depth and ranks before anything reads it.
+TEST(Summary, ValuesPastTheBoundsAreRefused) {
+  const std::string head = R"({"v":1,"node":"b","poll_seq":1,"incarnation":0,"obs":)";
+  auto deep = summary_from_json(head + R"({"type":"obs","deep":)" + std::string(600000, '[') +
+                                    std::string(600000, ']') + "}}",
+                                kKey);
+  ASSERT_FALSE(deep.ok());
+  EXPECT_TRUE(has(deep.error().message, "more than the 262144 a summary may hold"))
+      << deep.error().message;
+  auto nested = summary_from_json(
+      head + R"({"type":"obs","deep":)" + std::string(1000, '[') + std::string(1000, ']') + "}}",
+      kKey);
+  ASSERT_FALSE(nested.ok());
+  EXPECT_TRUE(has(nested.error().message, "nested deeper than 32 levels"))
+      << nested.error().message;
+  NodeSummary big{"b", 1, 0, {}};
+  for (int i = 0; i < 300; ++i) {
+    contract::RankSnapshot r;
+    r.job = "j";
+    r.rank = i;
+    r.world_size = 300;
+    big.observation.ranks.push_back(r);
+  }
+  auto many = summary_from_json(summary_to_json(big), kKey);
+  ASSERT_FALSE(many.ok());
+  EXPECT_TRUE(has(many.error().message, "300 ranks, more than the 256 a node may hold"))
+      << many.error().message;
 }
 
 // The leader is node a (its clock: the one its SimJob runs on); node b's monotonic clock started
