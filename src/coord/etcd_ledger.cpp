@@ -71,7 +71,7 @@ Result<store::Incident> from_json(const json& j, const std::string& key, int64_t
 }
 
 std::string closed_key(const LedgerKeys& keys, int64_t id) {
-  return fmt::format("{}{:020d}", keys.closed_dir, id);
+  return fmt::format("{}{:020d}", keys.closed_dir, id);  // closed_incident_key's
 }
 
 }  // namespace
@@ -84,6 +84,10 @@ struct EtcdLedger::Read {
 
 std::string incident_key(std::string_view prefix, std::string_view job) {
   return fmt::format("{}/jobs/{}/incident", prefix, job);
+}
+
+std::string closed_incident_key(std::string_view prefix, std::string_view job, int64_t id) {
+  return fmt::format("{}/jobs/{}/incidents/{:020d}", prefix, job, id);
 }
 
 LedgerKeys ledger_keys(const NodeSession& session, const std::string& job) {

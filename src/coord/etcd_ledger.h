@@ -27,6 +27,8 @@ namespace stepwatch::coord {
 
 // <prefix>/jobs/<job>/incident: the job's open incident (its id is the key's create revision).
 std::string incident_key(std::string_view prefix, std::string_view job);
+// <prefix>/jobs/<job>/incidents/<id, 20 digits>: where a closed one stays.
+std::string closed_incident_key(std::string_view prefix, std::string_view job, int64_t id);
 
 // Where a job's incident lives and who may write it.
 struct LedgerKeys {

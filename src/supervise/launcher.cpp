@@ -266,6 +266,43 @@ int Launcher::leave_to_scheduler(const coord::IncarnationRecord& moved) {
   return *exit_ == 0 ? 128 + SIGTERM : *exit_;
 }
 
+Result<std::optional<std::string>> Launcher::unproven(const coord::JobIncarnation& seen) {
+  using Why = std::optional<std::string>;
+  const coord::IncarnationRecord& r = seen.record;
+  if (proof_checked_ && proof_checked_->first == seen.mod_revision) return proof_checked_->second;
+  Why why;
+  if (r.incident == 0) {
+    // Only a launcher moves it without an incident: after a restart of its Slurm batch job,
+    // which is this launcher's own.
+    auto batch = opt_.scheduler.batch_job();
+    if (r.scheduler != "slurm" || !batch || r.scheduler_job != batch->id) {
+      why = fmt::format("it names no incident, and no restart of {} (it says Slurm job \"{:.40}\")",
+                        batch ? "this launcher's Slurm job " + batch->id : "a Slurm job here",
+                        r.scheduler_job);
+    }
+  } else {
+    // The leader moves it after preempting the job's incident (still open, or closed since),
+    // and is a node of the job under its lease.
+    auto open = etcd_.range(coord::incident_key(opt_.prefix, opt_.job));
+    if (!open) return open.error();
+    bool known = !open->kvs.empty() && open->kvs[0].create_revision == r.incident;
+    if (!known) {
+      auto closed = etcd_.range(coord::closed_incident_key(opt_.prefix, opt_.job, r.incident));
+      if (!closed) return closed.error();
+      known = !closed->kvs.empty();
+    }
+    auto node = etcd_.range(session_.job_key(opt_.job, "nodes/" + r.by));
+    if (!node) return node.error();
+    if (!known) {
+      why = fmt::format("incident {} is not one of the job's", r.incident);
+    } else if (!coord::valid_node_name(r.by) || node->kvs.empty() || node->kvs[0].lease == 0) {
+      why = fmt::format("\"{:.40}\" is no node of the job under its lease", r.by);
+    }
+  }
+  proof_checked_ = {seen.mod_revision, why};
+  return why;
+}
+
 bool Launcher::hold_stands(int64_t incident, Stamp now) {
   if (hold_checked_ && hold_checked_->first == incident &&
       now.mono_ns - hold_checked_->second < kHoldCheckNs) {
@@ -332,6 +369,21 @@ int Launcher::run() {
     publish();
     auto seen = read();
     bool moved = seen && seen->record.incarnation > incarnation_;
+    if (moved) {
+      // Moved by whoever may write under the prefix: obeyed only with its proof (E12).
+      auto why = unproven(*seen);
+      if (!why) {
+        session_.note_failure(why.error());
+        moved = false;
+      } else if (*why) {
+        if (told_unproven_ != seen->mod_revision) {
+          told_unproven_ = seen->mod_revision;
+          say(fmt::format("{}: incarnation {} (by {:.40}) is not obeyed: {}", incarnation_key_,
+                          seen->record.incarnation, seen->record.by, **why));
+        }
+        moved = false;
+      }
+    }
     if (!exit_) exit_ = child_->poll_exit();
     if (moved && !seen->record.scheduler.empty() && (!exit_ || *exit_ != 0)) {
       return leave_to_scheduler(seen->record);

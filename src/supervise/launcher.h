@@ -110,6 +110,12 @@ class Launcher {
   // Whether a restart-storm hold still stands: its incident is the job's open one in etcd.
   // Checked at most every kHoldCheckNs while it stands.
   bool hold_stands(int64_t incident, Stamp now);
+  // Why a moved incarnation is not obeyed (nullopt: it is): it must name an incident of the job
+  // (open, or closed since) and a node of the job under its lease, or, with no incident, a
+  // restart of this launcher's own Slurm job. Checked once per value; an error: etcd failed.
+  Result<std::optional<std::string>> unproven(const coord::JobIncarnation& seen);
+  std::optional<std::pair<int64_t, std::optional<std::string>>> proof_checked_;
+  std::optional<int64_t> told_unproven_;  // the mod revision said not obeyed
   static constexpr int64_t kHoldCheckNs = 5 * kNsPerSec;
   std::optional<std::pair<int64_t, int64_t>> hold_checked_;  // incident, when (mono ns)
   int64_t told_stale_hold_ = 0;

@@ -19,6 +19,7 @@
 #include "src/contract/beacon_writer.h"
 #include "src/contract/names.h"
 #include "src/coord/etcd_client.h"
+#include "src/coord/etcd_ledger.h"
 #include "src/coord/incarnation.h"
 #include "tests/cli/run_binary.h"
 #include "tests/support/etcd_server.h"
@@ -195,7 +196,21 @@ class RunCoord : public ::testing::Test {
     r.at_ns = wall_now_ns();
     r.scheduler = scheduler;
     r.scheduler_job = scheduler.empty() ? "" : "4242";
+    // What a launcher checks before it obeys (E12): incident 7 is one of the job's (closed), and
+    // its leader is a node of the job under a lease.
+    auto lease = etcd().grant(60);
+    ASSERT_TRUE(lease.ok()) << lease.error().message;
+    ASSERT_TRUE(
+        etcd()
+            .put(kPrefix + std::string("/jobs/") + job_ + "/nodes/leader-node", "{}", lease->id)
+            .ok());
+    ASSERT_TRUE(etcd().put(coord::closed_incident_key(kPrefix, job_, 7), "{}").ok());
     auto put = etcd().put(coord::incarnation_key(kPrefix, job_), coord::incarnation_to_json(r));
+    ASSERT_TRUE(put.ok()) << put.error().message;
+  }
+
+  void forge(const std::string& record) {
+    auto put = etcd().put(coord::incarnation_key(kPrefix, job_), record);
     ASSERT_TRUE(put.ok()) << put.error().message;
   }
 
@@ -428,6 +443,33 @@ TEST_F(RunCoord, UnderSlurmARequeueWhileTheJobRunsEndsIt) {
   EXPECT_EQ(wait_exit(8), 128 + SIGTERM) << err();
   EXPECT_FALSE(alive(first));
   EXPECT_EQ(lines().size(), 1u);
+}
+
+// E12: anyone who can write under the prefix could move the incarnation. A launcher obeys only a
+// move that names an incident of the job and a node of it under its lease (or, with no
+// incident, a restart of its own Slurm job); a forged one is said once and changes nothing.
+TEST_F(RunCoord, AForgedIncarnationRestartsAndEndsNothing) {
+  start({}, "", {{"SLURM_JOB_ID", "4242"}});
+  ASSERT_TRUE(launches(1)) << err();
+  pid_t first = lines()[0].pid;
+  forge(R"({"incarnation":1,"by":"attacker","at_ns":0})");
+  ASSERT_TRUE(eventually(
+      [&] { return err().find("incarnation 1 (by attacker) is not obeyed") != std::string::npos; },
+      5))
+      << err();
+  forge(R"({"incarnation":2,"by":"attacker","at_ns":0,"scheduler":"slurm","scheduler_job":"1"})");
+  forge(R"({"incarnation":3,"by":"n9","incident":7,"at_ns":0})");
+  ASSERT_TRUE(eventually(
+      [&] { return err().find("incident 7 is not one of the job's") != std::string::npos; }, 5))
+      << err();
+  EXPECT_NE(err().find("no restart of this launcher's Slurm job 4242"), std::string::npos) << err();
+  EXPECT_TRUE(alive(first)) << "the running incarnation was neither ended nor relaunched";
+  EXPECT_EQ(lines().size(), 1u);
+  bump(4, "step_20");  // the leader's own move, with its proof
+  ASSERT_TRUE(launches(2)) << err();
+  EXPECT_EQ(lines()[1].inc, "4");
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
 }
 
 // Flags: each mistake is named, nothing is launched (exit 2); etcd unreachable at start: 3.
