@@ -96,6 +96,7 @@ Agent::Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store:
       store_(std::move(poll_store)),
       deliveries_(ledger_, deps_.pager, delivery_sink()),
       incident_rate_(config_.incidents_per_user_per_hour, 3600 * kNsPerSec),
+      job_incident_rate_(config_.incidents_per_job_per_hour, 3600 * kNsPerSec),
       log_rate_(config_.log_lines_per_user_per_minute, 60 * kNsPerSec),
       api_store_(std::move(api_store)) {
   health_.started_wall_ns = wall_now_ns();

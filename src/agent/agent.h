@@ -171,6 +171,7 @@ class Agent : public serve::JobSource {
   std::map<std::string, std::unique_ptr<WatchedJob>> tracked_;  // poll thread only
   std::set<std::string> logged_problems_;                       // poll thread only
   PerUserRate incident_rate_;                                   // poll thread only
+  PerJobRate job_incident_rate_;                                // poll thread only
   PerUserRate log_rate_;                                        // poll thread only
   std::optional<int64_t> next_prune_mono_ns_;                   // poll thread only
   bool node_faults_dirty_ = true;                               // poll thread only

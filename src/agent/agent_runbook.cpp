@@ -184,6 +184,18 @@ bool Agent::JobHost::may_open(const detect::Verdict& v, Stamp now) {
       all_ended = all_ended && static_cast<int64_t>(r.incarnation) <= preempted;
     if (all_ended) return false;
   }
+  // One job opens at most so many incidents an hour, before they count against its owner's
+  // budget (a job that loops must not mute the owner's other jobs, E7).
+  auto& per_job = agent_.job_incident_rate_;
+  if (!per_job.allow(t_.job, now.mono_ns)) {
+    if (per_job.first_refusal(t_.job, now.mono_ns)) {
+      log_warn(
+          "agent: job {}: {} incidents opened in the last hour (incidents_per_job_per_hour): it "
+          "is {} but no incident is opened or paged for now",
+          t_.job, per_job.limit(), detect::state_name(v.state));
+    }
+    return false;
+  }
   // One user's job directories open at most so many incidents an hour (they could be forged
   // by the thousand); the verdict stays in the API, the incident opens once there is room.
   auto& rate = agent_.incident_rate_;

@@ -41,6 +41,7 @@ constexpr std::string_view kKeys[] = {"beacon_roots",
                                       "preempt_jobs",
                                       "max_jobs_per_user",
                                       "incidents_per_user_per_hour",
+                                      "incidents_per_job_per_hour",
                                       "log_lines_per_user_per_minute",
                                       "keep_history",
                                       "max_store_size",
@@ -192,9 +193,10 @@ void read_key(TomlReader& in, std::string_view key, const TomlValue& v, const st
                fmt::format("must be at least 1h, got {}", format_duration(c.keep_history_ns)));
     }
   } else if (key == "max_jobs_per_user" || key == "incidents_per_user_per_hour" ||
-             key == "log_lines_per_user_per_minute") {
+             key == "incidents_per_job_per_hour" || key == "log_lines_per_user_per_minute") {
     int* out = key == "max_jobs_per_user"             ? &c.max_jobs_per_user
                : key == "incidents_per_user_per_hour" ? &c.incidents_per_user_per_hour
+               : key == "incidents_per_job_per_hour"  ? &c.incidents_per_job_per_hour
                                                       : &c.log_lines_per_user_per_minute;
     in.get_int(v, k, out, 1, 1'000'000, "a whole number from 1 to 1000000");
   } else if (key == "max_store_size") {

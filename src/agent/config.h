@@ -64,6 +64,8 @@ struct AgentConfig {
   // in a minute. Beyond them the rest is dropped with one line saying so.
   int max_jobs_per_user = 64;
   int incidents_per_user_per_hour = 60;
+  // And one job (a job that loops must not spend its owner's budget for the owner's other jobs).
+  int incidents_per_job_per_hour = 12;
   int log_lines_per_user_per_minute = 120;
   // The store is pruned at start and every hour: closed incidents, transitions and loose
   // actions older than keep_history, and older ones still while it holds more than

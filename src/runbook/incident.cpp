@@ -315,7 +315,16 @@ void Incident::step(const detect::Verdict& v, Stamp now, bool running) {
   reap(now);
   bool fires = detect::fires_runbook(v.state);
   if (!open_) {
-    if (!fires || !host_.may_open(v, now)) return;
+    if (!fires) {
+      if (running) preempted_.reset();  // it recovered: a next stall is a new one
+      return;
+    }
+    if (preempted_ && preempted_->incarnation == scope_.incarnation &&
+        preempted_->state == detect::state_name(v.state) &&
+        preempted_->cause == detect::cause_name(v.cause)) {
+      return;  // this run was preempted on this very verdict: not a new incident (E7)
+    }
+    if (!host_.may_open(v, now)) return;
     open_incident(v, now);
   }
   Open& o = *open_;
@@ -436,8 +445,23 @@ void Incident::reap_act(Stamp now) {
     close(now, resolution);
     return;
   }
+  preempted_ =
+      Preempted{scope_.incarnation, detect::state_name(v.state), detect::cause_name(v.cause)};
+  // A preempt that ended nothing (every process of the job had ended already) closes nothing:
+  // the after-preempt sequence still runs (a dead job is relaunched), and the incident stays
+  // open until the job recovers, a next run starts or the job goes (E7: a dead job closed and
+  // re-opened its incident on every poll).
+  bool ended_any = std::any_of(
+      r.preempt.processes.begin(), r.preempt.processes.end(),
+      [](const ProcessOutcome& p) { return p.gone() && p.before != probe::Liveness::kGone; });
   AfterPreempt next = host_.after_preempt(r);
-  if (next.close) {
+  if (next.close && !ended_any && r.preempt.ok) {
+    say(LogLevel::kWarn,
+        fmt::format("incident {}: nothing left to preempt (no process of the job was running): "
+                    "it stays open{}",
+                    o.record->id, next.resolution.empty() ? "" : "; " + next.resolution));
+    o.escalated = true;
+  } else if (next.close) {
     close(now, next.resolution);
   } else {
     o.escalated = true;

@@ -241,6 +241,13 @@ class Incident {
   bool adopted_ = false;  // the ledger was asked for the job's open incident
   std::optional<Open> open_;
   std::set<int> ended_pids_;
+  // The verdict this run was last preempted on: the same verdict of the same run opens no new
+  // incident; a recovery, or a next run, does.
+  struct Preempted {
+    int64_t incarnation = 0;
+    std::string state, cause;
+  };
+  std::optional<Preempted> preempted_;
 };
 
 }  // namespace stepwatch::runbook

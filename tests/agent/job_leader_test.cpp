@@ -377,9 +377,16 @@ TEST_F(JobLeaderTest, WhenTheLeadersLeaseLapsesTheNextAdoptsItsIncidentWithoutAS
   advance(0.5);
   turn(*a_, 0, 5, detect::State::kStalled);
   ASSERT_TRUE(rx_.wait_for(1));
-  turn(*a_, 0, 5, detect::State::kStalled);  // records the delivery
+  // The delivery is recorded at a's next turn once its sender returned (a loaded machine may
+  // take a while): a page claimed and never recorded as delivered is sent again by design.
+  for (int i = 0; i < 200; ++i) {
+    turn(*a_, 0, 5, detect::State::kStalled);
+    if (auto i = incident(); i && i->delivered_at_ns) break;
+    std::this_thread::sleep_for(10ms);
+  }
   auto open = incident();
   ASSERT_TRUE(open);
+  ASSERT_TRUE(open->delivered_at_ns);
 
   // a stops: within its lease it still leads; past it, b leads and adopts the open incident.
   advance(1.0);

@@ -36,5 +36,15 @@ TEST(PerUserRate, ARefusalIsToldOncePerWindow) {
   EXPECT_TRUE(r.first_refusal(1000, 60 * kNsPerSec));
 }
 
+// E7: one job that loops spends its own budget, not its owner's other jobs'.
+TEST(PerJobRate, OneLoopingJobCostsAnotherJobNothing) {
+  PerJobRate jobs(2, 3600 * kNsPerSec);
+  EXPECT_TRUE(jobs.allow("mj6", 0));
+  EXPECT_TRUE(jobs.allow("mj6", 1));
+  EXPECT_FALSE(jobs.allow("mj6", 2));
+  EXPECT_TRUE(jobs.allow("fb", 3));
+  EXPECT_TRUE(jobs.allow("mj6", 3600 * kNsPerSec));  // the window moved on
+}
+
 }  // namespace
 }  // namespace stepwatch::agent

@@ -330,6 +330,51 @@ TEST_F(IncidentTest, ADeadRankIsActedOnWithoutWaitingForAnAck) {
   EXPECT_EQ(host_.acts, 1);
 }
 
+// E7: a dead job whose processes had all ended already. Its preempt ends nothing: the incident
+// stays open (paged once, acted on once), and the same verdict of the same run opens nothing
+// new after a close; a recovery, or a next run, re-arms it.
+TEST_F(IncidentTest, APreemptThatEndedNothingClosesNothingAndTheSameVerdictDoesNotReopen) {
+  host_.procs.clear();  // nothing of the job runs any more
+  for (int i = 0; i < 10; ++i) {
+    turn(detect::State::kDead, /*running=*/false);
+    clock_.advance(kSec);
+  }
+  settle();
+  EXPECT_EQ(host_.acts, 1) << "acted on once";
+  ASSERT_TRUE(runbook_->is_open()) << "a preempt of 0 processes closes nothing";
+  EXPECT_EQ(ledger_.rows.size(), 1u) << "no incident after incident (56 pages in the review)";
+  EXPECT_EQ(receiver_.pages(), 1u);
+  EXPECT_TRUE(host_.said("nothing left to preempt")) << ::testing::PrintToString(host_.lines);
+
+  // The job goes away (retired): closed. The same verdict of the same run opens nothing again.
+  runbook_->close(clock_.now(), "job vanished");
+  EXPECT_FALSE(runbook_->is_open());
+  for (int i = 0; i < 5; ++i) {
+    turn(detect::State::kDead, false);
+    clock_.advance(kSec);
+  }
+  EXPECT_FALSE(runbook_->is_open());
+  EXPECT_EQ(ledger_.rows.size(), 1u);
+  // Another verdict (a stall, not death) is a new incident.
+  turn(detect::State::kStalled);
+  EXPECT_TRUE(runbook_->is_open());
+  EXPECT_EQ(ledger_.rows.size(), 2u);
+}
+
+TEST_F(IncidentTest, AfterAPreemptARecoveryReArmsTheSameVerdict) {
+  turn(detect::State::kStalled);
+  clock_.advance(61 * kSec);
+  turn(detect::State::kStalled);
+  ASSERT_EQ(host_.acts, 1);
+  ASSERT_FALSE(runbook_->is_open()) << "2 processes ended: the host's resolution closes it";
+  turn(detect::State::kStalled);
+  EXPECT_FALSE(runbook_->is_open()) << "the verdict it was preempted on opens nothing new";
+  turn(detect::State::kHealthy);
+  turn(detect::State::kStalled);
+  EXPECT_TRUE(runbook_->is_open()) << "a stall after a recovery is a new one";
+  EXPECT_EQ(ledger_.rows.size(), 2u);
+}
+
 TEST_F(IncidentTest, AnAckHoldsUntilItsLimitThenTheRunbookActs) {
   turn(detect::State::kStalled);
   ledger_.rows[1].acked_at_ns = clock_.now().wall_ns;
