@@ -1,23 +1,28 @@
 // What the node agent costs, printed as two tables against the targets:
 //   - CPU and wall time of one Agent::poll_once for 1 to 10,000 ranks across 1 to 1,000 jobs
 //     (target: 10,000 ranks polled once a second within 5% of one core),
-//   - GET /api/v1/jobs and GET /metrics latency and size with 10,000 ranks.
+//   - GET /api/v1/jobs and GET /metrics latency and size with 10,000 ranks,
+//   - GET /healthz latency while 0, 100 and 1,000 idle connections are held open, each
+//     re-opened as soon as the server closes it (target: under 100 ms, a liveness probe's margin).
 // Beacons are real files written by BeaconWriter (one step each) under /dev/shm when it exists;
 // every rank names this process, which is alive. No GPU, no specs, a temporary store.
-// Usage: agent_bench [--polls N] [--requests N] [--shape JOBSxRANKS[q]]
+// Usage: agent_bench [--polls N] [--requests N] [--idle-requests N] [--shape JOBSxRANKS[q]]
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/agent/agent.h"
@@ -46,6 +51,13 @@ struct ApiRow {
   std::string what;
   double median_ms = 0, p90_ms = 0;
   size_t bytes = 0;
+};
+
+struct IdleRow {
+  int idle = 0;
+  double median_ms = 0, p90_ms = 0, max_ms = 0;
+  int failed = 0;
+  long reopened = 0;  // idle connections the server closed (and the crowd opened again)
 };
 
 int64_t cpu_now_ns() {
@@ -88,27 +100,36 @@ bool write_beacons(const std::string& root, Shape s,
   return true;
 }
 
-// One plain HTTP/1.1 GET on loopback (Connection: close); the body size, or 0 on failure.
-size_t http_get(int port, const std::string& path) {
+// A blocking TCP connection to 127.0.0.1:port, or -1.
+int connect_loopback(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// One plain HTTP/1.1 GET on loopback (Connection: close); the body size, or 0 on failure.
+size_t http_get(int port, const std::string& path) {
+  int fd = connect_loopback(port);
+  if (fd < 0) return 0;
   size_t body = 0;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    std::string req =
-        fmt::format("GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      std::string resp;
-      char buf[65536];
-      ssize_t n;
-      while ((n = ::read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
-      size_t head = resp.find("\r\n\r\n");
-      if (resp.starts_with("HTTP/1.1 200") && head != std::string::npos)
-        body = resp.size() - head - 4;
-    }
+  std::string req =
+      fmt::format("GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+  if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+    std::string resp;
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
+    size_t head = resp.find("\r\n\r\n");
+    if (resp.starts_with("HTTP/1.1 200") && head != std::string::npos)
+      body = resp.size() - head - 4;
   }
   ::close(fd);
   return body;
@@ -131,16 +152,77 @@ ApiRow time_get(int port, const std::string& path, int requests, const std::stri
   return row;
 }
 
+// N connections that never send a byte, each opened again as soon as the server closes it: the
+// review's idle.py (a slowloris that sends nothing, or a crowd of speculative browser sockets).
+class IdleCrowd {
+ public:
+  IdleCrowd(int port, int n) : port_(port) {
+    for (int i = 0; i < n; ++i) fds_.push_back({connect_loopback(port), POLLIN, 0});
+    thread_ = std::thread([this] { run(); });
+  }
+  ~IdleCrowd() {
+    stop_ = true;
+    thread_.join();
+    for (const pollfd& p : fds_)
+      if (p.fd >= 0) ::close(p.fd);
+  }
+  long reopened() const { return reopened_.load(); }
+
+ private:
+  void run() {
+    while (!stop_) {
+      if (::poll(fds_.data(), fds_.size(), 50) <= 0) continue;
+      for (pollfd& p : fds_) {
+        if (p.revents == 0 && p.fd >= 0) continue;
+        char c;
+        if (p.fd >= 0 && ::recv(p.fd, &c, 1, MSG_DONTWAIT) > 0) continue;  // not closed
+        if (p.fd >= 0) ::close(p.fd);
+        p.fd = connect_loopback(port_);
+        p.revents = 0;
+        ++reopened_;
+      }
+    }
+  }
+  int port_;
+  std::vector<pollfd> fds_;
+  std::atomic<bool> stop_{false};
+  std::atomic<long> reopened_{0};
+  std::thread thread_;
+};
+
+// GET /healthz, `requests` times 100 ms apart, while `idle` idle connections are held open.
+IdleRow time_healthz_with_idle(int port, int idle, int requests) {
+  IdleRow row;
+  row.idle = idle;
+  IdleCrowd crowd(port, idle);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // every one accepted, the queue built
+  std::vector<double> ms;
+  for (int i = 0; i < requests; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (http_get(port, "/healthz") == 0) ++row.failed;
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  row.median_ms = median(ms);
+  row.p90_ms = p90(ms);
+  row.max_ms = *std::max_element(ms.begin(), ms.end());
+  row.reopened = crowd.reopened();
+  return row;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int polls = 10, requests = 20;
+  int polls = 10, requests = 20, idle_requests = 10;
   std::string only;  // --shape JOBSxRANKS[q]: that row alone (for profiling)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--polls") == 0 && i + 1 < argc)
       polls = std::max(1, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--requests") == 0 && i + 1 < argc)
       requests = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--idle-requests") == 0 && i + 1 < argc)
+      idle_requests = std::max(1, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc)
       only = argv[++i];
   }
@@ -159,6 +241,7 @@ int main(int argc, char** argv) {
                                      {100, 100}, {1000, 10}, {1, 10'000, true}, {1000, 10, true}};
   std::vector<PollRow> rows;
   std::vector<ApiRow> api_rows;
+  std::vector<IdleRow> idle_rows;
   bool api_done_10 = false, api_done_1000 = false;
   int status = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -209,6 +292,20 @@ int main(int argc, char** argv) {
     }
     rows.push_back({s, median(cpu), p90(cpu), median(wall)});
 
+    if (s.jobs * s.ranks == 1) {  // the smallest agent: /healthz costs the same at any size
+      serve::ApiConfig ac;
+      ac.port = 0;
+      serve::ApiServer server(agent, ac);
+      if (auto st = server.start(); !st) {
+        fmt::print(stderr, "agent_bench: {}\n", st.error().message);
+        status = 1;
+      } else {
+        for (int idle : {0, 100, 1000})
+          idle_rows.push_back(time_healthz_with_idle(server.port(), idle, idle_requests));
+      }
+      server.stop();
+    }
+
     bool want_api = s.jobs * s.ranks == 10'000 && !s.quiet &&
                     ((s.jobs == 10 && !api_done_10) || (s.jobs == 1000 && !api_done_1000));
     if (want_api) {
@@ -255,6 +352,18 @@ int main(int argc, char** argv) {
   for (const auto& r : api_rows) {
     fmt::print("| {} | {:.2f} | {:.2f} | {} |\n", r.what, r.median_ms, r.p90_ms,
                r.bytes ? std::to_string(r.bytes) : std::string("failed"));
+  }
+  fmt::print(
+      "\n## GET /healthz behind idle connections ({} requests 100 ms apart, loopback; each idle "
+      "connection sends nothing and is re-opened when the server closes it)\n\n",
+      idle_requests);
+  fmt::print(
+      "| idle connections | median ms | p90 ms | max ms | failed | idle ones closed by the server "
+      "| target | met |\n|---:|---:|---:|---:|---:|---:|---|---|\n");
+  for (const auto& r : idle_rows) {
+    bool met = r.failed == 0 && r.max_ms < 100;
+    fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {} | {} | < 100 ms | {} |\n", r.idle, r.median_ms,
+               r.p90_ms, r.max_ms, r.failed, r.reopened, met ? "yes" : "**no**");
   }
   return status;
 }

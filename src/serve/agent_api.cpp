@@ -161,10 +161,9 @@ ApiServer::~ApiServer() {
 }
 
 Status ApiServer::start() {
-  auto server = std::make_unique<httplib::Server>();
-  impl_->routes(*server);
-  return impl_->listener.start(std::move(server), impl_->config.host, impl_->config.port,
-                               impl_->config.threads, kMaxBody, impl_->config.bearer_token);
+  return impl_->listener.start([this](httplib::Server& s) { impl_->routes(s); }, impl_->config.host,
+                               impl_->config.port, impl_->config.threads, kMaxBody,
+                               impl_->config.bearer_token);
 }
 
 void ApiServer::stop() {

@@ -6,13 +6,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <nlohmann/json.hpp>
 
 #include "src/common/host.h"
 #include "src/common/log.h"
+#include "src/serve/gated_server.h"
 #include "src/serve/json_views.h"
 
 namespace stepwatch::serve {
@@ -49,51 +48,6 @@ bool loopback_origin(const std::string& origin) {
   }
   return false;
 }
-
-// One thread per connection, at most `max` at once; beyond that connections wait their turn.
-// A fixed pool of a few workers let a hundred idle connections (a slowloris, a browser's
-// speculative sockets) hold every worker while a real request waited behind them; now each
-// idle one costs a sleeping thread, bounded by the read timeout, and requests are answered at
-// once up to the cap. Threads hold the state through a shared_ptr: they outlive shutdown().
-class ConnectionThreads final : public httplib::TaskQueue {
- public:
-  explicit ConnectionThreads(size_t max) : state_(std::make_shared<State>()) { state_->max = max; }
-  void enqueue(std::function<void()> fn) override {
-    std::lock_guard lock(state_->mu);
-    if (state_->active < state_->max) {
-      ++state_->active;
-      std::thread([s = state_, f = std::move(fn)]() mutable { work(s, std::move(f)); }).detach();
-    } else {
-      state_->queue.push_back(std::move(fn));
-    }
-  }
-  void shutdown() override {
-    std::unique_lock lock(state_->mu);
-    state_->idle.wait(lock, [&] { return state_->active == 0 && state_->queue.empty(); });
-  }
-
- private:
-  struct State {
-    std::mutex mu;
-    std::condition_variable idle;
-    std::deque<std::function<void()>> queue;
-    size_t active = 0, max = 1;
-  };
-  static void work(const std::shared_ptr<State>& s, std::function<void()> f) {
-    for (;;) {
-      f();
-      std::lock_guard lock(s->mu);
-      if (s->queue.empty()) {
-        --s->active;
-        s->idle.notify_all();
-        return;
-      }
-      f = std::move(s->queue.front());
-      s->queue.pop_front();
-    }
-  }
-  std::shared_ptr<State> state_;
-};
 
 }  // namespace
 
@@ -158,13 +112,17 @@ httplib::Server::Handler guarded(const std::string& name, Handler h) {
   };
 }
 
-Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::string& host,
-                           int port, int threads, size_t max_body, std::string bearer_token) {
+Status HttpListener::start(const Routes& routes, const std::string& host, int port, int threads,
+                           size_t max_body, std::string bearer_token, SilenceLimits limits) {
   std::lock_guard lock(mu_);
   if (server_)
     return Error{Errc::kInvalidArgument, fmt::format("{} already listening on {}", name_,
                                                      format_address(host, port_.load()))};
+  auto made = make_gated_server(static_cast<size_t>(threads > 0 ? threads : 1), limits, name_);
+  if (!made) return made.error();
+  std::unique_ptr<httplib::Server> server = std::move(*made);
   httplib::Server& s = *server;
+  routes(s);
   s.set_exception_handler(
       [name = name_](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
         log_error("{}: {} {} failed inside the HTTP library", name, req.method, req.path);
@@ -221,13 +179,8 @@ Status HttpListener::start(std::unique_ptr<httplib::Server> server, const std::s
     }
     return R::Unhandled;
   });
-  // One request per connection and a short idle wait: stop() never waits on an idle client.
-  s.set_keep_alive_max_count(1);
-  s.set_keep_alive_timeout(1);
   s.set_read_timeout(5, 0);
   s.set_write_timeout(5, 0);
-  size_t cap = static_cast<size_t>(threads > 0 ? threads : 1);
-  s.new_task_queue = [cap] { return new ConnectionThreads(cap); };
 
   errno = 0;
   bool bound = port == 0 ? (port = s.bind_to_any_port(host)) > 0 : s.bind_to_port(host, port);
@@ -265,8 +218,8 @@ void HttpListener::stop() {
   std::lock_guard lock(mu_);
   if (!server_) return;
   server_->stop();
-  if (thread_.joinable()) thread_.join();  // listen_after_bind drains its workers first
-  server_.reset();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();  // closes the silent connections, waits for the requests in flight
   port_ = 0;
 }
 

@@ -16,6 +16,7 @@
 
 #include "src/common/result.h"
 #include "src/serve/ack_routes.h"
+#include "src/serve/first_byte_gate.h"
 
 namespace stepwatch::serve {
 
@@ -61,19 +62,25 @@ class HttpListener {
   HttpListener(const HttpListener&) = delete;
   HttpListener& operator=(const HttpListener&) = delete;
 
-  // Applies the shared settings (SO_REUSEADDR only: httplib's SO_REUSEPORT would let a second
-  // process share the port; one request per connection; 5 s timeouts; a thread per
-  // connection, `threads` at most at once, the rest waiting), binds host:port (0: any free port)
-  // and serves until stop(). Returns once the accept loop runs, because httplib's stop() does
-  // nothing before that. Before any body is read: a chunked body is refused (411: every body here
-  // is a small JSON with a Content-Length, and httplib would buffer a chunked one whole), and with
-  // a `bearer_token` every request but GET and HEAD must carry it (401), so an unauthenticated
-  // client can neither send a body nor learn how it would be validated. Served on loopback, a
-  // request whose Host is not a loopback address is refused (403, DNS rebinding); any request
-  // but GET and HEAD with an Origin that is not a loopback page is refused (403, CSRF).
-  Status start(std::unique_ptr<httplib::Server> server, const std::string& host, int port,
-               int threads, size_t max_body, std::string bearer_token = {});
-  void stop();  // waits for requests in flight
+  using Routes = std::function<void(httplib::Server&)>;
+  // Registers `routes` on a server with the shared settings (SO_REUSEADDR only: httplib's
+  // SO_REUSEPORT would let a second process share the port; one request per connection; 5 s
+  // read and write timeouts), binds host:port (0: any free port) and serves until stop().
+  // Returns once the accept loop runs, because httplib's stop() does nothing before that.
+  // A connection waits for its first byte in a FirstByteGate (`limits`: closed after 1 s of
+  // silence, 256 silent ones per peer at most), holding no thread; then it is served on a
+  // thread of its own, `threads` at most at once, the rest waiting. Before any body is read: a
+  // chunked body is refused (411: every body here is a small JSON with a Content-Length, and
+  // httplib would buffer a chunked one whole), and with a `bearer_token` every request but GET
+  // and HEAD must carry it (401), so an unauthenticated client can neither send a body nor learn
+  // how it would be validated. Served on loopback, a request whose Host is not a loopback
+  // address is refused (403, DNS rebinding); any request but GET and HEAD with an Origin that is
+  // not a loopback page is refused (403, CSRF).
+  Status start(const Routes& routes, const std::string& host, int port, int threads,
+               size_t max_body, std::string bearer_token = {}, SilenceLimits limits = {});
+  // Closes silent connections and requests still being read at once; waits for the requests
+  // being answered.
+  void stop();
   bool running() const;
   int port() const { return port_.load(); }
 

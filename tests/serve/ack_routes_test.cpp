@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "src/common/limits.h"
+
 namespace stepwatch::serve {
 namespace {
 
@@ -347,6 +349,33 @@ TEST(AckServer, AHundredIdleConnectionsDoNotDelayARequest) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_LT(took, 1s) << "answered behind 100 idle connections";
+}
+
+// E9: each silent connection once held one of the 128 workers for its 1 s first-byte wait, so
+// 1000 of them kept a request waiting 7 s (past this client's 5 s). Now they wait in one thread
+// (at most 256 of them from one address) and the request is answered at once.
+TEST(AckServer, AThousandSilentConnectionsDoNotDelayHealthz) {
+  constexpr int kSilent = 1000;
+  // Both ends of every connection are in this process.
+  if (uint64_t limit = raise_fd_limit(); limit < 2 * kSilent + 100)
+    GTEST_SKIP() << "the hard limit on open files (" << limit << ") is below " << 2 * kSilent + 100;
+  FakeSupervisor sup;
+  AckServer server(sup.config());
+  ASSERT_TRUE(server.start().ok());
+  std::vector<int> silent;
+  for (int i = 0; i < kSilent; ++i) {
+    int fd = connect_loopback(server.port());
+    ASSERT_GE(fd, 0);
+    silent.push_back(fd);  // connected, says nothing
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = client(server).Get("/healthz");
+  auto took = std::chrono::steady_clock::now() - t0;
+  for (int fd : silent) ::close(fd);
+  ASSERT_TRUE(res) << httplib::to_string(res.error()) << " behind " << kSilent
+                   << " silent connections";
+  EXPECT_EQ(res->status, 200);
+  EXPECT_LT(took, 2s) << "answered behind " << kSilent << " silent connections";
 }
 
 TEST(AckServer, PortInUseNamesTheAddress) {
