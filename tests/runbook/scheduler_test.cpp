@@ -34,6 +34,27 @@ TEST(SchedulerFromEnv, SlurmGivesJobIdAndRestartCount) {
   EXPECT_EQ(again->restart_count, 2);
 }
 
+// SLURM_JOB_ID reaches scontrol and scancel, and through the launcher key the root agent's: an
+// option there ("--state=RUNNING") would act on every job of the cluster. Refused where it is read.
+TEST(SchedulerFromEnv, ASlurmJobIdIsDigitsOrAnArrayTask) {
+  for (const char* bad :
+       {"--state=RUNNING", "--user=alice", "--partition=gpu", "1234abc", "12_3x"}) {
+    auto r = scheduler_from_env(env_of({{"SLURM_JOB_ID", bad}}));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, Errc::kInvalidArgument);
+    EXPECT_EQ(r.error().message, std::string("SLURM_JOB_ID: Slurm job id \"") + bad +
+                                     "\" must be digits, or digits_digits for an array task (at "
+                                     "most 10 digits each)");
+  }
+  for (const char* good : {"123", "123_4"}) {
+    auto r = scheduler_from_env(env_of({{"SLURM_JOB_ID", good}}));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->job_id, good);
+    ASSERT_TRUE(r->batch_job().ok());
+    EXPECT_EQ(r->batch_job()->id, good);
+  }
+}
+
 TEST(SchedulerFromEnv, KubernetesTakesTheIncarnationFromTheDownwardApi) {
   auto k = scheduler_from_env(
       env_of({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"}, {"STEPWATCH_INCARNATION", "3"}}));
