@@ -155,6 +155,28 @@ TEST(SlurmJob, WhatIsNotAJobRecordIsAnErrorNamingTheField) {
   EXPECT_EQ(missing.error().message, "scontrol show job 3: Restarts: missing");
 }
 
+// The command line is checked before it runs too (defense in depth: the id came through etcd).
+TEST(SlurmControl, AnIdThatIsNotASlurmJobIdRunsNothing) {
+  spec::SlurmSettings s;
+  s.scontrol = "/nonexistent/scontrol";  // an attempt to run it would say "cannot run"
+  s.scancel = "/nonexistent/scancel";
+  SlurmControl slurm(s);
+  for (const char* bad : {"--state=RUNNING", "--user=alice", "1234abc", "12_3x"}) {
+    const std::string why = std::string("Slurm job id \"") + bad +
+                            "\" must be digits, or digits_digits for an array task (at most 10 "
+                            "digits each): nothing was run";
+    auto shown = slurm.show(bad);
+    ASSERT_FALSE(shown.ok()) << bad;
+    EXPECT_EQ(shown.error().message, why);
+    auto requeued = slurm.requeue(bad, 0, 0);
+    ASSERT_FALSE(requeued.ok()) << bad;
+    EXPECT_EQ(requeued.error().message, why);
+    auto cancelled = slurm.cancel(bad, 0);
+    ASSERT_FALSE(cancelled.ok()) << bad;
+    EXPECT_EQ(cancelled.error().message, why);
+  }
+}
+
 TEST(SlurmControl, AMissingScontrolSaysWhichPackage) {
   spec::SlurmSettings s;
   s.scontrol = "/nonexistent/scontrol";
