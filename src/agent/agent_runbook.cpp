@@ -124,7 +124,7 @@ std::unique_ptr<NodeJobHost> Agent::make_host(WatchedJob& t) {
 std::unique_ptr<JobLeader> Agent::make_leader(WatchedJob& t) {
   return std::make_unique<JobLeader>(JobLeaderDeps{
       t.job, t.spec, coord_->etcd, coord_->session, coord_->config.publish_interval_ns,
-      coord_->history, coord_->config.prefix, deps_.pager, *t.host});
+      coord_->history, coord_->config.prefix, deps_.pager, *t.host, t.dir_uid});
 }
 
 void Agent::step_runbook(WatchedJob& t, const detect::Verdict& v, Stamp now) {

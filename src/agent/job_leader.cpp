@@ -212,7 +212,8 @@ void JobLeader::lead(const detect::Verdict& v, Stamp now) {
                         [this] { return incarnation_; },
                         [this] { return d_.node.job_page(acted_on_); },
                         [this] { return incident_.get(); },
-                        [this](const std::string& line) { d_.node.problem(line); }};
+                        [this](const std::string& line) { d_.node.problem(line); },
+                        d_.owner_uid};
     owner_ = runbook::make_resume_owner(d_.spec);
     resume_host_ = std::make_unique<LeaderResume>(std::move(rd));
     resume_ = std::make_unique<runbook::Resume>(runbook::ResumePolicy::from_spec(d_.job, d_.spec),

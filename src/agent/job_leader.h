@@ -82,6 +82,9 @@ struct JobLeaderDeps {
   std::string prefix;               // [coord] prefix: the history's keys
   runbook::PagerOptions pager;      // delivery seams and backoff
   JobNode& node;
+  // The job directory's owner (WatchedJob::dir_uid): the only user whose Slurm job the leader
+  // requeues or cancels, whatever the launcher keys in etcd name; nullopt: unknown, none.
+  std::optional<uint32_t> owner_uid = std::nullopt;
 };
 
 class JobLeader {

@@ -67,7 +67,7 @@ Result<runbook::BatchJob> LeaderResume::batch_job() {
   if (!launchers) return launchers.error();
   auto run = coord::slurm_run_of(*launchers, d_.incarnation());
   if (!run) return run.error();
-  return runbook::BatchJob{"slurm", run->job, run->restarts};
+  return runbook::BatchJob{"slurm", run->job, run->restarts, d_.owner_uid};
 }
 
 void LeaderResume::hold(const runbook::NextIncarnation& next, const std::string& why, Stamp now) {

@@ -42,6 +42,7 @@ struct LeaderResumeDeps {
   // The job's incident as this leader runs it (notes and closes go to the open one).
   std::function<runbook::Incident*()> incident;
   std::function<void(const std::string&)> problem;  // a read or write of etcd failed
+  std::optional<uint32_t> owner_uid;  // the job directory's owner (runbook::BatchJob::owner_uid)
 };
 
 class LeaderResume final : public runbook::ResumeHost {

@@ -120,6 +120,10 @@ Result<Plan> make_plan(const DoctorOptions& o) {
   auto sched = runbook::scheduler_from_env(getenv);
   if (!sched) return sched.error();
   bool slurm_owned = sp && runbook::make_resume_owner(*sp)->needs_batch_job();
+  if (!o.slurm_job.empty()) {
+    if (auto st = contract::validate_slurm_job_id(o.slurm_job); !st)
+      return Error{st.error().code, "--slurm-job: " + st.error().message};
+  }
   p.slurm_job = !o.slurm_job.empty() ? o.slurm_job : sched->job_id;
   if (slurm_owned && p.slurm_job.empty()) {
     return Error{Errc::kInvalidArgument,

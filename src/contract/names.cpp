@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "stepwatch/beacon_v1.h"
@@ -76,6 +77,34 @@ Status validate_checkpoint_id(std::string_view id) {
 Status validate_host(std::string_view host) {
   if (host.empty()) return {};
   return check("host", host, STEPWATCH_HOST_MAX - 1, printable, "printable ASCII");
+}
+
+Status validate_node_name(std::string_view node) {
+  auto st = check(
+      "node name", node, 63, [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; },
+      "[A-Za-z0-9._-]");
+  if (!st) return st;
+  if (node.front() == '-') {
+    return Error{Errc::kInvalidArgument,
+                 fmt::format("node name \"{}\" may not start with '-'", shown(node))};
+  }
+  return {};
+}
+
+Status validate_slurm_job_id(std::string_view id) {
+  auto digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 10 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const size_t task = id.find('_');
+  if (task == std::string_view::npos ? digits(id)
+                                     : digits(id.substr(0, task)) && digits(id.substr(task + 1)))
+    return {};
+  if (id.empty()) return Error{Errc::kInvalidArgument, "Slurm job id is empty"};
+  return Error{Errc::kInvalidArgument,
+               fmt::format("Slurm job id \"{}\" must be digits, or digits_digits for an array "
+                           "task (at most 10 digits each)",
+                           shown(id))};
 }
 
 std::string job_dir(const std::string& root, std::string_view job) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/common/json_fields.h"
+#include "src/contract/names.h"
 
 namespace stepwatch::coord {
 
@@ -18,6 +19,16 @@ using json_fields::as_int;
 using json_fields::as_str;
 using json_fields::need;
 using json_fields::opt;
+
+// "scheduler_job" reaches scontrol and scancel on the node that leads the job, as root: a Slurm
+// job id (only Slurm writes one), checked where it is read.
+std::string slurm_job_id(const json& v, const char* key) {
+  std::string id = as_str(v, key);
+  if (auto st = contract::validate_slurm_job_id(id); !st)
+    throw json_fields::FieldError{Errc::kParse,
+                                  fmt::format("field \"{}\": {}", key, st.error().message)};
+  return id;
+}
 
 }  // namespace
 
@@ -62,7 +73,7 @@ Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::stri
         opt(j, "by", r.by, as_str);
         opt(j, "at_ns", r.at_ns, as_int);
         opt(j, "scheduler", r.scheduler, as_str);
-        opt(j, "scheduler_job", r.scheduler_job, as_str);
+        opt(j, "scheduler_job", r.scheduler_job, slurm_job_id);
         opt(j, "hold_incident", r.hold_incident, as_int);
         opt(j, "hold", r.hold, as_str);
         opt(j, "hold_resume_from", r.hold_resume_from, as_str);
@@ -103,7 +114,7 @@ Result<LauncherRecord> launcher_from_json(std::string_view text, std::string_vie
         opt(j, "incarnation", r.incarnation, as_int);
         opt(j, "started_at_ns", r.started_at_ns, as_int);
         opt(j, "scheduler", r.scheduler, as_str);
-        opt(j, "scheduler_job", r.scheduler_job, as_str);
+        opt(j, "scheduler_job", r.scheduler_job, slurm_job_id);
         opt(j, "scheduler_restarts", r.scheduler_restarts, as_int);
       });
 }

@@ -10,7 +10,9 @@
 // file here, one value of spec::ResumeOwner, one spec section and one row of make_resume_owner.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,6 +29,9 @@ struct BatchJob {
   std::string scheduler;  // "slurm"
   std::string id;         // its job id, validated where it was read
   int64_t restarts = 0;
+  // The job directory's owner: the only user whose batch job a requeue or cancel may touch (the
+  // id came from the environment or etcd). nullopt: unknown, and nothing is done.
+  std::optional<uint32_t> owner_uid = std::nullopt;
 };
 
 // What the owner is told about the job.

@@ -5,7 +5,8 @@
 //   [slurm] requeue = "exit"      the host exits with requeue_exit_code, the cluster's RequeueExit
 // resume = false cancels the batch job: a plain end could be requeued (RequeueExit, a node
 // failure), CANCELLED never is. [node_fault] drain takes blamed suspect nodes out of placement
-// before the requeue.
+// before the requeue. A requeue or cancel touches the batch job only when its UserId is the job
+// directory's owner (BatchJob::owner_uid), the host's to say.
 #include <fmt/format.h>
 
 #include "src/runbook/resume_owner.h"
@@ -50,7 +51,7 @@ class SlurmOwner final : public ResumeOwner {
       p.detail = "not requeued: " + r.batch.error().message;
       return p;
     }
-    auto q = slurm_.requeue(r.batch->id, r.batch->restarts);
+    auto q = slurm_.requeue(r.batch->id, r.batch->restarts, r.batch->owner_uid);
     if (!q) {
       p.kind = ResumePlan::Kind::kFailed;
       p.detail = "not requeued: " + q.error().message;
@@ -73,9 +74,9 @@ class SlurmOwner final : public ResumeOwner {
     // Said before scancel: cancelling the job may end the process that asked for it.
     notes.note(true,
                fmt::format("resume is off: cancelling Slurm job {} so it is not requeued", id));
-    if (auto st = slurm_.cancel(id); !st) {
-      notes.note(false, "scancel failed: " + st.error().message);
-      p.detail = fmt::format("scancel {} failed: {}", id, st.error().message);
+    if (auto st = slurm_.cancel(id, r.batch->owner_uid); !st) {
+      notes.note(false, "not cancelled: " + st.error().message);
+      p.detail = fmt::format("Slurm job {} not cancelled: {}", id, st.error().message);
       return p;
     }
     p.kind = ResumePlan::Kind::kCancelled;

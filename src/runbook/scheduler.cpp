@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "src/contract/names.h"
+
 namespace stepwatch::runbook {
 
 namespace {
@@ -49,6 +51,10 @@ Result<BatchJob> SchedulerContext::batch_job() const {
 Result<SchedulerContext> scheduler_from_env(const GetEnv& getenv) {
   SchedulerContext ctx;
   if (const char* id = value(getenv, "SLURM_JOB_ID")) {
+    // It reaches scontrol and scancel, and through the launcher key the root agent's: checked
+    // where it is read.
+    if (auto st = contract::validate_slurm_job_id(id); !st)
+      return Error{st.error().code, "SLURM_JOB_ID: " + st.error().message};
     ctx.kind = spec::ResumeOwner::kSlurm;
     ctx.job_id = id;
     auto n = count(getenv, "SLURM_RESTART_COUNT");

@@ -21,7 +21,7 @@ using GetEnv = contract::GetEnv;
 
 struct SchedulerContext {
   spec::ResumeOwner kind = spec::ResumeOwner::kStepwatch;  // kStepwatch: no scheduler found
-  std::string job_id;                                      // Slurm's job id; "" elsewhere
+  std::string job_id;  // Slurm's job id, checked (contract::validate_slurm_job_id); "" elsewhere
   // The scheduler's restart counter for this run; nullopt where it has none to give.
   std::optional<int64_t> restart_count;
   std::string node;  // SLURMD_NODENAME under Slurm; "" elsewhere
@@ -34,7 +34,8 @@ struct SchedulerContext {
   Result<BatchJob> batch_job() const;
 };
 
-// Errors name the variable and its value (SLURM_RESTART_COUNT=x is not a count).
+// Errors name the variable and its value (SLURM_RESTART_COUNT=x is not a count); SLURM_JOB_ID
+// must be a Slurm job id (contract::validate_slurm_job_id).
 Result<SchedulerContext> scheduler_from_env(const GetEnv& getenv);
 
 // Refuses a resume owner that is not where the job runs: a scheduler that is not there would

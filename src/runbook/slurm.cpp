@@ -6,6 +6,7 @@
 #include <map>
 
 #include "src/common/duration.h"
+#include "src/contract/names.h"
 #include "src/runbook/command.h"
 
 namespace stepwatch::runbook {
@@ -110,15 +111,46 @@ Result<std::string> SlurmControl::run(const std::string& program,
   return r.output;
 }
 
+// "--" before the command: both tools read their options with getopt_long, which takes none
+// after it. Before the command word and not before the id, since with POSIXLY_CORRECT set
+// getopt stops at "requeue" and would hand a later "--" to scontrol as a job id.
 Result<SlurmJob> SlurmControl::show(const std::string& job) const {
-  auto text = run(s_.scontrol, {"show", "job", "-o", job});
+  // Every id reaches show() first (requeue and cancel check the owner through it).
+  if (auto st = contract::validate_slurm_job_id(job); !st)
+    return Error{st.error().code, st.error().message + ": nothing was run"};
+  auto text = run(s_.scontrol, {"-o", "--", "show", "job", job});
   if (!text) return text.error();
   return parse_slurm_job(*text, job);
 }
 
-Result<RequeueOutcome> SlurmControl::requeue(const std::string& job,
-                                             int64_t expected_restarts) const {
-  auto before = show(job);
+Result<SlurmJob> SlurmControl::owned(const std::string& job,
+                                     std::optional<uint32_t> owner_uid) const {
+  if (!owner_uid) {
+    return Error{Errc::kPermission,
+                 fmt::format("the job directory's owner is unknown, so Slurm job {} is not known "
+                             "to be its: nothing was run",
+                             job)};
+  }
+  auto j = show(job);
+  if (!j) return j.error();
+  if (j->user_id < 0) {
+    return Error{Errc::kPermission,
+                 fmt::format("scontrol gives no UserId for Slurm job {}, so it is not known to "
+                             "belong to uid {} (the job directory's owner): nothing was done to it",
+                             job, *owner_uid)};
+  }
+  if (j->user_id != static_cast<int64_t>(*owner_uid)) {
+    return Error{Errc::kPermission,
+                 fmt::format("Slurm job {} belongs to uid {} (UserId), not to uid {} (the job "
+                             "directory's owner): nothing was done to it",
+                             job, j->user_id, *owner_uid)};
+  }
+  return j;
+}
+
+Result<RequeueOutcome> SlurmControl::requeue(const std::string& job, int64_t expected_restarts,
+                                             std::optional<uint32_t> owner_uid) const {
+  auto before = owned(job, owner_uid);
   if (!before) return before.error();
   RequeueOutcome o;
   o.restarts_seen = before->restarts;
@@ -135,7 +167,7 @@ Result<RequeueOutcome> SlurmControl::requeue(const std::string& job,
                              "sbatch --requeue, or set JobRequeue=1",
                              job)};
   }
-  auto done = run(s_.scontrol, {"requeue", job});
+  auto done = run(s_.scontrol, {"--", "requeue", job});
   if (!done) return done.error();
   o.requeued = true;
   o.detail = fmt::format("requeued Slurm job {} (Restarts {} -> {})", job, expected_restarts,
@@ -143,14 +175,20 @@ Result<RequeueOutcome> SlurmControl::requeue(const std::string& job,
   return o;
 }
 
-Status SlurmControl::cancel(const std::string& job) const {
-  auto r = run(s_.scancel, {job});
+Status SlurmControl::cancel(const std::string& job, std::optional<uint32_t> owner_uid) const {
+  auto j = owned(job, owner_uid);
+  if (!j) return j.error();
+  auto r = run(s_.scancel, {"--", job});
   if (!r) return r.error();
   return {};
 }
 
 Status SlurmControl::drain(const std::string& node, const std::string& reason) const {
-  auto r = run(s_.scontrol, {"update", "NodeName=" + node, "State=DRAIN", "Reason=" + reason});
+  // A culprit host from the node-fault history in etcd: one node, never a hostlist.
+  if (auto st = contract::validate_node_name(node); !st)
+    return Error{st.error().code, st.error().message + ": nothing was run"};
+  auto r =
+      run(s_.scontrol, {"--", "update", "NodeName=" + node, "State=DRAIN", "Reason=" + reason});
   if (!r) return r.error();
   return {};
 }

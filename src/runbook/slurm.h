@@ -1,16 +1,20 @@
 // Slurm as the owner of a job's restarts, through its own commands (docs/slurm.md):
-//   show     `scontrol show job -o ID`: state, Restarts, Requeue, nodes, owner
-//   requeue  `scontrol requeue ID`, fenced: only while Restarts is still what this incarnation
+//   show     `scontrol -o -- show job ID`: state, Restarts, Requeue, nodes, owner
+//   requeue  `scontrol -- requeue ID`, fenced: only while Restarts is still what this incarnation
 //            started with. A moved count means someone (Slurm after a node failure, an operator,
 //            another stepwatch) already started the next incarnation: requeueing again would kill
 //            it. Slurm has no compare-and-swap, so a requeue between our read and our write can
 //            still slip through; the window is one scontrol round trip.
-//   cancel   `scancel ID`: a job that must stop (CANCELLED is never requeued)
-//   drain    `scontrol update NodeName=N State=DRAIN Reason=...`: opt-in, needs operator rights
+//   cancel   `scancel -- ID`: a job that must stop (CANCELLED is never requeued)
+//   drain    `scontrol -- update NodeName=N State=DRAIN Reason=...`: opt-in, needs operator rights
 // Every command runs through run_command (no shell) with a timeout; its output is in the error.
+// The id and the node name come from the environment or etcd, and the agent runs these as root:
+// each is checked against its grammar (contract/names.h) before anything runs, "--" ends the
+// options, and requeue and cancel act only on a job whose UserId is the job directory's owner.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,9 +49,12 @@ class SlurmControl {
   explicit SlurmControl(spec::SlurmSettings settings) : s_(std::move(settings)) {}
 
   Result<SlurmJob> show(const std::string& job) const;
-  // Requeues only while the job's Restarts equals `expected_restarts`.
-  Result<RequeueOutcome> requeue(const std::string& job, int64_t expected_restarts) const;
-  Status cancel(const std::string& job) const;
+  // Requeues only while the job's Restarts equals `expected_restarts`. `owner_uid`: the job
+  // directory's owner; requeue and cancel refuse a job whose UserId is another uid, or when it
+  // is unknown (nullopt), and run nothing then.
+  Result<RequeueOutcome> requeue(const std::string& job, int64_t expected_restarts,
+                                 std::optional<uint32_t> owner_uid) const;
+  Status cancel(const std::string& job, std::optional<uint32_t> owner_uid) const;
   Status drain(const std::string& node, const std::string& reason) const;
 
   // `what the job owner may do here`, for stepwatch doctor: one line per check, "ok: ..." or
@@ -56,6 +63,9 @@ class SlurmControl {
 
  private:
   Result<std::string> run(const std::string& program, const std::vector<std::string>& args) const;
+  // The job as show() reads it, once its UserId is `owner_uid`: an id read from etcd or the
+  // environment could name any user's job, and root may act on every one.
+  Result<SlurmJob> owned(const std::string& job, std::optional<uint32_t> owner_uid) const;
 
   spec::SlurmSettings s_;
 };

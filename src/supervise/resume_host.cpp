@@ -4,6 +4,7 @@
 // Kubernetes). Under a scheduler it also stands down when the scheduler restarted the job behind
 // its back (superseded).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "src/runbook/node_fault_history.h"
 #include "src/supervise/supervisor.h"
@@ -59,7 +60,11 @@ std::string Supervisor::ack_hint() const {
 }
 
 Result<runbook::BatchJob> Supervisor::batch_job() {
-  return opt_.scheduler.batch_job();
+  auto batch = opt_.scheduler.batch_job();
+  // `stepwatch run` starts the job as its own user, whose trainer makes the job directory (a
+  // beacon writer refuses another user's): that user owns it.
+  if (batch) batch->owner_uid = ::geteuid();
+  return batch;
 }
 
 void Supervisor::hold(const runbook::NextIncarnation& next, const std::string& why, Stamp now) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -709,22 +710,23 @@ class AgentCoordSlurmTest : public AgentCoordPreemptTest {
     return std::string((std::istreambuf_iterator<char>(f)), {});
   }
   // Each node's `stepwatch run --coord` of incarnation 0, as under Slurm job 77 (or outside it).
-  void register_launchers(coord::EtcdClient& etcd, std::optional<int> restarts,
-                          int incarnation = 0) {
+  void register_launchers(coord::EtcdClient& etcd, std::optional<int> restarts, int incarnation = 0,
+                          const std::string& slurm_job = "77") {
     for (const char* n : {"a", "b"}) {
       json l = {{"node", n}, {"pid", 1}, {"incarnation", incarnation}, {"started_at_ns", 1}};
       if (restarts) {
         l["scheduler"] = "slurm";
-        l["scheduler_job"] = "77";
+        l["scheduler_job"] = slurm_job;
         l["scheduler_restarts"] = *restarts;
       }
       ASSERT_TRUE(
           etcd.put(fmt::format("/stepwatch/v1/jobs/pretrain/launchers/{}", n), l.dump()).ok());
     }
   }
-  // Both hung ranks preempted past the ack timeout, until b sees the job's incident closed; its
-  // resolution ("" when it never closed).
-  std::string run_to_close(const std::string& endpoint, uint32_t incarnation = 0) {
+  // Both hung ranks preempted past the ack timeout, until b sees the job's incident closed (or
+  // `stop` says so); its resolution ("" when it never closed).
+  std::string run_to_close(const std::string& endpoint, uint32_t incarnation = 0,
+                           const std::function<bool()>& stop = {}) {
     hung_rank("a", 0, incarnation);
     hung_rank("b", 1, incarnation);
     auto a = open_preempting("a", endpoint);
@@ -737,6 +739,7 @@ class AgentCoordSlurmTest : public AgentCoordPreemptTest {
       poll(*b, later(past.at()));
       auto inc = b->incidents("pretrain", 10);
       if (inc.ok() && !inc->empty() && !inc->front().is_open()) return inc->front().resolution;
+      if (stop && stop()) break;
     }
     return "";
   }
@@ -866,6 +869,42 @@ TEST_F(AgentCoordSlurmTest, TheLeaderDrainsASuspectNodeBeforeTheRequeue) {
   EXPECT_NE(closed.find("Slurm node a not drained: its only evidence is the short-run correlation"),
             std::string::npos)
       << closed;
+}
+
+// A launcher key names a batch job that is no Slurm job id ("--state=RUNNING" would have scancel
+// act on every running job of the cluster, as root): its record is refused where it is read, and
+// no scontrol or scancel runs at all.
+TEST_F(AgentCoordSlurmTest, AForgedJobIdInTheLauncherKeysRunsNothing) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_slurm_specs(rx.url());
+  set_restarts(0);
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  register_launchers(etcd_client, 0, 0, "--state=RUNNING");
+  std::string resolution = run_to_close(etcd.endpoint());
+  EXPECT_NE(resolution.find("not requeued: no launcher of incarnation 0 carries a Slurm job id"),
+            std::string::npos)
+      << resolution;
+  EXPECT_EQ(slurm_->calls(), "") << "nothing ran";
+}
+
+// A Slurm job id of the right form may still be another user's job: the leader (root) reads its
+// UserId, and requeues nothing that is not the job directory's owner's.
+TEST_F(AgentCoordSlurmTest, AnotherUsersBatchJobIsNotRequeued) {
+  test::EtcdServer etcd;
+  test::Receiver rx;
+  write_slurm_specs(rx.url());
+  set_restarts(0);
+  slurm_->set_user_id(::getuid() + 1000);
+  coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
+  register_launchers(etcd_client, 0);
+  int after_show = 0;  // polls since the leader asked scontrol: room for a requeue to follow
+  std::string resolution = run_to_close(etcd.endpoint(), 0, [&] {
+    return slurm_->calls().find("show job 77") != std::string::npos && ++after_show > 20;
+  });
+  EXPECT_EQ(resolution.find("requeued"), std::string::npos) << resolution;
+  EXPECT_EQ(requeues(), "");
+  EXPECT_EQ(slurm_->calls(), "scontrol -o -- show job 77\n") << "only read";
 }
 
 TEST_F(AgentCoordSlurmTest, LaunchersOutsideSlurmAreNotRequeued) {

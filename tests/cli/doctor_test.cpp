@@ -70,6 +70,14 @@ TEST(Doctor, UsageErrors) {
   out.clear();
   EXPECT_EQ(doctor_report(o, &out), kDoctorUsage);
   EXPECT_NE(out.find("disk I/O error"), std::string::npos) << out;
+  // --slurm-job reaches scontrol: an option in its place is a usage error, and nothing runs.
+  o = fx.options();
+  o.slurm_job = "--state=RUNNING";
+  out.clear();
+  EXPECT_EQ(doctor_report(o, &out), kDoctorUsage);
+  EXPECT_NE(out.find("--slurm-job: Slurm job id \"--state=RUNNING\" must be digits"),
+            std::string::npos)
+      << out;
 }
 
 TEST(Doctor, CleanJob) {

@@ -96,6 +96,50 @@ TEST(Names, Hosts) {
                              });
 }
 
+// Node names reach `scontrol update NodeName=` as root: one node each, never a hostlist.
+TEST(Names, NodeNames) {
+  check_table(validate_node_name, {
+                                      {"gpu-17.rack_2", true, ""},
+                                      {"n1", true, ""},
+                                      {std::string(63, 'n'), true, ""},
+                                      {std::string(64, 'n'), false, "at most 63"},
+                                      {"", false, "node name is empty"},
+                                      {"gpu[1-100]", false, "outside [A-Za-z0-9._-]"},
+                                      {"a,b", false, "outside"},
+                                      {"a=b", false, "outside"},
+                                      {"a b", false, "outside"},
+                                      {"a/b", false, "outside"},
+                                      {"-x", false, "may not start with '-'"},
+                                  });
+}
+
+// Slurm job ids reach scontrol and scancel as root: an option there ("--state=RUNNING") would
+// act on every job of the cluster.
+TEST(Names, SlurmJobIds) {
+  check_table(validate_slurm_job_id, {
+                                         {"123", true, ""},
+                                         {"123_4", true, ""},
+                                         {"4294967295", true, ""},
+                                         {"", false, "Slurm job id is empty"},
+                                         {"--state=RUNNING", false,
+                                          "Slurm job id \"--state=RUNNING\" must be digits, or "
+                                          "digits_digits for an array task"},
+                                         {"--user=alice", false, "must be digits"},
+                                         {"--partition=gpu", false, "must be digits"},
+                                         {"1234abc", false, "must be digits"},
+                                         {"12_3x", false, "must be digits"},
+                                         {"12_", false, "must be digits"},
+                                         {"_3", false, "must be digits"},
+                                         {"1_2_3", false, "must be digits"},
+                                         {"12.0", false, "must be digits"},
+                                         {"12,13", false, "must be digits"},
+                                         {"12 13", false, "must be digits"},
+                                         {"-12", false, "must be digits"},
+                                         {"12345678901", false, "at most 10 digits"},
+                                         {"12\n", false, "\\x0a"},
+                                     });
+}
+
 TEST(Names, LongNamesAreShortenedInMessages) {
   Status st = validate_job_id(std::string(500, 'x'));
   ASSERT_FALSE(st.ok());

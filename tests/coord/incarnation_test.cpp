@@ -133,6 +133,33 @@ TEST(LauncherRecord, CarriesTheSlurmRunAndReadsOlderRecords) {
   EXPECT_FALSE(launcher_from_json(R"({"scheduler_job":1234})", "k").ok());
 }
 
+// "scheduler_job" reaches scontrol and scancel on the node that leads the job, as root: a record
+// whose id is not a Slurm job id is refused where it is read, naming the key and the field.
+TEST(SchedulerJob, IsASlurmJobIdInBothRecords) {
+  for (const char* bad :
+       {"--state=RUNNING", "--user=alice", "--partition=gpu", "1234abc", "12_3x"}) {
+    const std::string why = std::string("field \"scheduler_job\": Slurm job id \"") + bad +
+                            "\" must be digits, or digits_digits for an array task (at most 10 "
+                            "digits each)";
+    auto l = launcher_from_json(launcher_to_json(launcher("n1", 7, 0, 5, "slurm", bad, 0)),
+                                "/sw/jobs/j/launchers/n1");
+    ASSERT_FALSE(l.ok()) << bad;
+    EXPECT_EQ(l.error().message, "/sw/jobs/j/launchers/n1: " + why);
+    IncarnationRecord r;
+    r.incarnation = 1;
+    r.scheduler = "slurm";
+    r.scheduler_job = bad;
+    auto i = incarnation_from_json(incarnation_to_json(r), "/sw/jobs/j/incarnation");
+    ASSERT_FALSE(i.ok()) << bad;
+    EXPECT_EQ(i.error().message, "/sw/jobs/j/incarnation: " + why);
+  }
+  for (const char* good : {"123", "123_4"}) {
+    auto l = launcher_from_json(launcher_to_json(launcher("n1", 7, 0, 5, "slurm", good, 0)), "k");
+    ASSERT_TRUE(l.ok()) << l.error().message;
+    EXPECT_EQ(l->scheduler_job, good);
+  }
+}
+
 TEST(IncarnationRecord, NamesTheSchedulerThatRestartsIt) {
   IncarnationRecord r;
   r.incarnation = 1;

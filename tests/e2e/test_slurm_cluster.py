@@ -4,6 +4,10 @@ slurmctld/slurmd/slurm-client) does what the stepwatch Slurm tests rely on:
 - `scontrol requeue` of a running --requeue batch job: same job id, the rerun sees
   SLURM_RESTART_COUNT=1, Restarts=1, COMPLETED;
 - a batch script exiting 75 is requeued by RequeueExit=75 and its rerun completes;
+- the command lines stepwatch runs (src/runbook/slurm.cpp) put "--" before the command: scontrol
+  and scancel then take an operand that looks like an option ("--state=RUNNING") as a job id and
+  refuse it, also under POSIXLY_CORRECT (where "--" after the command would reach scontrol as a
+  job id, and `scontrol show job -o ID` fails);
 
 A SIGKILLed slurmd (the job requeued onto the other node while its task keeps running on the
 dead one) is exercised with stepwatch in test_slurm.py.
@@ -91,6 +95,43 @@ exit 75
         self.assertEqual(rec["Restarts"], "1", rec)
         self.assertEqual(rec["ExitCode"], "0:0", rec)
         log(f"exit 75 -> rerun started: {float(runs[1][1]) - float(runs[0][1]):.2f} s")
+
+    def test_3_options_end_before_the_command(self):
+        job = self.c.sbatch("#!/bin/bash\nsleep 120\n", "--requeue")
+        self.addCleanup(self.c.run, "scancel", job, check=False)
+        self.c.wait_job(job, "RUNNING", timeout=20)
+
+        def run(*argv, **env):
+            return subprocess.run([self.c.bins.get(argv[0], argv[0]), *argv[1:]], env=self.c.env(**env),
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=self.c.dir,
+                                  timeout=20)
+
+        for env in ({}, {"POSIXLY_CORRECT": "1"}):
+            shown = run("scontrol", "-o", "--", "show", "job", job, **env)
+            self.assertEqual(shown.returncode, 0, shown.stderr)
+            self.assertTrue(shown.stdout.startswith(f"JobId={job} "), shown.stdout)
+            for argv in (("scontrol", "--", "requeue"), ("scancel", "--")):
+                for operand in ("--state=RUNNING", "--user=root"):
+                    r = run(*argv, operand, **env)
+                    self.assertNotEqual(r.returncode, 0, (argv, operand, env))
+                    self.assertIn("Invalid job id", r.stderr, (argv, operand, env))
+            rec = self.c.show_job(job)
+            self.assertEqual((rec["JobState"], rec["Restarts"]), ("RUNNING", "0"), rec)
+        # What POSIXLY_CORRECT does to options after the command: why "--" goes before it.
+        late = run("scontrol", "show", "job", "-o", job, POSIXLY_CORRECT="1")
+        self.assertNotEqual(late.returncode, 0, late.stdout)
+        self.assertIn("too many arguments for keyword:show", late.stderr)
+
+        drained = run("scontrol", "--", "update", "NodeName=n2", "State=DRAIN", "Reason=stepwatch test: --")
+        self.assertEqual(drained.returncode, 0, drained.stderr)
+        self.assertIn(self.c.node_state("n2"), ("drain", "drng"))
+        self.c.resume("n2")
+        requeued = run("scontrol", "--", "requeue", job, POSIXLY_CORRECT="1")
+        self.assertEqual(requeued.returncode, 0, requeued.stderr)
+        self.assertEqual(self.c.show_job(job)["Restarts"], "1")
+        cancelled = run("scancel", "--", job)
+        self.assertEqual(cancelled.returncode, 0, cancelled.stderr)
+        self.assertEqual(self.c.wait_job(job, "CANCELLED", timeout=20)["JobState"], "CANCELLED")
 
 
 if __name__ == "__main__":

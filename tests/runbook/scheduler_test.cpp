@@ -34,6 +34,27 @@ TEST(SchedulerFromEnv, SlurmGivesJobIdAndRestartCount) {
   EXPECT_EQ(again->restart_count, 2);
 }
 
+// SLURM_JOB_ID reaches scontrol and scancel, and through the launcher key the root agent's: an
+// option there ("--state=RUNNING") would act on every job of the cluster. Refused where it is read.
+TEST(SchedulerFromEnv, ASlurmJobIdIsDigitsOrAnArrayTask) {
+  for (const char* bad :
+       {"--state=RUNNING", "--user=alice", "--partition=gpu", "1234abc", "12_3x"}) {
+    auto r = scheduler_from_env(env_of({{"SLURM_JOB_ID", bad}}));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, Errc::kInvalidArgument);
+    EXPECT_EQ(r.error().message, std::string("SLURM_JOB_ID: Slurm job id \"") + bad +
+                                     "\" must be digits, or digits_digits for an array task (at "
+                                     "most 10 digits each)");
+  }
+  for (const char* good : {"123", "123_4"}) {
+    auto r = scheduler_from_env(env_of({{"SLURM_JOB_ID", good}}));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->job_id, good);
+    ASSERT_TRUE(r->batch_job().ok());
+    EXPECT_EQ(r->batch_job()->id, good);
+  }
+}
+
 TEST(SchedulerFromEnv, KubernetesTakesTheIncarnationFromTheDownwardApi) {
   auto k = scheduler_from_env(
       env_of({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"}, {"STEPWATCH_INCARNATION", "3"}}));
@@ -132,6 +153,28 @@ TEST(SlurmJob, WhatIsNotAJobRecordIsAnErrorNamingTheField) {
   auto missing = parse_slurm_job("JobId=3 JobState=RUNNING", "3");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().message, "scontrol show job 3: Restarts: missing");
+}
+
+// The command line is checked before it runs too (defense in depth: the id came through etcd).
+TEST(SlurmControl, AnIdThatIsNotASlurmJobIdRunsNothing) {
+  spec::SlurmSettings s;
+  s.scontrol = "/nonexistent/scontrol";  // an attempt to run it would say "cannot run"
+  s.scancel = "/nonexistent/scancel";
+  SlurmControl slurm(s);
+  for (const char* bad : {"--state=RUNNING", "--user=alice", "1234abc", "12_3x"}) {
+    const std::string why = std::string("Slurm job id \"") + bad +
+                            "\" must be digits, or digits_digits for an array task (at most 10 "
+                            "digits each): nothing was run";
+    auto shown = slurm.show(bad);
+    ASSERT_FALSE(shown.ok()) << bad;
+    EXPECT_EQ(shown.error().message, why);
+    auto requeued = slurm.requeue(bad, 0, 0);
+    ASSERT_FALSE(requeued.ok()) << bad;
+    EXPECT_EQ(requeued.error().message, why);
+    auto cancelled = slurm.cancel(bad, 0);
+    ASSERT_FALSE(cancelled.ok()) << bad;
+    EXPECT_EQ(cancelled.error().message, why);
+  }
 }
 
 TEST(SlurmControl, AMissingScontrolSaysWhichPackage) {
