@@ -11,7 +11,7 @@
 #include "src/common/duration.h"
 #include "src/common/host.h"
 #include "src/common/text_file.h"
-#include "src/coord/incarnation.h"
+#include "src/contract/names.h"
 #include "src/spec/toml_reader.h"
 
 namespace stepwatch::agent {
@@ -123,8 +123,8 @@ void read_coord(TomlReader& in, const TomlValue& table, CoordConfig& c) {
           }
         } else if (key == "node_name") {
           if (!in.get(v, k, &c.node_name)) return;
-          if (!coord::valid_node_name(c.node_name)) {
-            in.error(v, k, "must be 1-63 characters from [A-Za-z0-9._-]");
+          if (!contract::validate_node_name(c.node_name)) {
+            in.error(v, k, "must be 1-63 characters from [A-Za-z0-9._-], not starting with '-'");
           }
         } else if (key == "token_file") {
           in.get(v, k, &c.token_file);

@@ -146,8 +146,10 @@ int run_launcher(const RunArgs& a) {
   // Under Slurm the node's name is Slurm's (SLURMD_NODENAME), as its agent is usually named.
   o.node = !a.node.empty() ? a.node : !sched->node.empty() ? sched->node : short_hostname();
   if (o.node.empty()) return fail("cannot read this host's name: give --node");
-  if (!coord::valid_node_name(o.node)) {
-    return fail(fmt::format("--node \"{}\" must be 1-63 characters from [A-Za-z0-9._-]", o.node));
+  if (!contract::validate_node_name(o.node)) {
+    return fail(fmt::format(
+        "--node \"{}\" must be 1-63 characters from [A-Za-z0-9._-], not starting with '-'",
+        o.node));
   }
   if (!a.prefix.empty()) {
     if (a.prefix.size() < 2 || a.prefix[0] != '/' || a.prefix.back() == '/')

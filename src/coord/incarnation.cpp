@@ -179,14 +179,4 @@ Result<bool> move_incarnation(Kv& etcd, const std::string& key, const JobIncarna
   return t->succeeded;
 }
 
-bool valid_node_name(std::string_view n) {
-  if (n.empty() || n.size() > 63) return false;
-  for (char ch : n) {
-    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 }  // namespace stepwatch::coord

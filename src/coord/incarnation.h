@@ -93,7 +93,4 @@ Result<JobIncarnation> read_incarnation(Kv& etcd, const std::string& key);
 Result<bool> move_incarnation(Kv& etcd, const std::string& key, const JobIncarnation& from,
                               const IncarnationRecord& to, std::vector<Compare> also = {});
 
-// 1-63 characters from [A-Za-z0-9._-]: a node name as it appears in keys, verdicts and pages.
-bool valid_node_name(std::string_view name);
-
 }  // namespace stepwatch::coord

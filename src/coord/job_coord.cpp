@@ -5,6 +5,7 @@
 #include <set>
 
 #include "src/common/log.h"
+#include "src/contract/names.h"
 
 namespace stepwatch::coord {
 
@@ -44,6 +45,10 @@ void JobCoord::poll(const NodeSummary& summary, uint64_t signature, Stamp now) {
 }
 
 Result<NodeSummary> JobCoord::candidate(const KeyValue& kv, const std::string& name) const {
+  // A node name reaches pages and command lines (a drain): no hostlist, no option (E10).
+  if (auto st = contract::validate_node_name(name); !st) {
+    return Error{Errc::kInvalidField, fmt::format("etcd key {}: {}", kv.key, st.error().message)};
+  }
   if (kv.lease == 0) {
     return Error{Errc::kInvalidField,
                  fmt::format("etcd key {}: not under a lease, so no live node's: not a node of "

@@ -295,7 +295,8 @@ Result<std::optional<std::string>> Launcher::unproven(const coord::JobIncarnatio
     if (!node) return node.error();
     if (!known) {
       why = fmt::format("incident {} is not one of the job's", r.incident);
-    } else if (!coord::valid_node_name(r.by) || node->kvs.empty() || node->kvs[0].lease == 0) {
+    } else if (!contract::validate_node_name(r.by) || node->kvs.empty() ||
+               node->kvs[0].lease == 0) {
       why = fmt::format("\"{:.40}\" is no node of the job under its lease", r.by);
     }
   }

@@ -219,12 +219,5 @@ TEST(SlurmRunOf, TheLaunchersOfTheIncarnationMustAgree) {
   }
 }
 
-TEST(NodeName, Rule) {
-  EXPECT_TRUE(valid_node_name("gpu-17.rack_2"));
-  EXPECT_FALSE(valid_node_name(""));
-  EXPECT_FALSE(valid_node_name("a/b"));
-  EXPECT_FALSE(valid_node_name(std::string(64, 'a')));
-}
-
 }  // namespace
 }  // namespace stepwatch::coord
