@@ -286,6 +286,10 @@ std::unique_ptr<WatchedJob> Agent::start_tracking(const std::string& root, const
 
 Status Agent::poll_once(Stamp now) {
   int64_t started = mono_now_ns();
+  {
+    std::lock_guard lock(mu_);
+    poll_started_mono_ns_ = started;
+  }
   uint64_t beacons = 0, errors = 0, job_failures = 0;
   // One NVML read per poll, shared by every job (each device query costs real time).
   std::optional<Result<probe::GpuSnapshot>> gpus;
@@ -295,8 +299,11 @@ Status Agent::poll_once(Stamp now) {
   std::set<std::string> seen;
   maybe_prune(now);
   ++polls_;
-  if (coord_) coord_->session.tick(now);  // from the poll loop: a wedged loop loses its lease
-  std::map<uint32_t, int> jobs_of;        // tracked jobs per directory owner
+  if (coord_) {
+    coord_->budget.start_poll();
+    coord_->session.tick(now);  // from the poll loop: a wedged loop loses its lease
+  }
+  std::map<uint32_t, int> jobs_of;  // tracked jobs per directory owner
   for (const auto& [job, t] : tracked_) {
     if (t->dir_uid && !t->vanished) ++jobs_of[*t->dir_uid];
   }

@@ -186,6 +186,7 @@ class Agent : public serve::JobSource {
   std::map<std::string, uint64_t> acks_total_;  // by job, since the agent started
   watch::AgentHealth health_;
   int64_t last_poll_wall_ns_ = 0;
+  int64_t poll_started_mono_ns_ = 0;  // guarded by mu_: when the last poll began
   std::shared_ptr<const serve::NodeFaultSnapshot> node_faults_;
 
   std::mutex api_store_mu_;

@@ -26,7 +26,10 @@ std::optional<watch::JobState> Agent::job(const std::string& id) const {
 
 watch::AgentHealth Agent::health() const {
   std::lock_guard lock(mu_);
-  return health_;
+  watch::AgentHealth h = health_;
+  if (poll_started_mono_ns_ > 0) h.poll_age_ns = mono_now_ns() - poll_started_mono_ns_;
+  h.poll_interval_ns = config_.poll_interval_ns;
+  return h;
 }
 
 int64_t Agent::last_poll_wall_ns() const {

@@ -12,6 +12,7 @@
 #include "src/coord/etcd_history.h"
 #include "src/coord/etcd_ledger.h"
 #include "src/coord/kv.h"
+#include "src/coord/poll_budget.h"
 #include "src/coord/session.h"
 
 namespace stepwatch::agent {
@@ -21,7 +22,10 @@ struct NodeCoord {
   NodeCoord(const CoordConfig& c, std::shared_ptr<coord::Kv> kv);
   CoordConfig config;
   std::shared_ptr<coord::Kv> poll_kv, api_kv;  // what etcd and api_etcd are
-  coord::Kv& etcd;                             // the poll thread's
+  // Every call of the poll thread under one budget per poll: a hung etcd costs a poll one
+  // request_timeout, not one per job (E8). The agent re-arms it at the top of each poll.
+  coord::PollBudget budget;
+  coord::Kv& etcd;  // the poll thread's: the budget
   coord::NodeSession session;
   std::mutex api_mu;
   coord::Kv& api_etcd;        // the API threads' (guarded by api_mu)

@@ -237,7 +237,10 @@ bool agent_failing(const watch::AgentHealth& h) {
 }
 
 json agent_health_json(const watch::AgentHealth& h, size_t jobs, int64_t last) {
-  json j = {{"status", agent_failing(h) ? "failing" : "ok"},
+  json j = {{"status", agent_failing(h)      ? "failing"
+                       : watch::poll_lags(h) ? "lagging"
+                                             : "ok"},
+            {"poll_age_seconds", seconds_or_null(h.poll_age_ns)},
             {"store_error", text_or_null(h.store_error)},
             {"store_errors_total", h.store_errors_total},
             {"consecutive_poll_failures", h.consecutive_poll_failures},

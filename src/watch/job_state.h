@@ -2,6 +2,7 @@
 // and the dashboard render. Producers (the agent) fill it; renderers never poll anything.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -79,7 +80,18 @@ struct AgentHealth {
   uint64_t store_errors_total = 0;
   std::string store_error;
   std::optional<CoordHealth> coord;  // multi-node; nullopt: single node
+  // Whether the poll loop turns: since the last poll began (-1: none yet), against the poll
+  // interval. /healthz says "lagging" past poll_lags() (E8: a poll held by etcd went unseen).
+  int64_t poll_age_ns = -1;
+  int64_t poll_interval_ns = 0;
 };
+
+// Whether the poll loop lags: its last poll began more than 3 intervals, and 5 s beyond one
+// interval, ago.
+inline bool poll_lags(const AgentHealth& h) {
+  return h.poll_age_ns >
+         std::max<int64_t>(3 * h.poll_interval_ns, h.poll_interval_ns + 5'000'000'000);
+}
 
 inline constexpr uint64_t kPollFailuresUnhealthy = 3;
 

@@ -269,6 +269,24 @@ TEST(HealthJson, ASingleNodeAgent) {
   EXPECT_EQ(agent_health_json(h, 0, 0)["store_error"], "database or disk is full");
 }
 
+// E8: a poll held up (by a hung etcd, say) shows in its age, and past 3 intervals and 5 s beyond
+// one it reads "lagging", never "failing" (a restart would not make it faster).
+TEST(HealthJson, APollThatLagsSaysSo) {
+  watch::AgentHealth h = health();
+  h.poll_interval_ns = kNsPerSec;
+  h.poll_age_ns = 500 * kNsPerMs;
+  json j = agent_health_json(h, 1, kT0);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["poll_age_seconds"], 0.5);
+  h.poll_age_ns = 6 * kNsPerSec;
+  EXPECT_EQ(agent_health_json(h, 1, kT0)["status"], "ok") << "within an interval and 5 s";
+  h.poll_age_ns = 6'100 * kNsPerMs;
+  EXPECT_EQ(agent_health_json(h, 1, kT0)["status"], "lagging");
+  EXPECT_FALSE(agent_failing(h));
+  h.poll_age_ns = -1;
+  EXPECT_TRUE(agent_health_json(h, 1, kT0)["poll_age_seconds"].is_null()) << "no poll yet";
+}
+
 // Lost coordination is shown, never a failure: the agent still observes and pages locally.
 TEST(HealthJson, CoordinationLostDoesNotFailHealth) {
   watch::AgentHealth h = health();
