@@ -130,6 +130,16 @@ std::unique_ptr<JobLeader> Agent::make_leader(WatchedJob& t) {
 void Agent::step_runbook(WatchedJob& t, const detect::Verdict& v, Stamp now) {
   if (!t.leader || !t.leader->connected()) {
     t.runbook->step(v, now);  // degraded: this node's ranks, paging only (JobHost::refuse_act)
+  } else if (t.leader->unattended(v, now) ||
+             (t.runbook->is_open() && !detect::fires_runbook(v.state))) {
+    // Following a leader that opens nothing: this node's ranks, paging only, until the job's
+    // incident opens in etcd (or, recovered, its own incident closes as such).
+    if (!t.runbook->is_open())
+      log_warn(
+          "agent: job {}: stalled here for longer than the lease TTL and no incident is "
+          "open in etcd (the leader, {}, opens none): paging from this node",
+          t.job, t.leader->leader().empty() ? "unknown" : t.leader->leader());
+    t.runbook->step(v, now);
   } else if (t.runbook->is_open() && !t.runbook->acting()) {
     log_info("agent: job {}: etcd answers again: the job's leader ({}) owns its incident now",
              t.job, t.leader->leader().empty() ? "unknown" : t.leader->leader());
@@ -223,10 +233,13 @@ std::optional<std::string> Agent::JobHost::may_carry_out() const {
 
 std::optional<std::string> Agent::JobHost::refuse_act() {
   if (auto no = may_carry_out()) return no;
-  if (agent_.coord_) {  // this node's incident of a multi-node job: etcd does not answer
+  if (agent_.coord_) {  // this node's incident of a multi-node job: no leader's incident
     return std::string(
-        "coordination lost (etcd does not answer): paging only, no destructive action without a "
-        "fenced write");
+        agent_.coord_->session.connected()
+            ? "the job's leader opens no incident: paging only from this node, no destructive "
+              "action without the leader's order"
+            : "coordination lost (etcd does not answer): paging only, no destructive action "
+              "without a fenced write");
   }
   return std::nullopt;
 }

@@ -512,6 +512,21 @@ void JobLeader::share_view(watch::JobState& state, Stamp now) {
   if (state.cluster && !(*v)->nodes.empty()) state.cluster->nodes = std::move((*v)->nodes);
 }
 
+bool JobLeader::unattended(const detect::Verdict& v, Stamp now) {
+  if (coord_.leads() || !session_.connected() || !detect::fires_runbook(v.state)) {
+    firing_since_mono_ns_.reset();
+    return false;
+  }
+  if (!firing_since_mono_ns_) firing_since_mono_ns_ = now.mono_ns;
+  if (now.mono_ns - *firing_since_mono_ns_ <= session_.options().ttl_ns) return false;
+  auto open = coord::open_incident(d_.etcd, keys_, session_.bad());
+  if (!open) {
+    session_.note_failure(open.error());
+    return false;  // etcd does not answer: the degraded mode pages
+  }
+  return !*open;
+}
+
 bool JobLeader::preempting() const {
   return order_act_.has_value() || (incident_ && incident_->acting()) ||
          (resume_ && resume_->holding());

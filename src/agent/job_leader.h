@@ -114,6 +114,10 @@ class JobLeader {
   // This node's own look at its own ranks while `state` shows the leader's view; else null.
   const detect::Observation* own_look() const { return showing_view_ ? &own_ : nullptr; }
 
+  // Whether this node, following, pages the job's stall itself: its verdict on its own ranks has
+  // fired for longer than the lease TTL and the job still has no open incident in etcd (a
+  // leader that never opens one, a phantom or a wedged node, must not mute a stall; E2).
+  bool unattended(const detect::Verdict& v, Stamp now);
   // Whether the job's ranks end under a preempt of the job's (an order carried out here, the
   // job's incident waiting for every node's report, or a restart storm held): not finished.
   bool preempting() const;
@@ -193,7 +197,8 @@ class JobLeader {
   std::optional<coord::Order> order_running_;
   std::optional<std::future<runbook::ActReport>> order_act_;
   int64_t preempted_incarnation_ = -1;
-  std::set<int> ended_by_orders_;  // pids this node ended as ordered: not a new stall
+  std::set<int> ended_by_orders_;                // pids this node ended as ordered: not a new stall
+  std::optional<int64_t> firing_since_mono_ns_;  // a follower's own verdict fires since
 
   // A follower shows its leader's view of the whole job; its own look at its own ranks (which
   // only it may prove and preempt) stays here meanwhile.

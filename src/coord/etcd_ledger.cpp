@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "src/common/json_fields.h"
+#include "src/common/log.h"
+#include "src/contract/names.h"
 #include "src/coord/records.h"
 
 namespace stepwatch::coord {
@@ -96,6 +98,9 @@ LedgerKeys ledger_keys(const NodeSession& session, const std::string& job) {
   k.closed_dir = session.job_key(job, "incidents/");
   k.fence_key = session.job_key(job, "nodes/" + session.options().node);
   k.node = session.options().node;
+  k.nodes_dir = session.job_key(job, "nodes/");
+  k.roster = session.job_key(job, "roster");
+  k.set_aside = session.job_key(job, "set_aside/");
   return k;
 }
 
@@ -113,7 +118,51 @@ Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> 
   json doc = std::move(*parsed);
   auto inc = from_json(doc, kv.key, kv.create_revision);
   if (!inc) return inc.error();
+  if (!vouched_ || vouched_->first != kv.create_revision) {
+    auto ok = vouched(doc.value("opened_by", ""));
+    if (!ok) return ok.error();
+    vouched_ = {kv.create_revision, *ok};
+    if (!*ok)
+      log_warn(
+          "coord: job {}: etcd key {} (revision {}) was opened by \"{:.40}\", no node of the "
+          "job: not joined; it is set aside when the job's own incident opens",
+          job_, kv.key, kv.create_revision, doc.value("opened_by", ""));
+  }
+  if (!vouched_->second) {
+    unvouched_ = kv;
+    return std::optional<Read>{};
+  }
   return std::optional<Read>{Read{std::move(*inc), std::move(doc), kv.mod_revision}};
+}
+
+Result<bool> EtcdLedger::vouched(const std::string& opened_by) {
+  if (opened_by.empty() || !contract::validate_node_name(opened_by)) return false;
+  auto node = etcd_.range(keys_.nodes_dir + opened_by);
+  if (!node) return node.error();
+  if (!node->kvs.empty() && node->kvs[0].lease != 0) return true;
+  auto roster = etcd_.range(keys_.roster);
+  if (!roster) return roster.error();
+  if (roster->kvs.empty()) return false;
+  bool listed = false;
+  auto st = read_record(roster->kvs[0], "a roster", [&](const json& j) {
+    const json& nodes = json_fields::need(j, "nodes");
+    listed = nodes.is_object() && nodes.contains(opened_by);
+  });
+  return st && listed;
+}
+
+Status EtcdLedger::set_aside(const KeyValue& kv, int64_t fence) {
+  auto t = etcd_.txn(
+      {Compare::mod_rev(keys_.incident, kv.mod_revision),
+       Compare::create_rev(keys_.fence_key, fence)},
+      {TxnOp::del(keys_.incident),
+       TxnOp::put(fmt::format("{}{:020d}", keys_.set_aside, kv.create_revision), kv.value)});
+  if (!t) return t.error();
+  log_warn(
+      "coord: job {}: the incident record no node of the job opened (revision {}) is set "
+      "aside under {}",
+      job_, kv.create_revision, keys_.set_aside);
+  return {};
 }
 
 Result<std::optional<store::Incident>> EtcdLedger::open_for(const std::string& /*job*/) {
@@ -140,6 +189,12 @@ Result<store::IncidentRef> EtcdLedger::open(const store::NewIncident& n) {
   i.summary = n.summary;
   i.verdict_json = n.verdict_json;
   std::string value = to_json(i, json::array(), keys_.node).dump();
+  if (auto open = read(std::nullopt); !open) {
+    return open.error();
+  } else if (!*open && unvouched_) {
+    if (auto st = set_aside(*unvouched_, fence); !st) return st.error();
+    unvouched_.reset();
+  }
   auto t = etcd_.txn(
       {Compare::create_rev(keys_.incident, 0), Compare::create_rev(keys_.fence_key, fence)},
       {TxnOp::put(keys_.incident, value)}, {TxnOp::get(keys_.incident)});

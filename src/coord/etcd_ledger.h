@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "src/coord/kv.h"
 #include "src/coord/session.h"
@@ -36,6 +37,9 @@ struct LedgerKeys {
   std::string closed_dir;  // <prefix>/jobs/<job>/incidents/
   std::string fence_key;   // the leader's node key
   std::string node;        // this node, recorded as who opened or acted
+  std::string nodes_dir;   // <prefix>/jobs/<job>/nodes/
+  std::string roster;      // <prefix>/jobs/<job>/roster
+  std::string set_aside;   // <prefix>/jobs/<job>/set_aside/: records not the cluster's
 };
 // The job's keys as this node writes them: its fence is its node key under the job.
 LedgerKeys ledger_keys(const NodeSession& session, const std::string& job);
@@ -64,8 +68,15 @@ class EtcdLedger final : public runbook::IncidentLedger {
 
  private:
   struct Read;
-  // Reads the open incident; nullopt when none (or when its id is not `id`, if given).
+  // Reads the open incident; nullopt when none (or when its id is not `id`, if given), or when
+  // no node of the job opened it (then set aside by open()).
   Result<std::optional<Read>> read(std::optional<int64_t> id);
+  // Whether `opened_by` is a node of the job: under a lease now, or in the roster of this run.
+  // Anyone who may write under the prefix could put an incident record, acked, to mute a real
+  // stall (E4): one no node of the job opened is not joined.
+  Result<bool> vouched(const std::string& opened_by);
+  // Moves the open record at `kv` aside (fenced), so that a real incident can open.
+  Status set_aside(const KeyValue& kv, int64_t fence);
   // Applies `change` to the open incident `id` and writes it, fenced; retried once when the
   // record moved meanwhile. `change` returns false to leave it as it is.
   Status modify(int64_t id, const std::function<bool(store::Incident&, std::string& extra)>& change,
@@ -75,6 +86,8 @@ class EtcdLedger final : public runbook::IncidentLedger {
   std::string job_;
   LedgerKeys keys_;
   std::function<int64_t()> fence_;
+  std::optional<std::pair<int64_t, bool>> vouched_;  // create revision -> vouched
+  std::optional<KeyValue> unvouched_;                // the open record no node opened
 };
 
 // Acks the job's open incident in etcd from any node (the API, `stepwatch ack`): nullopt when

@@ -349,6 +349,51 @@ TEST_F(JobLeaderTest, OnlyTheLeadersOrderForTheOpenIncidentIsCarriedOut) {
   EXPECT_EQ(b_->node.collected, std::vector<bool>{false}) << "collect = false is honoured";
 }
 
+// E2: a leader that holds its lease and never opens an incident (a wedged agent, a forged node
+// under a lease) must not mute a stall: past the lease TTL with no incident open in etcd, a
+// follower is told to page from its own node; once the job's incident is open, it is not.
+TEST_F(JobLeaderTest, AFollowerWhoseLeaderOpensNothingPagesItselfPastTheTtl) {
+  using detect::State;
+  coord::NodeSession c_session(kv_, coord::SessionOptions{kPrefix, "c", kTtl});
+  coord::JobCoord c(c_session, "pretrain", kNsPerSec);
+  auto c_polls = [&] {
+    c_session.tick(clock_.now());
+    coord::NodeSummary s;
+    s.node = "c";
+    s.observation = look("c", 2, 5);
+    s.observation.ranks[0].world_size = 3;
+    c.poll(s, 1, clock_.now());
+  };
+  c_polls();  // c leads, and will never judge the job
+  turn(*a_, 0, 5, State::kHealthy);
+  turn(*b_, 1, 5, State::kHealthy);
+  ASSERT_EQ(b_->leader.leader(), "c");
+  EXPECT_FALSE(b_->leader.unattended(verdict(State::kHealthy), clock_.now()));
+  bool told = false;
+  double stalled_for = 0;
+  while (!told && stalled_for < 5) {
+    advance(0.5);
+    stalled_for += 0.5;
+    c_polls();
+    turn(*b_, 1, 5, State::kStalled);
+    told = b_->leader.unattended(verdict(State::kStalled), clock_.now());
+  }
+  EXPECT_TRUE(told);
+  EXPECT_GT(stalled_for, 2.0) << "not before the lease TTL (2 s)";
+  EXPECT_LE(stalled_for, 3.0);
+  EXPECT_FALSE(a_->leader.unattended(verdict(State::kHealthy), clock_.now()))
+      << "a node whose own ranks are fine pages nothing";
+  // The job's incident opens in etcd (a real leader): the follower is told no more.
+  coord::EtcdLedger ledger(kv_, "pretrain", coord::ledger_keys(c_session, "pretrain"),
+                           [&] { return c.fence(); });
+  store::NewIncident n;
+  n.job = "pretrain";
+  n.state = "stalled";
+  n.cause = "collective";
+  ASSERT_TRUE(ledger.open(n).ok());
+  EXPECT_FALSE(b_->leader.unattended(verdict(State::kStalled), clock_.now()));
+}
+
 TEST_F(JobLeaderTest, AFollowerThatMayNotPreemptReportsWhyAndTheIncidentStaysOpen) {
   using detect::State;
   b_->node.refuse = std::string("its spec sets auto_preempt.enabled = false");

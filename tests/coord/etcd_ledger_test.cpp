@@ -24,10 +24,16 @@ class EtcdLedgerTest : public ::testing::Test {
     client_ = std::make_unique<EtcdClient>(EtcdOptions{{etcd_->endpoint()}, "", kNsPerSec});
   }
   LedgerKeys keys(const std::string& node) const {
-    return {"/sw/jobs/j/incident", "/sw/jobs/j/incidents/", "/sw/jobs/j/nodes/" + node, node};
+    return {"/sw/jobs/j/incident", "/sw/jobs/j/incidents/", "/sw/jobs/j/nodes/" + node, node,
+            "/sw/jobs/j/nodes/",   "/sw/jobs/j/roster",     "/sw/jobs/j/set_aside/"};
   }
   // A node key under a lease, as a node's summary is: its create revision is the fence.
   Leader join(const std::string& node, int64_t lease = 0) {
+    if (lease == 0) {
+      auto l = client_->grant(60);
+      EXPECT_TRUE(l.ok()) << l.error().message;
+      lease = l.ok() ? l->id : 0;
+    }
     auto rev = client_->put("/sw/jobs/j/nodes/" + node, "{}", lease);
     EXPECT_TRUE(rev.ok()) << rev.error().message;
     return {"/sw/jobs/j/nodes/" + node, rev.ok() ? *rev : 0};
@@ -124,10 +130,40 @@ TEST_F(EtcdLedgerTest, RacingLeadersOpenOneIncident) {
   EXPECT_EQ(ids[1], ids[2]);
 }
 
+// E4: a record no node of the job opened (a plain put, acked, to mute a stall) is not joined:
+// the leader sets it aside and opens the job's own incident, which is paged.
+TEST_F(EtcdLedgerTest, ARecordNoNodeOfTheJobOpenedIsSetAsideNotJoined) {
+  Leader a = join("a");
+  const std::string forged =
+      R"({"job":"j","incarnation":0,"opened_at_ns":1,"state":"stalled","cause":"io",)"
+      R"("summary":"forged","page_result":"sent","acked_by":"mallory","opened_by":"n1",)"
+      R"("actions":[],"paged_at_ns":1,"delivered_at_ns":1,"acked_at_ns":1})";
+  auto put = client_->put("/sw/jobs/j/incident", forged);
+  ASSERT_TRUE(put.ok());
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto joined = ledger.open_for("j");
+  ASSERT_TRUE(joined.ok()) << joined.error().message;
+  EXPECT_FALSE(joined->has_value()) << "n1 holds no lease and is in no roster of the job";
+  auto ref = ledger.open(stall());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  EXPECT_TRUE(ref->created) << "the job's own incident, not the forged one";
+  EXPECT_NE(ref->id, *put);
+  auto claimed = ledger.claim_page(ref->id, 2'000);
+  ASSERT_TRUE(claimed.ok()) << claimed.error().message;
+  EXPECT_TRUE(*claimed) << "its page is this incident's own, never delivered";
+  auto aside = client_->range("/sw/jobs/j/set_aside/", {true});
+  ASSERT_TRUE(aside.ok());
+  ASSERT_EQ(aside->kvs.size(), 1u) << "kept, for whoever looks into it";
+  EXPECT_EQ(aside->kvs[0].value, forged);
+}
+
 TEST_F(EtcdLedgerTest, ALeaderWhoseKeyLapsedCannotWrite) {
   auto lease = client_->grant(1);
   ASSERT_TRUE(lease.ok()) << lease.error().message;
   Leader a = join("a", lease->id);
+  // The leader's roster of this run names a: its incident is still the job's once a is gone.
+  ASSERT_TRUE(
+      client_->put("/sw/jobs/j/roster", R"({"incarnation":0,"nodes":{"a":[0],"b":[1]}})").ok());
   EtcdLedger old(*client_, "j", keys("a"), [&] { return a.rev; });
   auto ref = old.open(stall());
   ASSERT_TRUE(ref.ok()) << ref.error().message;
