@@ -100,7 +100,17 @@ Agent::Agent(AgentConfig config, AgentDeps deps, store::Store poll_store, store:
       log_rate_(config_.log_lines_per_user_per_minute, 60 * kNsPerSec),
       api_store_(std::move(api_store)) {
   health_.started_wall_ns = wall_now_ns();
-  if (config_.coord) coord_ = std::make_unique<NodeCoord>(*config_.coord, deps_.kv);
+  if (config_.coord) {
+    coord_ = std::make_unique<NodeCoord>(*config_.coord, deps_.kv);
+    if (!config_.preempt_jobs.empty() && config_.coord->token_file.empty()) {
+      // etcd write access is the power to preempt these jobs (docs/multinode.md).
+      log_warn(
+          "coord: preempt_jobs is set and etcd is used without auth (no token_file): "
+          "whoever can write under {} can preempt those jobs; see docs/multinode.md, "
+          "\"etcd content is input, not authority\"",
+          config_.coord->prefix);
+    }
+  }
 }
 
 Agent::~Agent() {
