@@ -191,6 +191,35 @@ def trace_seeds():
     }
 
 
+def coord_seeds():
+    """Byte 0 picks the key (coord_fuzz.cpp), the rest is the value: each record as an agent
+    writes it, and the review's forgeries (E1-E12 in reviews/reliability.md), cut short."""
+    obs = ('{"type":"obs","now":[1700000000000000000,1000000000000],"local_host":"a","world_size":2,'
+           '"ranks":[{"job":"j","rank":0,"world_size":2,"step":41,"step_count":42,"pid":4242}]}')
+    records = {
+        "summary": (0, '{"v":1,"node":"a","poll_seq":7,"incarnation":0,"obs":' + obs + '}'),
+        "summary-renamed": (0, '{"v":1,"node":"vm","poll_seq":7,"incarnation":0,"obs":' + obs + '}'),
+        "summary-deep": (0, '{"v":1,"node":"a","poll_seq":1,"incarnation":0,"obs":{"type":"obs","deep":'
+                         + "[" * 200 + "]" * 200 + "}}"),
+        "order": (1, '{"incident":7,"incarnation":0,"collect":true,"by":"a","fence":5,"at_ns":1}'),
+        "order-forged": (1, '{"incident":999,"incarnation":0,"collect":false,"by":"attacker","at_ns":0}'),
+        "order-garbage": (1, "x"),
+        "report": (2, '{"node":"a","ok":true,"refused":"","artifact":"","summary":"1 of 1 gone",'
+                      '"processes":[{"pid":4242,"label":"rank 0","gone":true,"describe":"exited"}],"at_ns":1}'),
+        "report-other-node": (2, '{"node":"zz","ok":true}'),
+        "roster": (3, '{"incarnation":0,"nodes":{"a":[0],"b":[1]}}'),
+        "view": (4, '{"leader":"a","at_wall_ns":1,"verdict":{"state":"healthy","cause":"none","ranks":[]},'
+                    '"obs":' + obs + ',"nodes":[{"node":"a","leader":true,"ranks":[0]}]}'),
+        "incarnation": (5, '{"incarnation":1,"resume_from":"step_20","incident":7,"by":"a","at_ns":1}'),
+        "launcher": (6, '{"node":"a","pid":1,"incarnation":0,"started_at_ns":1,"scheduler":"slurm",'
+                        '"scheduler_job":"4242","scheduler_restarts":0}'),
+        "launcher-option": (6, '{"node":"a","scheduler":"slurm","scheduler_job":"--state=RUNNING"}'),
+        "incident": (7, '{"job":"j","incarnation":0,"opened_at_ns":1,"state":"stalled","cause":"io",'
+                        '"summary":"s","opened_by":"a","actions":[],"paged_at_ns":1,"acked_at_ns":1}'),
+    }
+    return {name: bytes([pick]) + text.encode() for name, (pick, text) in records.items()}
+
+
 def http_seeds():
     """Byte 0: even the ack endpoint, odd the agent API; the rest is sent as is."""
     auth = "Authorization: Bearer fuzz-token-5c1d\r\n"
@@ -241,6 +270,7 @@ def main():
     write_seeds(out, "proc", proc_seeds())
     write_seeds(out, "trace", trace_seeds())
     write_seeds(out, "http", http_seeds())
+    write_seeds(out, "coord", coord_seeds())
 
     fresh = beacon(phase="init")
     seeds = {

@@ -31,7 +31,7 @@ build="${STEPWATCH_FUZZ_BUILD_DIR:-$root/build/fuzz}"
 work="${STEPWATCH_FUZZ_CORPUS_DIR:-$root/.fuzz-corpus}"
 cxx="${STEPWATCH_FUZZ_CXX:-clang++-14}"
 cc="${STEPWATCH_FUZZ_CC:-clang-14}"
-all_targets="beacon jsonl spec agent_config trace log_contract proc http"
+all_targets="beacon jsonl spec agent_config trace log_contract proc http coord"
 targets="${STEPWATCH_FUZZ_TARGETS:-$all_targets}"
 jobs="${STEPWATCH_FUZZ_JOBS:-1}"
 
@@ -61,6 +61,7 @@ target_args() {
     trace) echo "-max_len=16384 -dict=$here/trace.dict" ;;
     log_contract) echo "-max_len=8192 -dict=$here/log_contract.dict" ;;
     proc) echo "-max_len=4096 -dict=$here/proc.dict" ;;
+    coord) echo "-max_len=16384 -dict=$here/trace.dict" ;;
     # No per-input leak check for the servers: a connection's thread may still be ending (its
     # stack no longer scanned, its buffers not yet freed) when libFuzzer looks, which LeakSanitizer
     # reports as a leak of httplib's stream. The servers' leaks are checked where they stop:

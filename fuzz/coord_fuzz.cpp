@@ -1,0 +1,120 @@
+// libFuzzer target: every reader of a coordination record in etcd (docs/multinode.md, "etcd
+// content is input, not authority"). Byte 0 picks the key the value is put at, in an in-memory
+// store (tests/fakes/memory_kv.h); the rest is the value, as anyone who may write under the
+// prefix could put it. Properties: nothing crashes or throws, however deep or large; a value
+// that does not read is skipped and counted (never an error of the call: the store answers);
+// an accepted node summary is the node its key names, within the bounds, and writes back to a
+// summary that reads the same; an accepted order, report, roster or view holds what its key
+// says.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fuzz/require.h"
+#include "src/coord/etcd_ledger.h"
+#include "src/coord/incarnation.h"
+#include "src/coord/orders.h"
+#include "src/coord/records.h"
+#include "src/coord/summary.h"
+#include "tests/fakes/memory_kv.h"
+
+namespace {
+
+using namespace stepwatch;
+using namespace stepwatch::coord;
+
+const std::string kBase = "/sw/jobs/j/";
+
+void summary(const KeyValue& kv) {
+  auto s = summary_from_json(kv.value, kv.key);
+  if (!s) {
+    FUZZ_REQUIRE(s.error().code != Errc::kOk);
+    FUZZ_REQUIRE(s.error().message.starts_with(kv.key + ": "));
+    return;
+  }
+  FUZZ_REQUIRE(kv.value.size() <= kMaxSummaryBytes);
+  FUZZ_REQUIRE(s->observation.ranks.size() <= kMaxSummaryRanks);
+  FUZZ_REQUIRE(!s->node.empty());
+  auto back = summary_from_json(summary_to_json(*s), kv.key);
+  FUZZ_REQUIRE(back.ok());
+  FUZZ_REQUIRE(summary_to_json(*back) == summary_to_json(*s));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const int pick = data[0] % 8;
+  std::string value(reinterpret_cast<const char*>(data) + 1, size - 1);
+  ManualClock clock;
+  test::MemoryKv kv(clock);
+  Kv& store = kv;
+  BadRecords bad;
+  JobOrders orders(store, bad, kBase, "b", kBase + "nodes/b");
+  const char* keys[] = {"nodes/a",
+                        "orders/00000000000000000007",
+                        "done/00000000000000000007/a",
+                        "roster",
+                        "view",
+                        "incarnation",
+                        "launchers/a",
+                        "incident"};
+  const std::string key = kBase + keys[pick];
+  FUZZ_REQUIRE(store.put(key, value, 0).ok());
+  auto got = store.range(key);
+  FUZZ_REQUIRE(got.ok() && got->kvs.size() == 1);
+  const KeyValue& rec = got->kvs[0];
+  switch (pick) {
+    case 0:
+      summary(rec);
+      break;
+    case 1: {
+      auto all = orders.orders();
+      FUZZ_REQUIRE(all.ok());  // a bad value is skipped, never an error of the listing
+      FUZZ_REQUIRE(all->size() + bad.total() == 1);
+      break;
+    }
+    case 2: {
+      auto all = orders.reports(7);
+      FUZZ_REQUIRE(all.ok());
+      FUZZ_REQUIRE(all->size() + bad.total() == 1);
+      if (!all->empty()) FUZZ_REQUIRE(all->front().node == "a");  // its key's node
+      break;
+    }
+    case 3: {
+      auto r = orders.roster();
+      FUZZ_REQUIRE(r.ok());
+      FUZZ_REQUIRE(r->has_value() != (bad.total() == 1));
+      break;
+    }
+    case 4: {
+      auto v = orders.view();
+      FUZZ_REQUIRE(v.ok());
+      FUZZ_REQUIRE(v->has_value() != (bad.total() == 1));
+      break;
+    }
+    case 5: {
+      auto i = incarnation_from_json(rec.value, rec.key);
+      if (i) FUZZ_REQUIRE(i->incarnation >= 0);
+      break;
+    }
+    case 6: {
+      auto l = launcher_from_json(rec.value, rec.key);
+      (void)l;
+      auto all = orders.launchers();
+      FUZZ_REQUIRE(all.ok() && all->size() == 1);  // a bad record is still a launcher
+      break;
+    }
+    case 7: {
+      LedgerKeys k{kBase + "incident", kBase + "incidents/", kBase + "nodes/b",   "b",
+                   kBase + "nodes/",   kBase + "roster",     kBase + "set_aside/"};
+      auto open = open_incident(store, k, bad);
+      FUZZ_REQUIRE(open.ok());
+      FUZZ_REQUIRE(open->has_value() != (bad.total() == 1));
+      auto listed = incidents_in_etcd(store, k, "j", 10);
+      FUZZ_REQUIRE(listed.ok());
+      break;
+    }
+  }
+  return 0;
+}
