@@ -405,6 +405,7 @@ void Incident::act(const detect::Verdict& v, Stamp now, bool running) {
   }
   o.refused = targets.refused;
   o.acted_on = v;
+  o.acted_running = running;
   o.acting = host_.act(v, o.record->id, std::move(targets));
   reap(now);
 }
@@ -447,15 +448,16 @@ void Incident::reap_act(Stamp now) {
   }
   preempted_ =
       Preempted{scope_.incarnation, detect::state_name(v.state), detect::cause_name(v.cause)};
-  // A preempt that ended nothing (every process of the job had ended already) closes nothing:
-  // the after-preempt sequence still runs (a dead job is relaunched), and the incident stays
-  // open until the job recovers, a next run starts or the job goes (E7: a dead job closed and
-  // re-opened its incident on every poll).
+  // A preempt of a job whose records say it runs that ended nothing (every process of it had
+  // ended already) closes nothing: the after-preempt sequence still runs (a dead job is
+  // relaunched), and the incident stays open until the job recovers, a next run starts or the
+  // job goes (E7: a dead job closed and re-opened its incident on every poll). A job that
+  // exited by itself (`stepwatch run`'s child) closes as its host says.
   bool ended_any = std::any_of(
       r.preempt.processes.begin(), r.preempt.processes.end(),
       [](const ProcessOutcome& p) { return p.gone() && p.before != probe::Liveness::kGone; });
   AfterPreempt next = host_.after_preempt(r);
-  if (next.close && !ended_any && r.preempt.ok) {
+  if (next.close && !ended_any && r.preempt.ok && o.acted_running) {
     say(LogLevel::kWarn,
         fmt::format("incident {}: nothing left to preempt (no process of the job was running): "
                     "it stays open{}",

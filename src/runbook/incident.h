@@ -209,6 +209,7 @@ class Incident {
     bool told_refused = false;
     std::optional<std::future<ActReport>> acting;
     detect::Verdict acted_on;                // the verdict the preempt was for
+    bool acted_running = true;               // the job ran (by its records) when it was acted on
     std::optional<std::string> close_after;  // closed while acting: its resolution
     std::string refused;                     // of the preempt under way
     bool escalated = false;  // a preempt left survivors: paged again, not acting again

@@ -109,7 +109,8 @@ class FakeHost final : public IncidentHost {
   // Set: act() returns at once and its preempt finishes only once this is ready.
   std::optional<std::shared_future<void>> gate;
   std::string resolution = "preempted by the host";
-  bool hold = false;  // after_preempt holds the incident open (a restart storm)
+  bool none_left = false;  // act() finds no process left to end (every node: "none runs here")
+  bool hold = false;       // after_preempt holds the incident open (a restart storm)
 
   PageMessage page(const detect::Verdict& v) override {
     PageMessage m;
@@ -129,6 +130,7 @@ class FakeHost final : public IncidentHost {
     ActReport r;
     r.artifact = "artifact /state/incidents/llm-1: 3 files";
     r.preempt.ok = true;
+    if (none_left) t.processes.clear();
     for (const auto& p : t.processes) {
       ProcessOutcome o;
       o.process = p;
@@ -334,9 +336,9 @@ TEST_F(IncidentTest, ADeadRankIsActedOnWithoutWaitingForAnAck) {
 // stays open (paged once, acted on once), and the same verdict of the same run opens nothing
 // new after a close; a recovery, or a next run, re-arms it.
 TEST_F(IncidentTest, APreemptThatEndedNothingClosesNothingAndTheSameVerdictDoesNotReopen) {
-  host_.procs.clear();  // nothing of the job runs any more
+  host_.none_left = true;  // its records say it runs; no process of it does any more
   for (int i = 0; i < 10; ++i) {
-    turn(detect::State::kDead, /*running=*/false);
+    turn(detect::State::kDead);
     clock_.advance(kSec);
   }
   settle();
@@ -350,7 +352,7 @@ TEST_F(IncidentTest, APreemptThatEndedNothingClosesNothingAndTheSameVerdictDoesN
   runbook_->close(clock_.now(), "job vanished");
   EXPECT_FALSE(runbook_->is_open());
   for (int i = 0; i < 5; ++i) {
-    turn(detect::State::kDead, false);
+    turn(detect::State::kDead);
     clock_.advance(kSec);
   }
   EXPECT_FALSE(runbook_->is_open());
@@ -359,6 +361,17 @@ TEST_F(IncidentTest, APreemptThatEndedNothingClosesNothingAndTheSameVerdictDoesN
   turn(detect::State::kStalled);
   EXPECT_TRUE(runbook_->is_open());
   EXPECT_EQ(ledger_.rows.size(), 2u);
+}
+
+// `stepwatch run`'s child that exited by itself: nothing ran to end, and its host's resolution
+// closes the incident (the run ends with it).
+TEST_F(IncidentTest, AJobThatExitedByItselfClosesAsItsHostSays) {
+  host_.procs.clear();
+  turn(detect::State::kDead, /*running=*/false);
+  turn(detect::State::kDead, false);
+  EXPECT_EQ(host_.acts, 1);
+  EXPECT_FALSE(runbook_->is_open());
+  EXPECT_EQ(row(1).resolution, "preempted by the host");
 }
 
 TEST_F(IncidentTest, AfterAPreemptARecoveryReArmsTheSameVerdict) {
