@@ -457,10 +457,12 @@ class LauncherExit(MultiNodeBase):
         with urllib.request.urlopen(req, timeout=5) as r:
             return json.loads(r.read())
 
-    def put(self, key, value):
+    def put(self, key, value, lease=None):
         """Puts the key; the store's revision after it (a new key's create revision)."""
-        reply = self.etcd_call("/v3/kv/put", {"key": base64.b64encode(key.encode()).decode(),
-                                             "value": base64.b64encode(value.encode()).decode()})
+        body = {"key": base64.b64encode(key.encode()).decode(), "value": base64.b64encode(value.encode()).decode()}
+        if lease:
+            body["lease"] = lease
+        reply = self.etcd_call("/v3/kv/put", body)
         return int(reply["header"]["revision"])
 
     def launch(self, resume_wait):
@@ -493,6 +495,11 @@ class LauncherExit(MultiNodeBase):
         128-255, Slurm's RequeueExit): the waiting launcher exits with that code, not the job's."""
         p, log_path = self.launch("60s")
         self.wait_for("the launcher waiting for the move", lambda: "waiting up to 1m00s" in read(log_path))
+        # What a launcher checks before it obeys a move (docs/multinode.md): incident 7 is one of
+        # the job's (closed here), and its leader b is a node of the job under a lease.
+        lease = self.etcd_call("/v3/lease/grant", {"TTL": 60})["ID"]
+        self.put(f"/stepwatch/v1/jobs/{JOB}/nodes/b", "{}", lease)
+        self.put(f"/stepwatch/v1/jobs/{JOB}/incidents/{7:020d}", "{}")
         self.put(f"/stepwatch/v1/jobs/{JOB}/incarnation",
                  json.dumps({"incarnation": 1, "by": "b", "incident": 7, "scheduler": "kubernetes",
                              "exit_code": 175}))
