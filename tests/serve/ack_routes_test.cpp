@@ -18,32 +18,20 @@
 #include <thread>
 
 #include "src/common/limits.h"
+#include "tests/support/loopback.h"
 
 namespace stepwatch::serve {
 namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using test::connect_loopback;
 
 httplib::Client client(const AckServer& s) {
   httplib::Client c("127.0.0.1", s.port());
   c.set_connection_timeout(2s);
   c.set_read_timeout(5s);
   return c;
-}
-
-// A raw TCP connection to 127.0.0.1:port (for what an HTTP client library will not send), or -1.
-int connect_loopback(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // An incident as the store returns it once acked.

@@ -16,11 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/loopback.h"
+
 namespace stepwatch::serve {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using test::connect_loopback;
 
 Status serve_healthz(HttpListener& listener, int threads, SilenceLimits limits = {}) {
   return listener.start(
@@ -30,20 +33,6 @@ Status serve_healthz(HttpListener& listener, int threads, SilenceLimits limits =
         });
       },
       "127.0.0.1", 0, threads, 1024, {}, limits);
-}
-
-// A raw TCP connection to 127.0.0.1:port that sends nothing, or -1.
-int connect_loopback(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // Whether the server closes `fd` within `limit` (end of file or a reset, after whatever it sent:
