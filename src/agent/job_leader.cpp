@@ -163,7 +163,16 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
   incarnation_ = incarnation;
   seen_ = &seen;
   if (session_.connected()) follow_orders(v, now);
-  if (coord_.leads() && session_.connected()) {
+  if (coord_.leads() && session_.connected() && session_.rejoining(now)) {
+    // Every node's lease lapsed with this one's (etcd paused): the others re-publish within a
+    // TTL, and their absence meanwhile is no stall of theirs (a false rank-silent page).
+    if (!told_rejoining_)
+      d_.node.log(LogLevel::kInfo,
+                  "leading again after a lapsed lease: judging the other nodes' absence only "
+                  "once they had a lease TTL to publish again");
+    told_rejoining_ = true;
+  } else if (coord_.leads() && session_.connected()) {
+    told_rejoining_ = false;
     lead(v, now);
   } else if (incident_) {
     // Even mid-preempt: the next leader finds the order in etcd and gathers the reports itself.

@@ -199,6 +199,7 @@ class JobLeader {
   int64_t preempted_incarnation_ = -1;
   std::set<int> ended_by_orders_;                // pids this node ended as ordered: not a new stall
   std::optional<int64_t> firing_since_mono_ns_;  // a follower's own verdict fires since
+  bool told_rejoining_ = false;
 
   // A follower shows its leader's view of the whole job; its own look at its own ranks (which
   // only it may prove and preempt) stays here meanwhile.

@@ -43,6 +43,7 @@ void NodeSession::grant(Stamp now) {
   renewed_mono_ns_ = now.mono_ns;
   ++generation_;
   if (replaced) {
+    replaced_mono_ns_ = now.mono_ns;
     log_warn(
         "coord: node {}: its lease had expired (the process was stopped, slow or cut off for "
         "longer than {}s): a new lease; {}",
@@ -63,6 +64,10 @@ void NodeSession::tick(Stamp now) {
 bool NodeSession::may_act(Stamp now) const {
   return connected_ && lease_ != 0 && renewed_mono_ns_ &&
          now.mono_ns - *renewed_mono_ns_ < options_.ttl_ns / 2;
+}
+
+bool NodeSession::rejoining(Stamp now) const {
+  return replaced_mono_ns_ && now.mono_ns - *replaced_mono_ns_ < options_.ttl_ns;
 }
 
 std::optional<int64_t> NodeSession::lease_age_ns(Stamp now) const {

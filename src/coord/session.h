@@ -50,6 +50,10 @@ class NodeSession {
   // than ttl/2 ago, so it cannot have expired meanwhile (a leader that stalls between its fence
   // check and its act is bounded by this; multinode.md §5.4).
   bool may_act(Stamp now) const;
+  // Whether this node's lease replaced an expired one less than a TTL ago: every other node's
+  // lease may have lapsed with it (etcd paused, or lost its data), and their keys come back
+  // within a TTL. A leader does not judge the other nodes' absence meanwhile.
+  bool rejoining(Stamp now) const;
   // Since the lease was last granted or renewed; nullopt: never.
   std::optional<int64_t> lease_age_ns(Stamp now) const;
   // Why coordination failed last ("" while connected).
@@ -77,6 +81,7 @@ class NodeSession {
   int64_t lease_ = 0;
   uint64_t generation_ = 0;
   std::optional<int64_t> renewed_mono_ns_;
+  std::optional<int64_t> replaced_mono_ns_;  // when a new lease last replaced an expired one
   bool connected_ = false;
   bool ever_connected_ = false;
   uint64_t losses_ = 0;

@@ -243,7 +243,14 @@ TEST_F(AgentCoordTest, ANodeWhoseSummaryLapsesTurnsItsRanksRankSilent) {
   b.reset();  // node b dies: its agent is gone, its lease runs out
   std::this_thread::sleep_for(2500ms);
   w0->step(7);
+  // a's own lease lapsed too (not polled meanwhile): it gives the other nodes a TTL to publish
+  // again before their absence counts, then b's rank is rank-silent.
   poll(*a, later(0.2));
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(250ms);
+    w0->step(8 + i);
+    poll(*a, later(0.2));
+  }
   auto ja = a->job("pretrain");
   EXPECT_EQ(ja->verdict.state, detect::State::kStalled) << ja->verdict.summary;
   EXPECT_EQ(ja->verdict.cause, detect::Cause::kRankSilent) << ja->verdict.summary;

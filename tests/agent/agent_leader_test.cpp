@@ -218,9 +218,10 @@ TEST_F(AgentLeaderTest, WhileTheStoreIsDownEachNodePagesItsOwnRanksAndHandsBackO
   ASSERT_EQ(local->size(), 1u);
   EXPECT_TRUE(local->front().is_open());
 
-  // The store answers again: the local incidents close, and the job's leader opens the job's.
+  // The store answers again: the local incidents close, and the job's leader opens the job's,
+  // once the other node had a lease TTL to publish again (every lease lapsed with the store).
   kv_->set_down(false);
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 12; ++i) {
     advance(0.5);
     poll(*a);
     poll(*b);
