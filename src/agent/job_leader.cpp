@@ -291,8 +291,17 @@ void JobLeader::follow_orders(const detect::Verdict& v, Stamp now) {
     session_.note_failure(orders.error());
     return;
   }
+  // Said once per order (as it stands: a next leader's signature makes it another): a refusal,
+  // never a report.
+  auto refuse = [&](const coord::Order& o, const std::string& why) {
+    if (orders_refused_.size() > 1024) orders_refused_.clear();  // said again, at worst
+    if (orders_refused_.insert({o.incident, o.by, o.fence}).second)
+      d_.node.problem(fmt::format("job {}: order {} not carried out: {}", d_.job, o.incident, why));
+  };
   for (const auto& o : *orders) {
-    if (orders_done_.count(o.incident)) continue;
+    // Each order is read from etcd once: carried out (done), or refused as it stands.
+    if (orders_done_.count(o.incident) || orders_refused_.count({o.incident, o.by, o.fence}))
+      continue;
     auto already = orders_.reported(o.incident);
     if (!already) {
       session_.note_failure(already.error());
@@ -302,17 +311,17 @@ void JobLeader::follow_orders(const detect::Verdict& v, Stamp now) {
       orders_done_.insert(o.incident);
       continue;
     }
+    if (auto why = unsigned_by_leader(o)) {
+      refuse(o, *why);
+      continue;
+    }
     auto proof = unproven(o);
     if (!proof) {
       session_.note_failure(proof.error());
       return;
     }
     if (*proof) {
-      // Not carried out, not reported: whoever wrote it is not the job's leader of now.
-      if (orders_refused_.size() > 1024) orders_refused_.clear();  // said again, at worst
-      if (orders_refused_.insert({o.incident, o.by, o.fence}).second)
-        d_.node.problem(
-            fmt::format("job {}: order {} not carried out: {}", d_.job, o.incident, **proof));
+      refuse(o, **proof);  // not the job's open incident: whoever wrote it, not carried out
       continue;
     }
     coord::Done d;
@@ -362,15 +371,17 @@ void JobLeader::follow_orders(const detect::Verdict& v, Stamp now) {
   }
 }
 
+std::optional<std::string> JobLeader::unsigned_by_leader(const coord::Order& o) const {
+  if (!coord_.leader().empty() && o.by == coord_.leader() && o.fence == coord_.leader_fence())
+    return std::nullopt;
+  return fmt::format(
+      "it is not signed by the job's leader of now ({}, fence {}) but by "
+      "\"{:.80}\", fence {}",
+      coord_.leader().empty() ? "unknown" : coord_.leader(), coord_.leader_fence(), o.by, o.fence);
+}
+
 Result<std::optional<std::string>> JobLeader::unproven(const coord::Order& o) {
   using Why = std::optional<std::string>;
-  if (coord_.leader().empty() || o.by != coord_.leader() || o.fence != coord_.leader_fence()) {
-    return Why{
-        fmt::format("it is not signed by the job's leader of now ({}, fence {}) but by "
-                    "\"{:.80}\", fence {}",
-                    coord_.leader().empty() ? "unknown" : coord_.leader(), coord_.leader_fence(),
-                    o.by, o.fence)};
-  }
   auto open = coord::open_incident(d_.etcd, keys_, session_.bad());
   if (!open) return open.error();
   if (!*open) return Why{"the job has no open incident in etcd"};

@@ -148,9 +148,11 @@ class JobLeader {
 
   void keep_roster(const detect::Observation& merged, bool took_over);
   void follow_orders(const detect::Verdict& v, Stamp now);
-  // Why this node does not carry out `o` (nullopt: it does): an order is carried out only when
-  // the job's leader of now signed it with its fence, and it names the job's open incident in
-  // etcd, written after that incident opened (reliability review E1). An error: etcd failed.
+  // Why this node does not carry out `o` (nullopt: it does). An order is carried out only when
+  // the job's leader of now signed it with its fence (unsigned_by_leader, no etcd read) and it
+  // names the job's open incident in etcd, written after that incident opened (unproven; an
+  // error: etcd failed). Reliability review E1.
+  std::optional<std::string> unsigned_by_leader(const coord::Order& o) const;
   Result<std::optional<std::string>> unproven(const coord::Order& o);
   void gather_reports(Stamp now);
   void lead(const detect::Verdict& v, Stamp now);
