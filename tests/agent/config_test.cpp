@@ -180,6 +180,7 @@ TEST(AgentConfig, ShippedExampleIsValid) {
   EXPECT_EQ(c->listen_port, kDefaultPort);
   EXPECT_EQ(c->beacon_roots, std::vector<std::string>{"/dev/shm/stepwatch"});
   EXPECT_FALSE(c->coord.has_value());  // its [coord] is commented out: a single-node agent
+  EXPECT_EQ(c->incidents_per_job_per_hour, 12);
   auto m = load_agent_config(std::string(src) + "/deploy/agent-multinode.toml");
   ASSERT_TRUE(m.ok()) << m.error().message;
   ASSERT_TRUE(m->coord.has_value());
