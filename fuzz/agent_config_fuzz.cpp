@@ -45,12 +45,13 @@ std::string to_toml(const AgentConfig& c) {
       "beacon_roots = {}\npoll_interval = \"{}ns\"\nstate_dir = {}\nlisten = {}\nspecs_dir = {}\n"
       "token_file = {}\nretire_after = \"{}ns\"\nproc_root = {}\ngpu = {}\nnvml_lib = {}\n"
       "preempt_jobs = {}\nmax_jobs_per_user = {}\nincidents_per_user_per_hour = {}\n"
-      "log_lines_per_user_per_minute = {}\nkeep_history = \"{}ns\"\nmax_store_size = \"{}B\"\n",
+      "incidents_per_job_per_hour = {}\nlog_lines_per_user_per_minute = {}\n"
+      "keep_history = \"{}ns\"\nmax_store_size = \"{}B\"\n",
       strings(c.beacon_roots), c.poll_interval_ns, quoted(c.state_dir), quoted(c.listen),
       quoted(c.specs_dir), quoted(c.token_file), c.retire_after_ns, quoted(c.proc_root),
       c.gpu ? "true" : "false", quoted(c.nvml_lib), strings(c.preempt_jobs), c.max_jobs_per_user,
-      c.incidents_per_user_per_hour, c.log_lines_per_user_per_minute, c.keep_history_ns,
-      c.max_store_size);
+      c.incidents_per_user_per_hour, c.incidents_per_job_per_hour, c.log_lines_per_user_per_minute,
+      c.keep_history_ns, c.max_store_size);
 }
 
 bool job_pattern_char(char ch) {
@@ -82,8 +83,8 @@ void check_accepted(const AgentConfig& c) {
   FUZZ_REQUIRE(c.listen.at(host_at + c.listen_host.size() + host_at) == ':');
   FUZZ_REQUIRE(stepwatch::is_loopback_host(c.listen_host) || !c.token_file.empty());
   FUZZ_REQUIRE(c.token.empty());  // parse_agent_config never reads the token file
-  for (int bound :
-       {c.max_jobs_per_user, c.incidents_per_user_per_hour, c.log_lines_per_user_per_minute}) {
+  for (int bound : {c.max_jobs_per_user, c.incidents_per_user_per_hour,
+                    c.incidents_per_job_per_hour, c.log_lines_per_user_per_minute}) {
     FUZZ_REQUIRE(bound >= 1 && bound <= 1'000'000);
   }
   FUZZ_REQUIRE(c.keep_history_ns >= 3600 * stepwatch::kNsPerSec);
