@@ -533,7 +533,10 @@ void JobLeader::share_view(watch::JobState& state, Stamp now) {
 }
 
 bool JobLeader::unattended(const detect::Verdict& v, Stamp now) {
-  if (coord_.leads() || !session_.connected() || !detect::fires_runbook(v.state)) {
+  // A stall only: ranks that ended (dead, failed) may have ended under the job's own preempt or
+  // requeue, whose incident closed; nor after an order of this run was carried out here.
+  if (coord_.leads() || !session_.connected() || v.state != detect::State::kStalled ||
+      preempting() || preempted_incarnation_ >= incarnation_) {
     firing_since_mono_ns_.reset();
     return false;
   }
