@@ -52,6 +52,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def pgrep(pattern):
+    """The pids whose command line matches `pattern` (pgrep -f)."""
+    r = subprocess.run(["pgrep", "-f", pattern], stdout=subprocess.PIPE, text=True)
+    return [int(p) for p in r.stdout.split()]
+
+
+def left_behind(markers):
+    """{marker: pids} of the processes whose argv still names one of `markers` (temporary
+    paths a test's processes were started with): what a class's tearDownClass must find empty."""
+    left = {m: pgrep(re.escape(m)) for m in markers}
+    return {m: p for m, p in left.items() if p}
+
+
 def get_with_type(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.headers.get("Content-Type", ""), r.read().decode()

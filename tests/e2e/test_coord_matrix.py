@@ -49,7 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import swtest  # noqa: E402
-from agent_support import NodeAgent, Receiver  # noqa: E402
+from agent_support import NodeAgent, Receiver, left_behind  # noqa: E402
 from etcd_support import ETCD, Etcd  # noqa: E402
 from swtest import python_env, stepwatch_bin  # noqa: E402
 
@@ -110,18 +110,12 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def pgrep(pattern):
-    r = subprocess.run(["pgrep", "-f", pattern], stdout=subprocess.PIPE, text=True)
-    return [int(p) for p in r.stdout.split()]
-
-
 class CoordMatrix(unittest.TestCase):
     markers = []  # every temporary path the class's processes name in their argv
 
     @classmethod
     def tearDownClass(cls):
-        left = {m: pgrep(re.escape(m)) for m in cls.markers}
-        left = {m: p for m, p in left.items() if p}
+        left = left_behind(cls.markers)
         if left:
             raise AssertionError(f"processes left behind: {left}")
 

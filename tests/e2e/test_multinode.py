@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import swtest  # noqa: E402
-from agent_support import RANKS, NodeAgent, Receiver, free_port, get  # noqa: E402
+from agent_support import RANKS, NodeAgent, Receiver, free_port, get, left_behind, pgrep  # noqa: E402
 from etcd_support import ETCD, Etcd, Forwarder  # noqa: E402
 from swtest import python_env, stepwatch_bin  # noqa: E402
 
@@ -55,11 +55,6 @@ def write_spec(node, url):
                 f'[phases]\ndata = "1s"\n[[runbook.pager]]\nurl = "{url}"\ntimeout = "2s"\nretries = 1\n')
 
 
-def pgrep(pattern):
-    r = subprocess.run(["pgrep", "-f", pattern], stdout=subprocess.PIPE, text=True)
-    return [int(p) for p in r.stdout.split()]
-
-
 class MultiNodeBase(unittest.TestCase):
     markers = []  # every temporary path the class's processes name in their argv
 
@@ -67,8 +62,7 @@ class MultiNodeBase(unittest.TestCase):
     def tearDownClass(cls):
         # Every process a test started is gone: etcd (its data dir), the agents (their configs)
         # and the ranks (their --ckpt-dir / argv).
-        left = {m: pgrep(re.escape(m)) for m in cls.markers}
-        left = {m: p for m, p in left.items() if p}
+        left = left_behind(cls.markers)
         if left:
             raise AssertionError(f"processes left behind: {left}")
 
