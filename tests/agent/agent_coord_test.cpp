@@ -60,11 +60,15 @@ class AgentCoordTest : public ::testing::Test {
     CoordConfig k;
     k.endpoints = {endpoint};
     k.node_name = node;
-    k.lease_ttl_ns = kNsPerSec;
+    k.lease_ttl_ns = lease_ttl_ns_;
     k.request_timeout_ns = 500 * kNsPerMs;
     c.coord = k;
     return c;
   }
+  // 1 s: failover within a test's patience. Tests of what the leader decides after a preempt
+  // take longer leases, so that a slow machine (the ASan build beside other tests) never hands
+  // the job to the other node mid-sequence.
+  int64_t lease_ttl_ns_ = kNsPerSec;
   std::unique_ptr<Agent> open(const std::string& node, const std::string& endpoint) {
     auto a = Agent::open(config(node, endpoint));
     EXPECT_TRUE(a.ok()) << a.error().message;
@@ -694,6 +698,9 @@ TEST_F(AgentCoordPreemptTest, AStormHoldSurvivesALeaderChange) {
 // runbook.resume_owner = "slurm": the leader requeues the batch job its launchers name, fenced by
 // the restart count they published, through a fake scontrol that keeps Restarts in a file.
 class AgentCoordSlurmTest : public AgentCoordPreemptTest {
+ public:
+  AgentCoordSlurmTest() { lease_ttl_ns_ = 4 * kNsPerSec; }
+
  protected:
   void write_slurm_specs(const std::string& url, const std::string& runbook = "") {
     slurm_.emplace(base_ / "slurm");
