@@ -66,7 +66,8 @@ Result<NodeSummary> JobCoord::candidate(const KeyValue& kv, const std::string& n
   return s;
 }
 
-bool JobCoord::counts(const KeyValue& kv, const std::string& name) {
+bool JobCoord::counts(const KeyValue& kv, const std::string& name,
+                      std::optional<NodeSummary>* parsed) {
   if (name == session_.options().node) return kv.lease != 0 && kv.lease == session_.lease();
   auto checked = checked_mod_.find(kv.key);
   if (checked != checked_mod_.end() && checked->second == kv.mod_revision) return true;
@@ -76,6 +77,7 @@ bool JobCoord::counts(const KeyValue& kv, const std::string& name) {
     return false;
   }
   checked_mod_[kv.key] = kv.mod_revision;
+  if (parsed) *parsed = std::move(*s);
   return true;
 }
 
@@ -126,7 +128,8 @@ void JobCoord::read_nodes(Stamp now) {
   for (const KeyValue& kv : r->kvs) {
     keys.insert(kv.key);
     std::string node = kv.key.substr(prefix.size());
-    if (!counts(kv, node)) continue;
+    std::optional<NodeSummary> parsed;  // set when counts() read a new value: read once
+    if (!counts(kv, node, &parsed)) continue;
     present.insert(node);
     if (leader_.empty()) {
       leader_ = node;
@@ -138,11 +141,14 @@ void JobCoord::read_nodes(Stamp now) {
     auto seen = peer_mod_.find(node);
     if (seen != peer_mod_.end() && seen->second == kv.mod_revision && peers_.count(node) &&
         !peers_[node].lapsed_mono_ns)
-      continue;  // unchanged since the last read: its ages go on from when it was received
-    auto s = summary_from_json(kv.value, "etcd key " + kv.key);
-    if (!s) continue;  // counts() read it: only a race with a new value lands here
+      continue;     // unchanged since the last read: its ages go on from when it was received
+    if (!parsed) {  // checked at this revision before (as a follower), not kept: read it now
+      auto s = summary_from_json(kv.value, "etcd key " + kv.key);
+      if (!s) continue;
+      parsed = std::move(*s);
+    }
     Received& rec = peers_[node];
-    rec.summary = std::move(*s);
+    rec.summary = std::move(*parsed);
     rec.received_mono_ns = now.mono_ns;
     rec.lapsed_mono_ns.reset();
     peer_mod_[node] = kv.mod_revision;

@@ -59,7 +59,9 @@ class JobCoord {
   // The summary at `kv` if it is a live node's (under a lease, named `name`, reading).
   Result<NodeSummary> candidate(const KeyValue& kv, const std::string& name) const;
   // Whether `kv` counts as node `name`'s key (each value checked once; a bad one said once).
-  bool counts(const KeyValue& kv, const std::string& name);
+  // When it reads a new value, the summary goes to `parsed` (the leader keeps it: read once).
+  bool counts(const KeyValue& kv, const std::string& name,
+              std::optional<NodeSummary>* parsed = nullptr);
 
   NodeSession& session_;
   std::string job_;
