@@ -106,11 +106,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 7: {
-      LedgerKeys k{kBase + "incident", kBase + "incidents/", kBase + "nodes/b",   "b",
-                   kBase + "nodes/",   kBase + "roster",     kBase + "set_aside/"};
+      LedgerKeys k{kBase + "incident", kBase + "incidents/", kBase + "nodes/b",    "b",
+                   kBase + "nodes/",   kBase + "roster",     kBase + "set_aside/", "/sw/epoch"};
       auto open = open_incident(store, k, bad);
       FUZZ_REQUIRE(open.ok());
       FUZZ_REQUIRE(open->has_value() != (bad.total() == 1));
+      auto id = incident_id_of(rec);  // a launcher's read of the same record
+      if (open->has_value()) FUZZ_REQUIRE(id.ok() && *id == (*open)->id && *id >= 0);
       auto listed = incidents_in_etcd(store, k, "j", 10);
       FUZZ_REQUIRE(listed.ok());
       break;

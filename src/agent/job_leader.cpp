@@ -387,7 +387,8 @@ Result<std::optional<std::string>> JobLeader::unproven(const coord::Order& o) {
   if (!*open) return Why{"the job has no open incident in etcd"};
   if ((*open)->id != o.incident)
     return Why{fmt::format("the job's open incident in etcd is {}", (*open)->id)};
-  if (o.revision <= o.incident) return Why{"it was written before the incident it names"};
+  if (o.revision <= (*open)->create_revision)
+    return Why{"it was written before the incident it names"};
   return Why{};
 }
 

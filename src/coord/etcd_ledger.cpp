@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "src/common/clock.h"
 #include "src/common/json_fields.h"
 #include "src/common/log.h"
 #include "src/contract/names.h"
@@ -18,7 +20,8 @@ using json = nlohmann::json;
 
 constexpr size_t kMaxActions = 200;  // per incident: a bound on the record's size
 
-json to_json(const store::Incident& i, const json& actions, const std::string& opened_by) {
+json to_json(const store::Incident& i, const json& actions, const std::string& opened_by,
+             int64_t epoch_ms) {
   json j = {{"job", i.job},
             {"incarnation", i.incarnation},
             {"opened_at_ns", i.opened_at_ns},
@@ -32,6 +35,7 @@ json to_json(const store::Incident& i, const json& actions, const std::string& o
             {"resolution", i.resolution},
             {"opened_by", opened_by},
             {"actions", actions}};
+  if (epoch_ms > 0) j["epoch"] = epoch_ms;
   auto opt = [&](const char* k, const std::optional<int64_t>& v) {
     if (v) j[k] = *v;
   };
@@ -76,13 +80,50 @@ std::string closed_key(const LedgerKeys& keys, int64_t id) {
   return fmt::format("{}{:020d}", keys.closed_dir, id);  // closed_incident_key's
 }
 
+// The epoch an incident record opened in: 0 when it has none (written before epochs). Throws
+// FieldError.
+int64_t epoch_in(const json& doc) {
+  int64_t ms = 0;
+  json_fields::opt(doc, "epoch", ms, json_fields::as_int);
+  if (ms < 0 || ms > kMaxEpochMs)
+    throw json_fields::FieldError{Errc::kParse,
+                                  fmt::format("field \"epoch\" is out of range: {}", ms)};
+  return ms;
+}
+
+// The record's epoch, or an error naming the key.
+Result<int64_t> epoch_of(const json& doc, const KeyValue& kv) {
+  try {
+    return epoch_in(doc);
+  } catch (const json_fields::FieldError& e) {
+    return json_fields::to_error(e, fmt::format("etcd key {}: not an incident record", kv.key));
+  }
+}
+
 }  // namespace
 
 struct EtcdLedger::Read {
   store::Incident incident;
   json doc;
   int64_t mod_revision = 0;
+  int64_t epoch_ms = 0;
 };
+
+std::string epoch_key(std::string_view prefix) {
+  return fmt::format("{}/epoch", prefix);
+}
+
+int64_t incident_id(int64_t create_revision, int64_t epoch_ms) {
+  return epoch_ms * kEpochScale + create_revision;
+}
+
+Result<int64_t> incident_id_of(const KeyValue& kv) {
+  auto doc = record_of(kv);
+  if (!doc) return doc.error();
+  auto epoch = epoch_of(*doc, kv);
+  if (!epoch) return epoch.error();
+  return incident_id(kv.create_revision, *epoch);
+}
 
 std::string incident_key(std::string_view prefix, std::string_view job) {
   return fmt::format("{}/jobs/{}/incident", prefix, job);
@@ -101,6 +142,7 @@ LedgerKeys ledger_keys(const NodeSession& session, const std::string& job) {
   k.nodes_dir = session.job_key(job, "nodes/");
   k.roster = session.job_key(job, "roster");
   k.set_aside = session.job_key(job, "set_aside/");
+  k.epoch = epoch_key(session.options().prefix);
   return k;
 }
 
@@ -112,27 +154,30 @@ Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> 
   if (!r) return r.error();
   if (r->kvs.empty()) return std::optional<Read>{};
   const KeyValue& kv = r->kvs[0];
-  if (id && kv.create_revision != *id) return std::optional<Read>{};
   auto parsed = record_of(kv);
   if (!parsed) return parsed.error();
   json doc = std::move(*parsed);
-  auto inc = from_json(doc, kv.key, kv.create_revision);
+  auto epoch = epoch_of(doc, kv);
+  if (!epoch) return epoch.error();
+  const int64_t found = incident_id(kv.create_revision, *epoch);
+  if (id && found != *id) return std::optional<Read>{};
+  auto inc = from_json(doc, kv.key, found);
   if (!inc) return inc.error();
-  if (!vouched_ || vouched_->first != kv.create_revision) {
+  if (!vouched_ || vouched_->first != found) {
     auto ok = vouched(doc.value("opened_by", ""));
     if (!ok) return ok.error();
-    vouched_ = {kv.create_revision, *ok};
+    vouched_ = {found, *ok};
     if (!*ok)
       log_warn(
-          "coord: job {}: etcd key {} (revision {}) was opened by \"{:.40}\", no node of the "
+          "coord: job {}: etcd key {} (incident {}) was opened by \"{:.40}\", no node of the "
           "job: not joined; it is set aside when the job's own incident opens",
-          job_, kv.key, kv.create_revision, doc.value("opened_by", ""));
+          job_, kv.key, found, doc.value("opened_by", ""));
   }
   if (!vouched_->second) {
     unvouched_ = kv;
     return std::optional<Read>{};
   }
-  return std::optional<Read>{Read{std::move(*inc), std::move(doc), kv.mod_revision}};
+  return std::optional<Read>{Read{std::move(*inc), std::move(doc), kv.mod_revision, *epoch}};
 }
 
 Result<bool> EtcdLedger::vouched(const std::string& opened_by) {
@@ -151,18 +196,67 @@ Result<bool> EtcdLedger::vouched(const std::string& opened_by) {
   return st && listed;
 }
 
-Status EtcdLedger::set_aside(const KeyValue& kv, int64_t fence) {
-  auto t = etcd_.txn(
-      {Compare::mod_rev(keys_.incident, kv.mod_revision),
-       Compare::create_rev(keys_.fence_key, fence)},
-      {TxnOp::del(keys_.incident),
-       TxnOp::put(fmt::format("{}{:020d}", keys_.set_aside, kv.create_revision), kv.value)});
+Status EtcdLedger::set_aside(const KeyValue& kv, int64_t fence, int64_t epoch_ms) {
+  // Named by this history's epoch, not the record's own (it is no record of ours).
+  const int64_t id = incident_id(kv.create_revision, epoch_ms);
+  auto t = etcd_.txn({Compare::mod_rev(keys_.incident, kv.mod_revision),
+                      Compare::create_rev(keys_.fence_key, fence)},
+                     {TxnOp::del(keys_.incident),
+                      TxnOp::put(fmt::format("{}{:020d}", keys_.set_aside, id), kv.value)});
   if (!t) return t.error();
   log_warn(
       "coord: job {}: the incident record no node of the job opened (revision {}) is set "
-      "aside under {}",
-      job_, kv.create_revision, keys_.set_aside);
+      "aside under {}{:020d}",
+      job_, kv.create_revision, keys_.set_aside, id);
   return {};
+}
+
+void EtcdLedger::saw(int64_t revision, int64_t epoch_ms) {
+  last_id_ = std::max(last_id_, incident_id(revision, epoch_ms));
+}
+
+Result<EtcdLedger::Epoch> EtcdLedger::epoch(int64_t at_ns) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto r = etcd_.range(keys_.epoch);
+    if (!r) return r.error();
+    Compare absent = Compare::create_rev(keys_.epoch, 0);
+    if (!r->kvs.empty()) {
+      const KeyValue& kv = r->kvs[0];
+      int64_t ms = 0;
+      auto st = read_record(kv, "an epoch record", [&](const json& j) {
+        ms = json_fields::as_int(json_fields::need(j, "epoch"), "epoch");
+        if (ms < 1 || ms > kMaxEpochMs)
+          throw json_fields::FieldError{Errc::kParse,
+                                        fmt::format("field \"epoch\" is out of range: {}", ms)};
+      });
+      if (st) {
+        saw(r->revision, ms);
+        return Epoch{ms, kv.create_revision};
+      }
+      log_warn("coord: job {}: {}: a new epoch replaces it", job_, st.error().message);
+      absent = Compare::mod_rev(keys_.epoch, kv.mod_revision);
+    }
+    // None (etcd is new, or lost its data), or none that reads: a new one, past every id seen.
+    const int64_t ms = std::max({at_ns / kNsPerMs, last_id_ / kEpochScale + 1, int64_t{1}});
+    if (ms > kMaxEpochMs) {
+      return Error{Errc::kBusy, fmt::format("job {}: no incident epoch can follow id {}: every "
+                                            "one left would repeat or pass 2^53",
+                                            job_, last_id_)};
+    }
+    auto t = etcd_.txn({absent},
+                       {TxnOp::put(keys_.epoch, json{{"epoch", ms}, {"by", keys_.node}}.dump())});
+    if (!t) return t.error();
+    if (t->succeeded) {
+      log_info(
+          "coord: job {}: incident ids start a new epoch {} (no epoch in etcd: it is new, or "
+          "lost its data)",
+          job_, ms);
+      saw(t->revision, ms);
+      return Epoch{ms, t->revision};
+    }
+    // Another node wrote one meanwhile: read it.
+  }
+  return Error{Errc::kBusy, fmt::format("job {}: the incident epoch kept changing", job_)};
 }
 
 Result<std::optional<store::Incident>> EtcdLedger::open_for(const std::string& /*job*/) {
@@ -188,20 +282,35 @@ Result<store::IncidentRef> EtcdLedger::open(const store::NewIncident& n) {
   i.cause = n.cause;
   i.summary = n.summary;
   i.verdict_json = n.verdict_json;
-  std::string value = to_json(i, json::array(), keys_.node).dump();
-  if (auto open = read(std::nullopt); !open) {
-    return open.error();
-  } else if (!*open && unvouched_) {
-    if (auto st = set_aside(*unvouched_, fence); !st) return st.error();
-    unvouched_.reset();
-  }
-  auto t = etcd_.txn(
-      {Compare::create_rev(keys_.incident, 0), Compare::create_rev(keys_.fence_key, fence)},
-      {TxnOp::put(keys_.incident, value)}, {TxnOp::get(keys_.incident)});
-  if (!t) return t.error();
-  if (t->succeeded) return store::IncidentRef{t->revision, true};
-  if (!t->ranges.empty() && !t->ranges[0].kvs.empty()) {
-    return store::IncidentRef{t->ranges[0].kvs[0].create_revision, false};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto epoch = this->epoch(n.at_ns);
+    if (!epoch) return epoch.error();
+    if (auto open = read(std::nullopt); !open) {
+      return open.error();
+    } else if (!*open && unvouched_) {
+      if (auto st = set_aside(*unvouched_, fence, epoch->ms); !st) return st.error();
+      unvouched_.reset();
+    }
+    // Fenced on the epoch read too: an etcd that lost its data meanwhile has none, and an id of
+    // the old epoch with a new revision could repeat one.
+    auto t = etcd_.txn(
+        {Compare::create_rev(keys_.incident, 0), Compare::create_rev(keys_.fence_key, fence),
+         Compare::create_rev(keys_.epoch, epoch->create_revision)},
+        {TxnOp::put(keys_.incident, to_json(i, json::array(), keys_.node, epoch->ms).dump())},
+        {TxnOp::get(keys_.incident), TxnOp::get(keys_.epoch)});
+    if (!t) return t.error();
+    if (t->succeeded) {
+      saw(t->revision, epoch->ms);
+      return store::IncidentRef{incident_id(t->revision, epoch->ms), true};
+    }
+    if (t->ranges.size() == 2 && !t->ranges[0].kvs.empty()) {
+      auto id = incident_id_of(t->ranges[0].kvs[0]);
+      if (!id) return id.error();
+      return store::IncidentRef{*id, false};
+    }
+    const bool same_epoch = t->ranges.size() == 2 && !t->ranges[1].kvs.empty() &&
+                            t->ranges[1].kvs[0].create_revision == epoch->create_revision;
+    if (same_epoch) break;  // the fence failed
   }
   return Error{Errc::kBusy, fmt::format("job {}: opening its incident was refused: this node ({}) "
                                         "no longer leads it (its lease lapsed)",
@@ -247,7 +356,8 @@ Status EtcdLedger::modify(int64_t id,
       actions.push_back(json::parse(action));
       if (actions.size() > kMaxActions) actions.erase(actions.begin());
     }
-    std::string value = to_json(rd.incident, actions, rd.doc.value("opened_by", "")).dump();
+    std::string value =
+        to_json(rd.incident, actions, rd.doc.value("opened_by", ""), rd.epoch_ms).dump();
     auto t = etcd_.txn({Compare::mod_rev(keys_.incident, rd.mod_revision),
                         Compare::create_rev(keys_.fence_key, fence)},
                        {TxnOp::put(keys_.incident, value)}, {TxnOp::get(keys_.fence_key)});
@@ -318,9 +428,9 @@ Status EtcdLedger::close(int64_t id, int64_t at_ns, std::string_view resolution)
     Read& rd = **r;
     rd.incident.closed_at_ns = at_ns;
     rd.incident.resolution = std::string(resolution);
-    std::string value =
-        to_json(rd.incident, rd.doc.value("actions", json::array()), rd.doc.value("opened_by", ""))
-            .dump();
+    std::string value = to_json(rd.incident, rd.doc.value("actions", json::array()),
+                                rd.doc.value("opened_by", ""), rd.epoch_ms)
+                            .dump();
     auto t = etcd_.txn({Compare::mod_rev(keys_.incident, rd.mod_revision),
                         Compare::create_rev(keys_.fence_key, fence)},
                        {TxnOp::del(keys_.incident), TxnOp::put(closed_key(keys_, id), value)},
@@ -377,7 +487,9 @@ Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& k
     auto parsed = record_of(kv);
     if (!parsed) return parsed.error();
     json doc = std::move(*parsed);
-    auto inc = from_json(doc, kv.key, kv.create_revision);
+    auto epoch = epoch_of(doc, kv);
+    if (!epoch) return epoch.error();
+    auto inc = from_json(doc, kv.key, incident_id(kv.create_revision, *epoch));
     if (!inc) return inc.error();
     // The first ack's time, name and note stay; every ack is an action (as in the store), so
     // that an ack after a restart storm's hold began releases it.
@@ -395,7 +507,7 @@ Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& k
          {"detail", fmt::format("acked by {}{}", by, note.empty() ? "" : ": " + note)},
          {"node", keys.node}});
     if (actions.size() > kMaxActions) actions.erase(actions.begin());
-    std::string value = to_json(*inc, actions, doc.value("opened_by", "")).dump();
+    std::string value = to_json(*inc, actions, doc.value("opened_by", ""), *epoch).dump();
     auto t = etcd.txn({Compare::mod_rev(keys.incident, kv.mod_revision)},
                       {TxnOp::put(keys.incident, value)});
     if (!t) return t.error();
@@ -410,10 +522,12 @@ Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& ke
   if (!r) return r.error();
   if (r->kvs.empty()) return std::optional<OpenIncident>{};
   const KeyValue& kv = r->kvs[0];
-  OpenIncident out{kv.create_revision, ""};
+  OpenIncident out;
   auto st = read_record(kv, "an incident record", [&](const json& j) {
     (void)json_fields::need(j, "job");
     json_fields::opt(j, "opened_by", out.opened_by, json_fields::as_str);
+    out.id = incident_id(kv.create_revision, epoch_in(j));
+    out.create_revision = kv.create_revision;
   });
   if (!st) {
     bad.skip(kv, st.error());
@@ -430,7 +544,10 @@ Result<std::vector<store::Incident>> incidents_in_etcd(Kv& etcd, const LedgerKey
   for (const auto& kv : r->kvs) {
     auto doc = record_of(kv);
     if (!doc) continue;
-    if (auto inc = from_json(*doc, kv.key, kv.create_revision)) out.push_back(std::move(*inc));
+    auto epoch = epoch_of(*doc, kv);
+    if (!epoch) continue;
+    auto inc = from_json(*doc, kv.key, incident_id(kv.create_revision, *epoch));
+    if (inc) out.push_back(std::move(*inc));
   }
   RangeOptions all;
   all.prefix = true;

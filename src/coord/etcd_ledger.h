@@ -2,9 +2,10 @@
 // Incident (runbook/incident.h) reads and writes through it, exactly as a single node's does
 // through its SQLite store.
 //
-//   <prefix>/jobs/<job>/incident         the open incident, JSON; its id is the key's create
-//                                        revision (one creator ever wins: CREATE == 0)
+//   <prefix>/jobs/<job>/incident         the open incident, JSON (one creator ever wins:
+//                                        CREATE == 0); its id: incident_id() below
 //   <prefix>/jobs/<job>/incidents/<id>   a closed one, moved there by the close
+//   <prefix>/epoch                       {"epoch": ms, "by": node}: the etcd history's epoch
 //
 // Every write is one txn fenced twice: CREATE(the leader's node key) == its revision (a leader
 // whose lease lapsed, stopped or partitioned, cannot commit), and MOD(incident) == the revision
@@ -26,8 +27,27 @@
 
 namespace stepwatch::coord {
 
-// <prefix>/jobs/<job>/incident: the job's open incident (its id is the key's create revision).
+// <prefix>/jobs/<job>/incident: the job's open incident.
 std::string incident_key(std::string_view prefix, std::string_view job);
+
+// Incident ids never repeat, even after etcd lost its data (E7). A revision restarts with the
+// data, so an id is not a revision alone: an incident record carries the epoch of the etcd
+// history it opened in, and its id is epoch * kEpochScale + the record's create revision.
+//
+// The epoch is <prefix>/epoch: the wall-clock milliseconds when the first incident of that
+// history opened (later still, if the opener saw a larger id). A wiped etcd has no epoch key;
+// the next incident writes a new one, later than the last, so ids keep growing. They could
+// repeat only if the lost history had committed over a million revisions a second since its
+// epoch, or the clocks went back. Every id is below 2^53, so JSON readers keep it exact.
+// A record written before epochs has none: its id stays its create revision.
+inline constexpr int64_t kEpochScale = 1000;
+inline constexpr int64_t kMaxEpochMs = 9'000'000'000'000;  // year 2255: ids stay below 2^53
+// <prefix>/epoch
+std::string epoch_key(std::string_view prefix);
+int64_t incident_id(int64_t create_revision, int64_t epoch_ms);
+// The id of the incident record at `kv` (its value read bounded, as every record's); an error
+// naming the key when the record does not read.
+Result<int64_t> incident_id_of(const KeyValue& kv);
 // <prefix>/jobs/<job>/incidents/<id, 20 digits>: where a closed one stays.
 std::string closed_incident_key(std::string_view prefix, std::string_view job, int64_t id);
 
@@ -40,6 +60,7 @@ struct LedgerKeys {
   std::string nodes_dir;   // <prefix>/jobs/<job>/nodes/
   std::string roster;      // <prefix>/jobs/<job>/roster
   std::string set_aside;   // <prefix>/jobs/<job>/set_aside/: records not the cluster's
+  std::string epoch;       // <prefix>/epoch
 };
 // The job's keys as this node writes them: its fence is its node key under the job.
 LedgerKeys ledger_keys(const NodeSession& session, const std::string& job);
@@ -75,8 +96,18 @@ class EtcdLedger final : public runbook::IncidentLedger {
   // Anyone who may write under the prefix could put an incident record, acked, to mute a real
   // stall (E4): one no node of the job opened is not joined.
   Result<bool> vouched(const std::string& opened_by);
+  struct Epoch {
+    int64_t ms = 0;
+    int64_t create_revision = 0;  // of the epoch key: an open is fenced on it
+  };
+  // The epoch incidents open in now: the stored one, or a new one written (none stored: etcd is
+  // new or lost its data; or what is stored is no epoch) no earlier than `at_ns` and past every
+  // id this ledger saw.
+  Result<Epoch> epoch(int64_t at_ns);
+  // Remembers the largest revision seen, so that a new epoch starts past every id seen.
+  void saw(int64_t revision, int64_t epoch_ms);
   // Moves the open record at `kv` aside (fenced), so that a real incident can open.
-  Status set_aside(const KeyValue& kv, int64_t fence);
+  Status set_aside(const KeyValue& kv, int64_t fence, int64_t epoch_ms);
   // Applies `change` to the open incident `id` and writes it, fenced; retried once when the
   // record moved meanwhile. `change` returns false to leave it as it is.
   Status modify(int64_t id, const std::function<bool(store::Incident&, std::string& extra)>& change,
@@ -86,7 +117,8 @@ class EtcdLedger final : public runbook::IncidentLedger {
   std::string job_;
   LedgerKeys keys_;
   std::function<int64_t()> fence_;
-  std::optional<std::pair<int64_t, bool>> vouched_;  // create revision -> vouched
+  std::optional<std::pair<int64_t, bool>> vouched_;  // incident id -> vouched
+  int64_t last_id_ = 0;                              // the largest id this ledger saw
   std::optional<KeyValue> unvouched_;                // the open record no node opened
 };
 
@@ -100,6 +132,7 @@ Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& k
 // does not read: said to `bad`). What a node checks an order against before it carries it out.
 struct OpenIncident {
   int64_t id = 0;
+  int64_t create_revision = 0;  // of its record: an order for it is written later
   std::string opened_by;
 };
 Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& keys,

@@ -285,7 +285,11 @@ Result<std::optional<std::string>> Launcher::unproven(const coord::JobIncarnatio
     // and is a node of the job under its lease.
     auto open = etcd_.range(coord::incident_key(opt_.prefix, opt_.job));
     if (!open) return open.error();
-    bool known = !open->kvs.empty() && open->kvs[0].create_revision == r.incident;
+    bool known = false;
+    if (!open->kvs.empty()) {
+      auto id = coord::incident_id_of(open->kvs[0]);
+      known = id && *id == r.incident;
+    }
     if (!known) {
       auto closed = etcd_.range(coord::closed_incident_key(opt_.prefix, opt_.job, r.incident));
       if (!closed) return closed.error();
@@ -309,11 +313,16 @@ bool Launcher::hold_stands(int64_t incident, Stamp now) {
       now.mono_ns - hold_checked_->second < kHoldCheckNs) {
     return true;
   }
-  // The hold's incident is the job's open one (its id is the key's create revision). One that
-  // closed without the hold being lifted (the job was abandoned, a leader went away for good)
-  // holds nothing: resume_wait applies again. etcd not answering: the hold stands.
+  // The hold's incident is the job's open one. One that closed without the hold being lifted
+  // (the job was abandoned, a leader went away for good) holds nothing: resume_wait applies
+  // again. etcd not answering: the hold stands; a record that does not read holds nothing.
   auto r = etcd_.range(coord::incident_key(opt_.prefix, opt_.job));
-  if (r && (r->kvs.empty() || r->kvs[0].create_revision != incident)) {
+  auto open_id = [&]() -> std::optional<int64_t> {
+    if (!r || r->kvs.empty()) return std::nullopt;
+    auto id = coord::incident_id_of(r->kvs[0]);
+    return id ? std::optional<int64_t>{*id} : std::nullopt;
+  };
+  if (r && open_id() != incident) {
     if (told_stale_hold_ != incident) {
       told_stale_hold_ = incident;
       say(

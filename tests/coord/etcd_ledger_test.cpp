@@ -24,8 +24,9 @@ class EtcdLedgerTest : public ::testing::Test {
     client_ = std::make_unique<EtcdClient>(EtcdOptions{{etcd_->endpoint()}, "", kNsPerSec});
   }
   LedgerKeys keys(const std::string& node) const {
-    return {"/sw/jobs/j/incident", "/sw/jobs/j/incidents/", "/sw/jobs/j/nodes/" + node, node,
-            "/sw/jobs/j/nodes/",   "/sw/jobs/j/roster",     "/sw/jobs/j/set_aside/"};
+    return {
+        "/sw/jobs/j/incident", "/sw/jobs/j/incidents/", "/sw/jobs/j/nodes/" + node, node,
+        "/sw/jobs/j/nodes/",   "/sw/jobs/j/roster",     "/sw/jobs/j/set_aside/",    "/sw/epoch"};
   }
   // A node key under a lease, as a node's summary is: its create revision is the fence.
   Leader join(const std::string& node, int64_t lease = 0) {
@@ -51,6 +52,7 @@ class EtcdLedgerTest : public ::testing::Test {
 
   std::unique_ptr<test::EtcdServer> etcd_;
   std::unique_ptr<EtcdClient> client_;
+  BadRecords fresh_bad_;
 };
 
 TEST_F(EtcdLedgerTest, OpensOnceRecordsThePageAndClosesAside) {
@@ -128,6 +130,108 @@ TEST_F(EtcdLedgerTest, RacingLeadersOpenOneIncident) {
   EXPECT_EQ(created[0] + created[1] + created[2], 1);
   EXPECT_EQ(ids[0], ids[1]);
   EXPECT_EQ(ids[1], ids[2]);
+}
+
+// E7: incident ids survive an etcd that lost its data. Revisions restart with the data; ids do
+// not, whether the opener remembers the old ids (the same agent) or not (one restarted with it).
+TEST_F(EtcdLedgerTest, IdsNeverRepeatAfterEtcdLostItsData) {
+  Leader a = join("a");
+  auto at = [](int64_t s) {
+    store::NewIncident n = stall();
+    n.at_ns = s * kNsPerSec;
+    return n;
+  };
+  const int64_t t0 = 1'800'000'000;  // seconds, a wall-clock time
+  int64_t first_id = 0;
+  int64_t first_rev = 0;
+  {
+    EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+    auto ref = ledger.open(at(t0));
+    ASSERT_TRUE(ref.ok()) << ref.error().message;
+    first_id = ref->id;
+    auto kv = client_->range("/sw/jobs/j/incident");
+    ASSERT_TRUE(kv.ok() && kv->kvs.size() == 1u);
+    first_rev = kv->kvs[0].create_revision;
+    EXPECT_EQ(first_id, incident_id(first_rev, t0 * 1000)) << "epoch: the first open's time";
+    auto got = ledger.get(first_id);
+    ASSERT_TRUE(got.ok() && got->has_value());
+    EXPECT_EQ((*got)->id, first_id);
+    ASSERT_TRUE(ledger.close(first_id, 9'000, "recovered").ok());
+    auto closed = ledger.get(first_id);
+    ASSERT_TRUE(closed.ok() && closed->has_value()) << "found under its id once closed";
+  }
+
+  // The same ledger (its agent lived through the loss), at the same second: past what it saw.
+  EtcdLedger survivor(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto before = survivor.open(at(t0));
+  ASSERT_TRUE(before.ok()) << before.error().message;
+  ASSERT_TRUE(survivor.close(before->id, 9'000, "recovered").ok());
+  etcd_->wipe();
+  a = join("a");
+  ASSERT_LE(a.rev, first_rev) << "etcd's revisions restarted: the case under test";
+  auto after = survivor.open(at(t0));
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  EXPECT_GT(after->id, before->id) << "no id seen before the loss comes back";
+  ASSERT_TRUE(survivor.close(after->id, 9'000, "recovered").ok());
+
+  // A new ledger (an agent restarted with etcd), a second later: the clock moves the epoch on.
+  etcd_->wipe();
+  a = join("a");
+  EtcdLedger fresh(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto later = fresh.open(at(t0 + 1));
+  ASSERT_TRUE(later.ok()) << later.error().message;
+  EXPECT_GT(later->id, after->id);
+  EXPECT_GT(later->id, first_id);
+  auto open = open_incident(*client_, keys("a"), fresh_bad_);
+  ASSERT_TRUE(open.ok() && open->has_value());
+  EXPECT_EQ((*open)->id, later->id) << "an order checks the same id";
+  auto kv = client_->range("/sw/jobs/j/incident");
+  ASSERT_TRUE(kv.ok() && kv->kvs.size() == 1u);
+  auto id = incident_id_of(kv->kvs[0]);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  EXPECT_EQ(*id, later->id) << "and so does a launcher";
+  EXPECT_LT(later->id, int64_t{1} << 53) << "exact in every JSON reader";
+}
+
+// A record written before epochs keeps its id, its create revision, through every write.
+TEST_F(EtcdLedgerTest, ARecordFromBeforeEpochsKeepsItsRevisionAsItsId) {
+  Leader a = join("a");
+  const std::string old =
+      R"({"job":"j","incarnation":0,"opened_at_ns":1,"state":"stalled","cause":"io",)"
+      R"("summary":"s","page_result":"","opened_by":"a","actions":[]})";
+  auto put = client_->put("/sw/jobs/j/incident", old);
+  ASSERT_TRUE(put.ok());
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto joined = ledger.open(stall());
+  ASSERT_TRUE(joined.ok()) << joined.error().message;
+  EXPECT_FALSE(joined->created);
+  EXPECT_EQ(joined->id, *put);
+  ASSERT_TRUE(ledger.claim_page(*put, 2'000).ok());
+  auto acked = ack_in_etcd(*client_, keys("b"), "j", 3'000, "alice", "");
+  ASSERT_TRUE(acked.ok() && acked->has_value());
+  EXPECT_EQ((*acked)->id, *put);
+  auto got = ledger.get(*put);
+  ASSERT_TRUE(got.ok() && got->has_value()) << "still found by the same id after two writes";
+}
+
+// An epoch record that does not read (a forgery, a bad write) is replaced, said once; ids go on.
+TEST_F(EtcdLedgerTest, AnEpochThatDoesNotReadIsReplaced) {
+  Leader a = join("a");
+  for (const std::string bad : {R"({"epoch":"soon"})", R"({"epoch":-5})", "[[[", R"({})",
+                                R"({"epoch":99999999999999999})"}) {
+    SCOPED_TRACE(bad);
+    ASSERT_TRUE(client_->put("/sw/epoch", bad).ok());
+    EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+    store::NewIncident n = stall();
+    n.at_ns = 1'800'000'000 * kNsPerSec;
+    auto ref = ledger.open(n);
+    ASSERT_TRUE(ref.ok()) << ref.error().message;
+    EXPECT_GE(ref->id, 1'800'000'000'000 * kEpochScale);
+    auto e = client_->range("/sw/epoch");
+    ASSERT_TRUE(e.ok() && e->kvs.size() == 1u);
+    EXPECT_NE(e->kvs[0].value, bad);
+    ASSERT_TRUE(ledger.close(ref->id, 9'000, "recovered").ok());
+  }
 }
 
 // E4: a record no node of the job opened (a plain put, acked, to mute a stall) is not joined:

@@ -205,6 +205,17 @@ void EtcdServer::restart() {
   }
 }
 
+void EtcdServer::wipe() {
+  kill();
+  std::error_code ec;
+  fs::remove_all(fs::path(dir_) / "data", ec);
+  spawn();
+  if (std::string why = wait_healthy(); !why.empty()) {
+    throw std::runtime_error(fmt::format("etcd restart (empty) on {}: {}; its log ends:\n{}",
+                                         endpoint(), why, log_tail()));
+  }
+}
+
 std::string EtcdServer::enable_auth(const std::string& password) {
   httplib::Client cli(endpoint());
   cli.set_read_timeout(std::chrono::seconds(5));

@@ -38,6 +38,7 @@ class EtcdServer {
   void kill();     // SIGKILL and reap: a crash
   void stop();     // SIGTERM and reap (SIGKILL after 5 s)
   void restart();  // stops it if running, then starts it on the same data and ports
+  void wipe();     // SIGKILL, its data removed, then started empty on the same ports: data loss
 
   // Turns authentication on (user root with `password`, role root) and returns a token for it,
   // which the client sends as its Authorization header. Throws std::runtime_error on failure.
