@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "src/common/log.h"
@@ -44,7 +45,7 @@ void JobCoord::poll(const NodeSummary& summary, uint64_t signature, Stamp now) {
   read_nodes(now);
 }
 
-Result<NodeSummary> JobCoord::candidate(const KeyValue& kv, const std::string& name) const {
+Status JobCoord::identity(const KeyValue& kv, const std::string& name) const {
   // A node name reaches pages and command lines (a drain): no hostlist, no option (E10).
   if (auto st = contract::validate_node_name(name); !st) {
     return Error{Errc::kInvalidField, fmt::format("etcd key {}: {}", kv.key, st.error().message)};
@@ -55,6 +56,11 @@ Result<NodeSummary> JobCoord::candidate(const KeyValue& kv, const std::string& n
                              "the job",
                              kv.key)};
   }
+  return {};
+}
+
+Result<NodeSummary> JobCoord::candidate(const KeyValue& kv, const std::string& name) const {
+  if (auto st = identity(kv, name); !st) return st.error();
   auto s = summary_from_json(kv.value, "etcd key " + kv.key);
   if (!s) return s.error();
   if (s->node != name) {
@@ -81,21 +87,85 @@ bool JobCoord::counts(const KeyValue& kv, const std::string& name,
   return true;
 }
 
+std::optional<std::optional<KeyValue>> JobCoord::read_value(const std::string& key) {
+  auto r = session_.etcd().range(key);
+  if (!r) {
+    session_.note_failure(r.error());
+    return std::nullopt;
+  }
+  ++values_read_;
+  if (r->kvs.empty()) return std::optional<KeyValue>{};
+  return std::optional<KeyValue>{std::move(r->kvs[0])};
+}
+
+bool JobCoord::fill_values(const std::string& prefix, std::vector<KeyValue>& kvs,
+                           const std::function<bool(const KeyValue&)>& need) {
+  constexpr size_t kGetEach = 4;  // more changed values than this: one range of them all
+  std::vector<size_t> wanted;
+  for (size_t i = 0; i < kvs.size(); ++i) {
+    if (need(kvs[i])) wanted.push_back(i);
+  }
+  if (wanted.empty()) return true;
+  if (wanted.size() > kGetEach) {
+    RangeOptions all;
+    all.prefix = true;
+    all.by_create_rev = true;
+    auto r = session_.etcd().range(prefix, all);
+    if (!r) {
+      session_.note_failure(r.error());
+      return false;
+    }
+    values_read_ += r->kvs.size();
+    kvs = std::move(r->kvs);
+    return true;
+  }
+  std::vector<bool> gone(kvs.size(), false);
+  for (size_t i : wanted) {
+    auto got = read_value(kvs[i].key);
+    if (!got) return false;
+    if (*got) {
+      kvs[i] = std::move(**got);
+    } else {
+      gone[i] = true;
+    }
+  }
+  std::vector<KeyValue> kept;
+  for (size_t i = 0; i < kvs.size(); ++i) {
+    if (!gone[i]) kept.push_back(std::move(kvs[i]));
+  }
+  // A key deleted and put again between the listing and its get moved in the line.
+  std::stable_sort(kept.begin(), kept.end(), [](const KeyValue& a, const KeyValue& b) {
+    return a.create_revision < b.create_revision;
+  });
+  kvs = std::move(kept);
+  return true;
+}
+
 void JobCoord::read_nodes(Stamp now) {
   std::string prefix = session_.job_key(job_, "nodes/");
   bool was_leader = leads_;
   if (!leads_) {
     // A follower reads the first key only, while it is a live node's summary: the leader.
+    // Listed without its value, read only when it changed.
     RangeOptions first;
     first.prefix = true;
     first.by_create_rev = true;
     first.limit = 1;
+    first.keys_only = true;
     auto r = session_.etcd().range(prefix, first);
     if (!r) {
       session_.note_failure(r.error());
       return;
     }
     session_.note_ok();
+    if (!fill_values(prefix, r->kvs, [&](const KeyValue& kv) {
+          std::string name = kv.key.substr(prefix.size());
+          auto c = checked_mod_.find(kv.key);
+          return name != session_.options().node && identity(kv, name) &&
+                 (c == checked_mod_.end() || c->second != kv.mod_revision);
+        })) {
+      return;
+    }
     if (r->kvs.empty()) {
       leader_.clear();
       return;
@@ -108,11 +178,13 @@ void JobCoord::read_nodes(Stamp now) {
       if (leader_ != session_.options().node) return;
     }
   }
-  // Leading (or just found to lead, or the first key is no node's): every summary, in candidacy
-  // order; the first that is a live node's leads.
+  // Leading (or just found to lead, or the first key is no node's): every key, in candidacy
+  // order; the first that is a live node's leads. Listed without values (E11: a forged key's
+  // megabytes are not read each poll); a value is read when a key that may be a node's changed.
   RangeOptions all;
   all.prefix = true;
   all.by_create_rev = true;
+  all.keys_only = true;
   auto r = session_.etcd().range(prefix, all);
   if (!r) {
     session_.note_failure(r.error());
@@ -120,38 +192,87 @@ void JobCoord::read_nodes(Stamp now) {
     return;
   }
   session_.note_ok();
+  const std::string& self = session_.options().node;
+  // Whether the leader holds node's summary as it stands at kv: nothing to read.
+  auto current = [&](const KeyValue& kv, const std::string& node) {
+    auto c = checked_mod_.find(kv.key);
+    if (c == checked_mod_.end() || c->second != kv.mod_revision) return false;
+    auto seen = peer_mod_.find(node);
+    auto peer = peers_.find(node);
+    return seen != peer_mod_.end() && seen->second == kv.mod_revision && peer != peers_.end() &&
+           !peer->second.lapsed_mono_ns;
+  };
+  std::vector<KeyValue>& kvs = r->kvs;
   std::set<std::string> present;
   std::set<std::string> keys;
+  std::map<std::string, NodeSummary> read_now;  // summaries counts() read this poll: read once
+  auto take = [&](const KeyValue& kv, const std::string& node) {
+    keys.insert(kv.key);
+    std::optional<NodeSummary> parsed;
+    if (!counts(kv, node, &parsed)) return false;
+    present.insert(node);
+    if (parsed) read_now[node] = std::move(*parsed);
+    return true;
+  };
   leads_ = false;
   leader_.clear();
   leader_fence_ = 0;
-  for (const KeyValue& kv : r->kvs) {
-    keys.insert(kv.key);
+  // 1. The leader: the first key that counts. A value is read only when its key changed, and
+  //    none past the leader's unless this node leads.
+  size_t next = 0;
+  for (; next < kvs.size() && leader_.empty(); ++next) {
+    KeyValue& kv = kvs[next];
     std::string node = kv.key.substr(prefix.size());
-    std::optional<NodeSummary> parsed;  // set when counts() read a new value: read once
-    if (!counts(kv, node, &parsed)) continue;
-    present.insert(node);
-    if (leader_.empty()) {
-      leader_ = node;
-      leader_fence_ = kv.create_revision;
-      leads_ = node == session_.options().node;
-      if (leads_) my_create_rev_ = kv.create_revision;
+    auto c = checked_mod_.find(kv.key);
+    if (node != self && identity(kv, node) &&
+        (c == checked_mod_.end() || c->second != kv.mod_revision)) {
+      auto got = read_value(kv.key);
+      if (!got) {
+        leads_ = false;
+        return;
+      }
+      if (!*got) continue;  // deleted meanwhile
+      kv = std::move(**got);
     }
-    if (node == session_.options().node || !leads_) continue;
-    auto seen = peer_mod_.find(node);
-    if (seen != peer_mod_.end() && seen->second == kv.mod_revision && peers_.count(node) &&
-        !peers_[node].lapsed_mono_ns)
-      continue;     // unchanged since the last read: its ages go on from when it was received
-    if (!parsed) {  // checked at this revision before (as a follower), not kept: read it now
-      auto s = summary_from_json(kv.value, "etcd key " + kv.key);
-      if (!s) continue;
-      parsed = std::move(*s);
+    if (!take(kv, node)) continue;
+    leader_ = node;
+    leader_fence_ = kv.create_revision;
+    leads_ = node == self;
+    if (leads_) my_create_rev_ = kv.create_revision;
+  }
+  // 2. Leading: every other node's summary, read when its key changed (or not held yet).
+  if (leads_) {
+    std::vector<KeyValue> rest(std::make_move_iterator(kvs.begin() + static_cast<long>(next)),
+                               std::make_move_iterator(kvs.end()));
+    if (!fill_values(prefix, rest, [&](const KeyValue& kv) {
+          std::string node = kv.key.substr(prefix.size());
+          return node != self && identity(kv, node) && !current(kv, node);
+        })) {
+      leads_ = false;
+      return;
     }
-    Received& rec = peers_[node];
-    rec.summary = std::move(*parsed);
-    rec.received_mono_ns = now.mono_ns;
-    rec.lapsed_mono_ns.reset();
-    peer_mod_[node] = kv.mod_revision;
+    for (const KeyValue& kv : rest) {
+      if (kv.create_revision <= my_create_rev_) continue;  // ahead of this node (a whole range)
+      std::string node = kv.key.substr(prefix.size());
+      if (!take(kv, node) || node == self) continue;
+      auto fresh = read_now.find(node);
+      if (fresh == read_now.end() && current(kv, node))
+        continue;  // unchanged since the last read: its ages go on from when it was received
+      Received& rec = peers_[node];
+      if (fresh != read_now.end()) {
+        rec.summary = std::move(fresh->second);
+      } else {  // checked at this revision before (as a follower), not kept: read it now
+        auto s = summary_from_json(kv.value, "etcd key " + kv.key);
+        if (!s) {
+          peers_.erase(node);
+          continue;
+        }
+        rec.summary = std::move(*s);
+      }
+      rec.received_mono_ns = now.mono_ns;
+      rec.lapsed_mono_ns.reset();
+      peer_mod_[node] = kv.mod_revision;
+    }
   }
   std::erase_if(checked_mod_, [&](const auto& e) { return !keys.count(e.first); });
   for (auto& [node, rec] : peers_) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -50,14 +51,27 @@ class JobCoord {
   // Deletes this node's key (the job finished or vanished here).
   void retire();
   uint64_t puts() const { return puts_; }
+  // Summary values read from etcd (keys are listed without them; a value is read when changed).
+  uint64_t values_read() const { return values_read_; }
 
   const std::string& job() const { return job_; }
   std::string node_key(const std::string& node) const;
 
  private:
   void read_nodes(Stamp now);
-  // The summary at `kv` if it is a live node's (under a lease, named `name`, reading).
+  // Whether `kv` may be node `name`'s key at all, from the key alone (no value needed): a node
+  // name, under a lease.
+  Status identity(const KeyValue& kv, const std::string& name) const;
+  // The summary at `kv` if it is a live node's (identity(), and a summary of `name` that reads).
   Result<NodeSummary> candidate(const KeyValue& kv, const std::string& name) const;
+  // The key with its value (an empty inner optional: deleted meanwhile); nullopt: etcd failed
+  // (said to the session).
+  std::optional<std::optional<KeyValue>> read_value(const std::string& key);
+  // Reads the values of the keys-only `kvs` (under `prefix`) that `need` names: a get each for a
+  // few, one range of the prefix for more. A key gone meanwhile is dropped, one changed comes
+  // with its new revisions; `kvs` stays in candidacy order. false: etcd failed (said).
+  bool fill_values(const std::string& prefix, std::vector<KeyValue>& kvs,
+                   const std::function<bool(const KeyValue&)>& need);
   // Whether `kv` counts as node `name`'s key (each value checked once; a bad one said once).
   // When it reads a new value, the summary goes to `parsed` (the leader keeps it: read once).
   bool counts(const KeyValue& kv, const std::string& name,
@@ -77,6 +91,7 @@ class JobCoord {
   std::map<std::string, Received> peers_;       // by node; the leader's
   std::map<std::string, int64_t> peer_mod_;     // the mod revision of each peer's summary read
   uint64_t puts_ = 0;
+  uint64_t values_read_ = 0;
   std::vector<int> my_ranks_;
 };
 

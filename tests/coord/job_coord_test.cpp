@@ -23,11 +23,13 @@ struct Node {
   Node(Kv& kv, const std::string& name)
       : session(kv, SessionOptions{"/sw", name, kTtl}), job(session, "train", 5 * kNsPerSec) {}
   // One poll of the agent's loop for this job: the lease first, then publish and read.
-  void poll(Stamp now, int rank) {
+  // `changed`: its summary differs from the last one (else it is put only when due).
+  void poll(Stamp now, int rank, bool changed = true) {
     session.tick(now);
     NodeSummary s;
     s.node = session.options().node;
     s.poll_seq = ++polls;
+    if (changed) signature = polls;
     contract::RankSnapshot r;
     r.job = "train";
     r.rank = rank;
@@ -35,11 +37,12 @@ struct Node {
     r.step = polls;
     r.step_count = polls;
     s.observation.ranks.push_back(r);
-    job.poll(s, polls, now);
+    job.poll(s, signature, now);
   }
   NodeSession session;
   JobCoord job;
   uint64_t polls = 0;
+  uint64_t signature = 0;
 };
 
 class JobCoordTest : public ::testing::Test {
@@ -105,6 +108,40 @@ TEST_F(JobCoordTest, OnlyALiveNodesOwnSummaryLeadsOrIsMerged) {
   EXPECT_EQ(node("a").session.bad().total(), 4u) << "each bad key said once by a follower";
   EXPECT_EQ(node("b").session.bad().total(), 4u) << "and once by the leader";
   EXPECT_TRUE(node("a").session.connected()) << "a bad key is no failure of the session";
+}
+
+// E11: keys are listed without their values; a value is read only when its key may be a node's
+// and changed. A megabyte put without a lease is never read, and quiet peers cost no value.
+TEST_F(JobCoordTest, ValuesAreReadOnlyWhenANodesKeyChanged) {
+  Kv& kv = kv_;
+  ASSERT_TRUE(kv.put("/sw/jobs/train/nodes/ghost", std::string(1 << 20, 'x')).ok());
+  for (int i = 0; i < 2; ++i) round({"b", "a"});
+  node("b").poll(clock_.now(), 0, false);  // reads what a put last
+  ASSERT_TRUE(node("b").job.leads());
+  ASSERT_EQ(node("a").job.leader(), "b");
+  const uint64_t leader_reads = node("b").job.values_read();
+  const uint64_t follower_reads = node("a").job.values_read();
+  EXPECT_GE(leader_reads, 1u) << "a's summary was read";
+  EXPECT_GE(follower_reads, 1u) << "the leader's summary was read";
+  EXPECT_EQ(node("b").session.bad().total(), 1u) << "the ghost, said once, never read";
+
+  // Quiet: neither summary changes (and none is due), so nothing is read, however many polls.
+  for (int i = 0; i < 3; ++i) {
+    node("b").poll(clock_.now(), 0, false);
+    node("a").poll(clock_.now(), 1, false);
+    clock_.advance(kNsPerSec);
+  }
+  EXPECT_EQ(node("b").job.values_read(), leader_reads);
+  EXPECT_EQ(node("a").job.values_read(), follower_reads);
+  ASSERT_TRUE(node("b").job.leads());
+  EXPECT_EQ(node("b").job.nodes(clock_.now()).size(), 2u) << "a is still merged";
+
+  // a's summary changes once: the leader reads that one value, and a reads none.
+  node("b").poll(clock_.now(), 0, false);
+  node("a").poll(clock_.now(), 1, true);
+  node("b").poll(clock_.now(), 0, false);
+  EXPECT_EQ(node("b").job.values_read(), leader_reads + 1);
+  EXPECT_EQ(node("a").job.values_read(), follower_reads);
 }
 
 TEST_F(JobCoordTest, TheFirstNodeToPublishLeadsAndTheOthersFollowIt) {
