@@ -75,16 +75,21 @@ Result<NodeSummary> JobCoord::candidate(const KeyValue& kv, const std::string& n
 bool JobCoord::counts(const KeyValue& kv, const std::string& name,
                       std::optional<NodeSummary>* parsed) {
   if (name == session_.options().node) return kv.lease != 0 && kv.lease == session_.lease();
-  auto checked = checked_mod_.find(kv.key);
-  if (checked != checked_mod_.end() && checked->second == kv.mod_revision) return true;
+  if (auto c = checked(kv)) return *c;
   auto s = candidate(kv, name);
+  checked_mod_[kv.key] = {kv.mod_revision, s.ok()};
   if (!s) {
     session_.bad().skip(kv, s.error());
     return false;
   }
-  checked_mod_[kv.key] = kv.mod_revision;
   if (parsed) *parsed = std::move(*s);
   return true;
+}
+
+std::optional<bool> JobCoord::checked(const KeyValue& kv) const {
+  auto c = checked_mod_.find(kv.key);
+  if (c == checked_mod_.end() || c->second.first != kv.mod_revision) return std::nullopt;
+  return c->second.second;
 }
 
 std::optional<std::optional<KeyValue>> JobCoord::read_value(const std::string& key) {
@@ -160,9 +165,7 @@ void JobCoord::read_nodes(Stamp now) {
     session_.note_ok();
     if (!fill_values(prefix, r->kvs, [&](const KeyValue& kv) {
           std::string name = kv.key.substr(prefix.size());
-          auto c = checked_mod_.find(kv.key);
-          return name != session_.options().node && identity(kv, name) &&
-                 (c == checked_mod_.end() || c->second != kv.mod_revision);
+          return name != session_.options().node && identity(kv, name) && !checked(kv);
         })) {
       return;
     }
@@ -195,8 +198,7 @@ void JobCoord::read_nodes(Stamp now) {
   const std::string& self = session_.options().node;
   // Whether the leader holds node's summary as it stands at kv: nothing to read.
   auto current = [&](const KeyValue& kv, const std::string& node) {
-    auto c = checked_mod_.find(kv.key);
-    if (c == checked_mod_.end() || c->second != kv.mod_revision) return false;
+    if (checked(kv) != true) return false;
     auto seen = peer_mod_.find(node);
     auto peer = peers_.find(node);
     return seen != peer_mod_.end() && seen->second == kv.mod_revision && peer != peers_.end() &&
@@ -223,9 +225,7 @@ void JobCoord::read_nodes(Stamp now) {
   for (; next < kvs.size() && leader_.empty(); ++next) {
     KeyValue& kv = kvs[next];
     std::string node = kv.key.substr(prefix.size());
-    auto c = checked_mod_.find(kv.key);
-    if (node != self && identity(kv, node) &&
-        (c == checked_mod_.end() || c->second != kv.mod_revision)) {
+    if (node != self && identity(kv, node) && !checked(kv)) {
       auto got = read_value(kv.key);
       if (!got) {
         leads_ = false;
@@ -246,7 +246,7 @@ void JobCoord::read_nodes(Stamp now) {
                                std::make_move_iterator(kvs.end()));
     if (!fill_values(prefix, rest, [&](const KeyValue& kv) {
           std::string node = kv.key.substr(prefix.size());
-          return node != self && identity(kv, node) && !current(kv, node);
+          return node != self && identity(kv, node) && checked(kv) != false && !current(kv, node);
         })) {
       leads_ = false;
       return;

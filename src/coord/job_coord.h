@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/coord/session.h"
@@ -67,6 +68,8 @@ class JobCoord {
   // The key with its value (an empty inner optional: deleted meanwhile); nullopt: etcd failed
   // (said to the session).
   std::optional<std::optional<KeyValue>> read_value(const std::string& key);
+  // Whether `kv` counted when this value of it was checked; nullopt: not checked yet.
+  std::optional<bool> checked(const KeyValue& kv) const;
   // Reads the values of the keys-only `kvs` (under `prefix`) that `need` names: a get each for a
   // few, one range of the prefix for more. A key gone meanwhile is dropped, one changed comes
   // with its new revisions; `kvs` stays in candidacy order. false: etcd failed (said).
@@ -87,9 +90,10 @@ class JobCoord {
   bool leads_ = false;
   std::string leader_;
   int64_t leader_fence_ = 0;
-  std::map<std::string, int64_t> checked_mod_;  // key -> the mod revision found to count
-  std::map<std::string, Received> peers_;       // by node; the leader's
-  std::map<std::string, int64_t> peer_mod_;     // the mod revision of each peer's summary read
+  // key -> the mod revision checked, and whether it counted: a value is checked (and read) once.
+  std::map<std::string, std::pair<int64_t, bool>> checked_mod_;
+  std::map<std::string, Received> peers_;    // by node; the leader's
+  std::map<std::string, int64_t> peer_mod_;  // the mod revision of each peer's summary read
   uint64_t puts_ = 0;
   uint64_t values_read_ = 0;
   std::vector<int> my_ranks_;
