@@ -476,6 +476,9 @@ void Agent::observe(WatchedJob& t, Stamp now, const Result<probe::GpuSnapshot>* 
       t.state.cluster = t.leader->amend(obs, polls_, now);
     };
   }
+  in.settle = [&](const detect::Observation& obs, detect::Verdict& v) {
+    settle_preempt(t, obs, v);
+  };
   watch::Look look = t.watch->look(now, in);
   const watch::PollReport& rep = look.report;
   detect::Observation& obs = look.observation;
@@ -504,10 +507,11 @@ void Agent::observe(WatchedJob& t, Stamp now, const Result<probe::GpuSnapshot>* 
   t.watch->observer().set_detail_after(v.expected_interval_ns > 0 ? v.expected_interval_ns
                                                                   : config_.poll_interval_ns);
   if (look.changed_from) transition(t, look.changed_from->first, v, now);
-  if (v.state == detect::State::kFinished) {
-    // Ranks that end under our own preempt have not finished: the preempt closes the incident.
+  if (v.state == detect::State::kFinished || v.state == detect::State::kPreempted) {
+    // Ranks that end under our own preempt are held until it is done: its report closes the
+    // incident (settle_preempt).
     if (!t.retired_at_wall_ns && !t.runbook->acting() && !preempting(t))
-      retire(t, now, "job finished");
+      retire(t, now, v.state == detect::State::kPreempted ? "job preempted" : "job finished");
   } else if (t.retired_at_wall_ns && !t.vanished) {
     log_info("agent: job {} runs again ({})", t.job, v.summary);  // a restart after finishing
     t.retired_at_wall_ns.reset();

@@ -119,7 +119,13 @@ class Agent : public serve::JobSource {
   // Steps the runbook that owns the job's incident now: the node's own (single node, or
   // coordination lost: paging only), or, through its leader, the job's in etcd.
   void step_runbook(WatchedJob& t, const detect::Verdict& v, Stamp now);
-  bool preempted_by_us(const WatchedJob& t) const;
+  // Whether every rank here with a pid (in `own`: this node's look; by default the last one)
+  // was ended by this node's preempt or the job's order.
+  bool preempted_by_us(const WatchedJob& t, const detect::Observation* own = nullptr) const;
+  // The verdict as the job's own preempt leaves it: held while the preempt is under way, and
+  // `preempted` once it ended every rank here (watch::LookInputs::settle; `obs`: this poll's).
+  void settle_preempt(const WatchedJob& t, const detect::Observation& obs,
+                      detect::Verdict& v) const;
   // Whether the job's ranks end under a preempt of ours: they have not finished.
   bool preempting(const WatchedJob& t) const;
   // At the first poll: the open incidents of jobs no longer there (their beacons vanished while

@@ -30,6 +30,8 @@ std::string_view end_reason(const detect::Verdict& last, std::string_view otherw
   switch (last.state) {
     case detect::State::kFinished:
       return "finished";
+    case detect::State::kPreempted:
+      return "preempted";
     case detect::State::kStalled:
     case detect::State::kDead:
       return "failed";

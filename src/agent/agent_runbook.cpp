@@ -36,14 +36,47 @@ void Agent::transition(WatchedJob& t, detect::State from, const detect::Verdict&
   if (may_log(t, now)) log_info("agent: job {}: {} -> {}", t.job, tr.from_state, v.summary);
 }
 
-bool Agent::preempted_by_us(const WatchedJob& t) const {
+void Agent::settle_preempt(const WatchedJob& t, const detect::Observation& obs,
+                           detect::Verdict& v) const {
+  if (t.runbook->acting() || preempting(t)) {
+    // Under way: the ranks get SIGCONT and SIGTERM and end. What they look like meanwhile (a
+    // step written as they wake, "healthy"; an exit status, "dead"; gone, "finished") is not
+    // news: the verdict the preempt acts on stands until it is done (E13).
+    if (!t.published) return;
+    const detect::Verdict& last = t.published->verdict;  // the last poll's
+    v.state = last.state;
+    v.cause = last.cause;
+    v.culprits = last.culprits;
+    v.summary = last.summary;
+    return;
+  }
+  const detect::Observation* own = t.leader ? t.leader->own_look() : nullptr;
+  if (!preempted_by_us(t, own ? own : &obs)) return;
+  // A leader's verdict is the job's: ranks on other nodes that still run say so.
+  const bool others = std::any_of(obs.ranks.begin(), obs.ranks.end(), [&](const auto& r) {
+    return !r.host.empty() && !obs.local_host.empty() && r.host != obs.local_host;
+  });
+  if (others && !detect::fires_runbook(v.state) && v.state != detect::State::kFinished) return;
+  // Ended by this node's preempt or by the job's order: neither finished nor dead (E13).
+  const bool ordered = t.leader && !t.leader->ended_by_orders().empty();
+  v.state = detect::State::kPreempted;
+  v.cause = detect::Cause::kNone;
+  v.culprits.clear();
+  v.summary = fmt::format("preempted: its ranks here were ended by {}",
+                          ordered ? "the job leader's order" : "this node's preempt");
+}
+
+bool Agent::preempted_by_us(const WatchedJob& t, const detect::Observation* own) const {
   static const std::set<int> kNone;
   const std::set<int>& ended = t.runbook->ended_pids();
   const std::set<int>& ordered = t.leader ? t.leader->ended_by_orders() : kNone;
   if (ended.empty() && ordered.empty()) return false;
   bool any = false;
-  for (const auto& r : t.own_look().ranks) {
-    if (r.pid <= 0) continue;
+  const detect::Observation& look = own ? *own : t.own_look();
+  for (const auto& r : look.ranks) {
+    // This node's ranks: a leader's look holds the others' too, ended (or not) by their nodes.
+    if (r.pid <= 0 || (!r.host.empty() && !look.local_host.empty() && r.host != look.local_host))
+      continue;
     if (!ended.count(r.pid) && !ordered.count(r.pid)) return false;
     any = true;
   }

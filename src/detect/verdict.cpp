@@ -18,6 +18,8 @@ const char* state_name(State s) {
       return "dead";
     case State::kFinished:
       return "finished";
+    case State::kPreempted:
+      return "preempted";
   }
   return "?";
 }
@@ -51,6 +53,7 @@ bool fires_runbook(State s) {
 int severity(State s) {
   switch (s) {
     case State::kFinished:
+    case State::kPreempted:
       return 0;
     case State::kHealthy:
       return 1;

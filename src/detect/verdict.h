@@ -10,8 +10,18 @@
 
 namespace stepwatch::detect {
 
-enum class State { kStarting, kHealthy, kSlow, kSuspect, kStalled, kDead, kFinished };
+// kPreempted is never the detector's: the agent's, for a job whose ranks its own preempt (or the
+// job leader's order) ended (watch::LookInputs::settle). Like kFinished, the job has ended.
+enum class State { kStarting, kHealthy, kSlow, kSuspect, kStalled, kDead, kFinished, kPreempted };
 enum class Cause { kNone, kCollective, kIo, kHost, kInit, kPhaseOverrun, kRankSilent, kUnknown };
+
+// Every state and cause, in order (the codec reads names back by them; metrics list them).
+inline constexpr State kAllStates[] = {State::kStarting, State::kHealthy,  State::kSlow,
+                                       State::kSuspect,  State::kStalled,  State::kDead,
+                                       State::kFinished, State::kPreempted};
+inline constexpr Cause kAllCauses[] = {Cause::kNone,       Cause::kCollective, Cause::kIo,
+                                       Cause::kHost,       Cause::kInit,       Cause::kPhaseOverrun,
+                                       Cause::kRankSilent, Cause::kUnknown};
 
 const char* state_name(State s);
 const char* cause_name(Cause c);

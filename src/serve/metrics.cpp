@@ -14,14 +14,8 @@ namespace {
 
 using Labels = std::vector<std::pair<const char*, std::string>>;
 
-constexpr detect::State kStates[] = {detect::State::kStarting, detect::State::kHealthy,
-                                     detect::State::kSlow,     detect::State::kSuspect,
-                                     detect::State::kStalled,  detect::State::kDead,
-                                     detect::State::kFinished};
-constexpr detect::Cause kCauses[] = {detect::Cause::kNone,       detect::Cause::kCollective,
-                                     detect::Cause::kIo,         detect::Cause::kHost,
-                                     detect::Cause::kInit,       detect::Cause::kPhaseOverrun,
-                                     detect::Cause::kRankSilent, detect::Cause::kUnknown};
+constexpr const auto& kStates = detect::kAllStates;
+constexpr const auto& kCauses = detect::kAllCauses;
 
 std::string number(double v) {
   if (std::isnan(v)) return "NaN";

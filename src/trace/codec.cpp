@@ -294,11 +294,8 @@ E enum_of(const json& v, const char* key, const E (&all)[N], const char* (*name)
   throw FieldError{Errc::kParse, fmt::format("field \"{}\": unknown value \"{}\"", key, text)};
 }
 
-constexpr State kStates[] = {State::kStarting, State::kHealthy, State::kSlow,    State::kSuspect,
-                             State::kStalled,  State::kDead,    State::kFinished};
-constexpr Cause kCauses[] = {Cause::kNone,       Cause::kCollective, Cause::kIo,
-                             Cause::kHost,       Cause::kInit,       Cause::kPhaseOverrun,
-                             Cause::kRankSilent, Cause::kUnknown};
+constexpr const auto& kStates = detect::kAllStates;
+constexpr const auto& kCauses = detect::kAllCauses;
 constexpr IntervalSource kSources[] = {IntervalSource::kSpec, IntervalSource::kLearned,
                                        IntervalSource::kLearning};
 

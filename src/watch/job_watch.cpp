@@ -16,6 +16,7 @@ Look JobWatch::look(Stamp now, const LookInputs& in) {
   out.observation = observer_.poll(now, in.log_rank, in.log, &out.report, in.gpus);
   if (in.amend) in.amend(out.observation, out.report);
   out.verdict = detector_.observe(out.observation);
+  if (in.settle) in.settle(out.observation, out.verdict);
   if (out.verdict.state != state_ || out.verdict.cause != cause_) {
     out.changed_from = std::make_pair(state_, cause_);
     state_ = out.verdict.state;

@@ -29,6 +29,9 @@ struct LookInputs {
   const Result<probe::GpuSnapshot>* gpus = nullptr;  // this tick's snapshot; null: the observer's
   // Amends the observation before it is judged (stepwatch run adds its child's exit status).
   std::function<void(detect::Observation&, const PollReport&)> amend;
+  // Settles the verdict before it is compared with the last one (the agent: a job its own
+  // preempt ended reads preempted, and a preempt under way holds the verdict it acts on).
+  std::function<void(const detect::Observation&, detect::Verdict&)> settle;
 };
 
 class JobWatch {

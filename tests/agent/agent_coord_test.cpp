@@ -506,6 +506,11 @@ TEST_F(AgentCoordPreemptTest, EachNodeEndsItsOwnRankOnceAndTheJobMovesToItsNextI
   EXPECT_EQ(orders->kvs.size(), 1u);
   EXPECT_EQ(a->job("pretrain")->actions_total.count("preempt"), 1u);
   EXPECT_EQ(b->job("pretrain")->actions_total.count("preempt"), 1u);
+  // E13: a job ended by the order reads preempted on the follower, never finished.
+  EXPECT_EQ(b->job("pretrain")->verdict.state, detect::State::kPreempted)
+      << b->job("pretrain")->verdict.summary;
+  EXPECT_NE(b->job("pretrain")->verdict.summary.find("the job leader's order"), std::string::npos)
+      << b->job("pretrain")->verdict.summary;
 }
 
 TEST_F(AgentCoordPreemptTest, ANodeThatMayNotPreemptRefusesAndTheLeaderPagesItsSurvivors) {

@@ -715,6 +715,37 @@ class AgentPreemptTest : public AgentTest {
     children_.push_back(c);
     return c;
   }
+  // The same, but a rank that wakes on SIGTERM and, like a trainer saving on its way out, writes
+  // a few quick steps for about half a second before it exits 0 (E13's transient "healthy").
+  pid_t stepping_out_rank(const std::string& job) {
+    int ready[2];
+    EXPECT_EQ(::pipe(ready), 0);
+    pid_t c = ::fork();
+    if (c == 0) {
+      ::close(ready[0]);
+      ::signal(SIGTERM, [](int) {});
+      contract::Identity id;
+      id.dir = root();
+      id.job = job;
+      id.host = short_hostname();
+      auto w = contract::BeaconWriter::create(id);
+      if (!w) ::_exit(2);
+      for (int i = 1; i <= 8; ++i) (*w)->step(i);
+      if (::write(ready[1], "r", 1) != 1) ::_exit(3);
+      ::pause();  // until SIGTERM
+      for (int i = 9; i <= 18; ++i) {
+        (*w)->step(i);
+        ::usleep(50'000);
+      }
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    char ch = 0;
+    EXPECT_EQ(::read(ready[0], &ch, 1), 1);
+    ::close(ready[0]);
+    children_.push_back(c);
+    return c;
+  }
   pid_t sleeper() {
     pid_t c = ::fork();
     if (c == 0) {
@@ -768,6 +799,59 @@ TEST_F(AgentPreemptTest, AStallPastTheAckTimeoutPreemptsTheProvenRankOnce) {
   ASSERT_TRUE(a->poll_once(after(5)).ok());
   ASSERT_TRUE(a->poll_once(after(6)).ok());
   EXPECT_EQ(a->incidents("victim", 10)->size(), 1u);
+}
+
+// E13: while its preempt runs the job keeps the verdict it is preempted on (the rank's steps on
+// its way out are not a recovery, its exit not a finish), and once every rank here is ended by
+// the preempt the job reads "preempted", never "finished", in the API and metrics.
+TEST_F(AgentPreemptTest, APreemptedJobReadsPreemptedAndNeverHealthyOnTheWay) {
+  preempt_spec("steps-out");
+  pid_t rank = stepping_out_rank("steps-out");
+  auto a = open_preempting_agent({"steps-*"});
+  std::this_thread::sleep_for(600ms);
+  std::vector<detect::State> seen;
+  auto poll = [&] {
+    ASSERT_TRUE(a->poll_once(SystemClock::instance().now()).ok());
+    seen.push_back(a->job("steps-out")->verdict.state);
+  };
+  poll();
+  ASSERT_EQ(seen.back(), detect::State::kStalled);
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 60 && !ended; ++i) {  // real time: the ack timeout (1s), then the preempt
+    std::this_thread::sleep_for(50ms);
+    poll();
+    ended = ::waitpid(rank, &status, WNOHANG) == rank;
+  }
+  ASSERT_TRUE(ended) << "preempted after the ack timeout";
+  children_.clear();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "it stepped out on SIGTERM";
+  for (int i = 0; i < 100 && a->job("steps-out")->actions_total.count("preempt") == 0; ++i) {
+    std::this_thread::sleep_for(20ms);
+    poll();
+  }
+  ASSERT_EQ(a->job("steps-out")->actions_total.count("preempt"), 1u);
+  poll();
+  poll();
+  for (size_t i = 0; i < seen.size(); ++i) {
+    const detect::State s = seen[i];
+    EXPECT_TRUE(s == detect::State::kStalled || s == detect::State::kPreempted)
+        << "poll " << i << ": " << detect::state_name(s);
+  }
+  auto job = a->job("steps-out");
+  EXPECT_EQ(job->verdict.state, detect::State::kPreempted) << job->verdict.summary;
+  EXPECT_NE(job->verdict.summary.find("this node's preempt"), std::string::npos)
+      << job->verdict.summary;
+  EXPECT_TRUE(job->retired);
+  // Retired, it stops exporting (as a finished job does); until then its one-hot state says it.
+  watch::JobState live = *job;
+  live.retired = false;
+  const std::string metrics = serve::render_metrics({live}, a->health());
+  EXPECT_NE(metrics.find(R"(state="preempted"} 1)"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(state="finished"} 0)"), std::string::npos) << metrics;
+  auto incs = a->incidents("steps-out", 10);
+  ASSERT_TRUE(incs.ok());
+  ASSERT_EQ(incs->size(), 1u) << "the steps on its way out opened nothing new";
 }
 
 TEST_F(AgentPreemptTest, ABeaconNamingAProcessThatIsNotItsWriterGetsNothingSignalled) {

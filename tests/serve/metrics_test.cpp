@@ -121,6 +121,7 @@ stepwatch_job_state{job_id="train-1",state="suspect"} 0
 stepwatch_job_state{job_id="train-1",state="stalled"} 0
 stepwatch_job_state{job_id="train-1",state="dead"} 0
 stepwatch_job_state{job_id="train-1",state="finished"} 0
+stepwatch_job_state{job_id="train-1",state="preempted"} 0
 # HELP stepwatch_job_cause 1 for the cause of the job's verdict (none unless stalled), 0 for the others.
 # TYPE stepwatch_job_cause gauge
 stepwatch_job_cause{job_id="train-1",cause="none"} 1
@@ -332,7 +333,7 @@ TEST(Metrics, StateAndCauseAreOneHot) {
       cause_ones += line.back() == '1';
     }
   }
-  EXPECT_EQ(states, 7);
+  EXPECT_EQ(states, 8);
   EXPECT_EQ(causes, 8);
   EXPECT_EQ(state_ones, 1);
   EXPECT_EQ(cause_ones, 1);
