@@ -1,5 +1,6 @@
 """Faults and forgeries in etcd against a healthy or stalled multi-node job (issue 26, point 9):
-the reproductions E1-E12 of the reliability review, each against real processes.
+the reproductions E1-E12 of the reliability review and the faults of etcd and of one node, each
+against real processes.
 
 Every test: one real etcd (/usr/bin/etcd), two real `stepwatch agent` nodes "a" and "b"
 (preempt_jobs = ["*"], lease 1 s, polls 200 ms, request_timeout 500 ms), a real webhook
@@ -24,11 +25,20 @@ stall is both trainers SIGSTOPped. A bystander `sleep 300` of the same user runs
 - E12 a forged incarnation against `stepwatch run --coord` launchers: no relaunch, no exit, and
       the launcher says why.
 - The leader's agent SIGKILLed mid-incident: the other node takes the incident over, one page.
+- The leader's agent SIGSTOPped past its TTL mid-incident, then SIGCONT: the other node takes
+  the incident over, the woken agent stands down, one page.
+- etcd SIGKILLed mid-incident and started again on its data: the job's incident is adopted
+  again, not paged again; meanwhile each node pages its own ranks' stall from its own store.
+- b cut off from etcd (a TCP forwarder, etcd_support.Forwarder) while its rank stalls: b pages
+  its own stall from its own store, the leader the job's; back, b hands its incident over and
+  nothing more is paged.
 - etcd SIGSTOPped for 5 s: /healthz answers and the poll loop goes on (E8); after SIGCONT the
   job is whole again, no page.
 
 After each: no agent exited that the test did not kill, the bystander still runs (neither killed
-nor stopped), and the receiver's pages are counted per incident id.
+nor stopped), and the receiver's pages are counted per incident id: one page per incident; in
+degraded mode (docs/multinode.md) each node may add one incident of its own, acked on that node,
+paged once. Each stall is paged within the grace and two polls (1.4 s) whatever etcd does.
 """
 
 import base64
@@ -50,12 +60,16 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import swtest  # noqa: E402
 from agent_support import NodeAgent, Receiver, left_behind  # noqa: E402
-from etcd_support import ETCD, Etcd  # noqa: E402
+from etcd_support import ETCD, Etcd, Forwarder  # noqa: E402
 from swtest import python_env, stepwatch_bin  # noqa: E402
 
 JOB = "mx"
 PREFIX = "/stepwatch/v1"
 TTL = 1.0
+POLL = 0.2
+GRACE = 5 * 0.2  # the spec's grace_intervals x expected_interval
+# Whatever etcd does, a node's own stall is paged within the grace and two polls.
+STALL_PAGED = GRACE + 2 * POLL
 
 # A rank of the job: its identity from the environment (STEPWATCH_JOB, STEPWATCH_DIR, RANK,
 # WORLD_SIZE, or what `stepwatch run` sets), a step every 100 ms through the Python package.
@@ -75,14 +89,15 @@ while True:
 DEEP = "[" * 600000 + "]" * 600000
 
 
-def write_spec(node, url):
+def write_spec(node, url, top="", runbook="", tail=""):
     """The same spec on every node: stalled 1 s after the last step, preempted after one stalled
-    verdict and a 1 s ack timeout, paged to the receiver."""
+    verdict and a 1 s ack timeout, paged to the receiver. A case adds keys: `top` at the top
+    level, `runbook` under [runbook], `tail` (tables) at the end."""
     with open(os.path.join(node.specs, f"{JOB}.toml"), "w") as f:
-        f.write(f'job = "{JOB}"\nexpected_interval = "200ms"\ngrace_intervals = 5\n[learn]\nwarmup_steps = 1\n'
+        f.write(f'job = "{JOB}"\nexpected_interval = "200ms"\ngrace_intervals = 5\n{top}[learn]\nwarmup_steps = 1\n'
                 f'[auto_preempt]\nenabled = true\nmisses = 1\n'
-                f'[runbook]\nack_timeout = "1s"\npreempt_grace = "2s"\n'
-                f'[[runbook.pager]]\nurl = "{url}"\ntimeout = "2s"\nretries = 1\n')
+                f'[runbook]\nack_timeout = "1s"\npreempt_grace = "2s"\n{runbook}'
+                f'[[runbook.pager]]\nurl = "{url}"\ntimeout = "2s"\nretries = 1\n{tail}')
 
 
 def read(path):
@@ -148,12 +163,27 @@ class CoordMatrix(unittest.TestCase):
         if self.etcd.proc is not None:
             self.etcd.proc.send_signal(signal.SIGCONT)
 
-    def node(self, name):
-        n = NodeAgent(self.bin, self.tmp, name, self.etcd.endpoint, ttl=f"{TTL:.0f}s", request_timeout="500ms",
-                      extra='preempt_jobs = ["*"]')
+    def node(self, name, endpoint=None):
+        n = NodeAgent(self.bin, self.tmp, name, endpoint or self.etcd.endpoint, ttl=f"{TTL:.0f}s",
+                      poll=f"{POLL * 1000:.0f}ms", request_timeout="500ms", extra='preempt_jobs = ["*"]')
         write_spec(n, self.rx.url)
         self.addCleanup(n.stop)
         return n
+
+    def respec(self, **keys):
+        """Both nodes' spec with a case's own keys (write_spec's); before the job starts."""
+        for n in (self.a, self.b):
+            write_spec(n, self.rx.url, **keys)
+
+    def b_through_forwarder(self):
+        """b again, reaching etcd through a TCP forwarder: its cut() partitions b from etcd, and
+        nothing else."""
+        fwd = Forwarder(self.etcd.client_port)
+        self.addCleanup(fwd.close)
+        self.b.stop()
+        self.b = self.node("b", fwd.endpoint)
+        self.b.start()
+        return fwd
 
     @staticmethod
     def _kill(p):
@@ -248,6 +278,49 @@ class CoordMatrix(unittest.TestCase):
     def job_pages(self):
         """{incident_id: pages} for this job, from the receiver's bodies."""
         return collections.Counter(str(p.get("incident_id")) for p in list(self.rx.pages) if p.get("job", JOB) == JOB)
+
+    def page_groups(self):
+        """The job's pages by dedup key: ({incident id: pages} of the job's incident, opened in
+        etcd by its leader; {(node, local id): pages} of a node's own incident, opened in its own
+        store while etcd did not answer it). A node's own incident is acked there (its page's
+        ack_command names that node's --state-dir), the job's on any node."""
+        job, local = collections.Counter(), collections.Counter()
+        for p in list(self.rx.pages):
+            if p.get("job", JOB) != JOB:
+                continue
+            if "--state-dir" in p.get("ack_command", ""):
+                local[(p.get("host"), str(p.get("incident_id")))] += 1
+            else:
+                job[str(p.get("incident_id"))] += 1
+        return job, local
+
+    def paged_in_time(self, stalled_at, host=None):
+        """The first page after `stalled_at` (time.time() of the stall), from `host` when one is
+        named, came within STALL_PAGED of it."""
+        pages = list(self.rx.pages)
+        times = [t for t, p in zip(list(self.rx.times), pages)
+                 if t >= stalled_at and (host is None or p.get("host") == host)]
+        self.assertTrue(times, f"no page from {host or 'any node'} after the stall\n{self.unexpected_pages()}")
+        took = min(times) - stalled_at
+        print(f"\n{self.id().rsplit('.', 1)[1]}: paged{' by ' + host if host else ''} {took:.2f} s after the stall",
+              file=sys.stderr)
+        self.assertLessEqual(took, STALL_PAGED, f"paged {took:.2f} s after the stall\n{self.unexpected_pages()}")
+
+    def page_recorded(self):
+        """Until the leader recorded the page's delivery in the job's incident in etcd: a fault
+        from then on is mid-incident, not mid-delivery (a delivered page whose delivery could not
+        be recorded is sent again, E14 of the review). The incident's id."""
+        def recorded():
+            v = self.get("incident")
+            return v is not None and json.loads(v).get("delivered_at_ns")
+
+        self.wait_for("the page's delivery recorded in etcd", recorded, timeout=5)
+        ids = list(self.page_groups()[0])
+        self.assertEqual(len(ids), 1, self.unexpected_pages())
+        return ids[0]
+
+    def connected(self, node):
+        return node.json("/healthz")["coord"]["connected"]
 
     def unexpected_pages(self):
         pages = [(p.get("incident_id"), p.get("host"), p.get("summary")) for p in self.rx.pages]
@@ -530,6 +603,106 @@ class CoordMatrix(unittest.TestCase):
         self.assertEqual([str(i["id"]) for i in inc], [str(incident)], inc)
         time.sleep(max(0.0, 3 * TTL - (time.monotonic() - t)))
         self.assertEqual(self.invariants(), {str(incident): 1}, self.rx.pages)
+
+    def restart_etcd(self, wipe=False, down=1.0):
+        """etcd SIGKILLed, down for `down` s (both nodes say they are cut off), then started on
+        the same ports with its data, or with none (`wipe`: its data directory deleted, as a
+        lost disk); until both nodes answer connected again."""
+        self.etcd.kill()
+        t = time.monotonic()
+        for n in (self.a, self.b):
+            self.wait_for(f"{n.name} disconnected", lambda: not self.connected(n), timeout=5)
+        if wipe:
+            shutil.rmtree(os.path.join(self.etcd.dir, "data"))
+        time.sleep(max(0.0, down - (time.monotonic() - t)))
+        self.assertTrue(self.etcd.start(), self.etcd.log_tail())
+        for n in (self.a, self.b):
+            self.wait_for(f"{n.name} connected again", lambda: self.connected(n), timeout=10)
+
+    def at_most_one_own_incident_per_node(self, local):
+        """Degraded mode (docs/multinode.md): a node cut off from etcd pages its own ranks' stall
+        from its own store, once per incident, and at most one such incident per node."""
+        self.assertTrue(all(c == 1 for c in local.values()), self.unexpected_pages())
+        nodes = [node for node, _ in local]
+        self.assertLessEqual(set(nodes), {"a", "b"}, self.unexpected_pages())
+        self.assertEqual(len(nodes), len(set(nodes)), self.unexpected_pages())
+
+    # etcd crashes mid-incident and comes back with its data.
+    def test_etcd_killed_mid_incident_and_back_with_its_data_one_page_per_incident(self):
+        self.start_job()
+        stalled_at = time.time()
+        self.stall()
+        self.wait_for("the page", self.job_pages, timeout=15)
+        self.paged_in_time(stalled_at)
+        incident = self.page_recorded()
+        self.restart_etcd(down=1.5)  # each node pages its own ranks meanwhile
+        # The incident is still in etcd: the leader adopts it, pages nothing again, and goes on.
+        back = time.monotonic()
+        self.wait_for("a leading again", lambda: self.a.job(JOB)["cluster"]["leads"], timeout=5)
+        self.hold(max(0.0, 3.0 - (time.monotonic() - back)), self.agents_alive)
+        job, local = self.page_groups()
+        print(f"etcd killed and back: pages {dict(job)} of the job's incident, {dict(local)} of the nodes' own",
+              file=sys.stderr)
+        self.invariants()
+        self.assertEqual(job, {incident: 1}, self.unexpected_pages())
+        self.at_most_one_own_incident_per_node(local)
+        for node, _ in local:  # each handed its own over once etcd answered
+            self.assertIn("etcd answers again: the job's leader (a) owns its incident now",
+                          read({"a": self.a, "b": self.b}[node].log), node)
+
+    # One node cut off from etcd while its own ranks stall.
+    def test_a_node_cut_off_from_etcd_pages_its_own_stall_and_nothing_more_once_back(self):
+        fwd = self.b_through_forwarder()
+        self.start_job()
+        fwd.cut()
+        self.wait_for("b disconnected", lambda: not self.connected(self.b), timeout=5)
+        self.assertTrue(self.connected(self.a))
+        stalled_at = time.time()
+        self.stall()
+        # b, cut off, pages its own rank's stall from its own store; a, the leader, the job's
+        # (rank 0 stalled here, rank 1 silent on b).
+        self.wait_for("b's own page", lambda: [k for k in self.page_groups()[1] if k[0] == "b"], timeout=10)
+        self.wait_for("the job's page", lambda: self.page_groups()[0], timeout=10)
+        self.paged_in_time(stalled_at, host="b")
+        self.paged_in_time(stalled_at, host="a")
+        time.sleep(1.0)  # five polls of b cut off
+        fwd.restore()
+        self.wait_for("b connected again", lambda: self.connected(self.b), timeout=10)
+        self.wait_for("b's own incident handed over", lambda: "etcd answers again: the job's leader (a) owns its "
+                      "incident now" in read(self.b.log), timeout=5)
+        self.hold(3.0, self.agents_alive)
+        job, local = self.page_groups()
+        print(f"b cut off: pages {dict(job)} of the job's incident, {dict(local)} of the nodes' own", file=sys.stderr)
+        self.invariants()
+        self.assertEqual(list(job.values()), [1], self.unexpected_pages())
+        self.assertEqual([(node, c) for (node, _), c in local.items()], [("b", 1)], self.unexpected_pages())
+
+    # The leader stopped past its TTL mid-incident, then woken.
+    def test_the_leader_stopped_past_its_ttl_mid_incident_stands_down_once_woken_one_page(self):
+        self.start_job()
+        stalled_at = time.time()
+        self.stall()
+        self.wait_for("the page", self.job_pages, timeout=15)
+        self.paged_in_time(stalled_at)
+        incident = self.page_recorded()
+        t = time.monotonic()
+        self.a.signal(signal.SIGSTOP)
+        self.wait_for("b to lead while a is stopped", lambda: self.b.job(JOB)["cluster"]["leads"], timeout=TTL + 5)
+        print(f"leader stopped: b leads {time.monotonic() - t:.2f} s later", file=sys.stderr)
+        time.sleep(max(0.0, 2.5 * TTL - (time.monotonic() - t)))
+        self.a.signal(signal.SIGCONT)
+        self.wait_for("a following b", lambda: (lambda c: c["leader"] == "b" and not c["leads"])(
+            self.a.job(JOB)["cluster"]), timeout=5)
+
+        def b_leads():
+            self.agents_alive()
+            self.assertTrue(self.b.job(JOB)["cluster"]["leads"])
+            self.assertFalse(self.a.job(JOB)["cluster"]["leads"])
+
+        self.hold(2.0, b_leads)  # ten polls of the woken agent
+        self.assertIn("this node no longer leads it (b does)", read(self.a.log))
+        self.assertEqual([str(i["id"]) for i in self.b.json(f"/api/v1/incidents?job={JOB}")["incidents"]], [incident])
+        self.assertEqual(self.invariants(), {incident: 1}, self.unexpected_pages())
 
     # E8.
     def test_e8_a_hung_etcd_stops_neither_healthz_nor_the_poll_loop(self):
