@@ -20,6 +20,9 @@ stall is both trainers SIGSTOPped. A bystander `sleep 300` of the same user runs
       they skipped; a stall is still paged once.
 - E6  garbage values under orders/: a stall is paged once and preempted, coordination never
       flaps, each bad key is said at most once.
+- E7  a dead job (rank 0 crashed while rank 1 hung, then preempted) when etcd loses its data
+      mid-incident: no page storm (at most one incident after the loss, paged once, whose
+      preempt ends nothing and keeps it open), and no incident id seen before the loss again.
 - E11 a 1.4 MB summary of thousands of ranks, re-put every 200 ms (and once under a lease): the
       job still has 2 ranks.
 - E12 a forged incarnation against `stepwatch run --coord` launchers: no relaunch, no exit, and
@@ -29,6 +32,8 @@ stall is both trainers SIGSTOPped. A bystander `sleep 300` of the same user runs
   the incident over, the woken agent stands down, one page.
 - etcd SIGKILLed mid-incident and started again on its data: the job's incident is adopted
   again, not paged again; meanwhile each node pages its own ranks' stall from its own store.
+- etcd SIGKILLed mid-incident and started again with its data directory deleted: the stall is
+  paged again, once, under an id larger than any seen before.
 - b cut off from etcd (a TCP forwarder, etcd_support.Forwarder) while its rank stalls: b pages
   its own stall from its own store, the leader the job's; back, b hands its incident over and
   nothing more is paged.
@@ -649,6 +654,62 @@ class CoordMatrix(unittest.TestCase):
         for node, _ in local:  # each handed its own over once etcd answered
             self.assertIn("etcd answers again: the job's leader (a) owns its incident now",
                           read({"a": self.a, "b": self.b}[node].log), node)
+
+    # etcd loses its data mid-incident (the end of E7 in the review).
+    def test_etcd_wiped_mid_incident_the_stall_is_paged_again_under_an_id_never_seen(self):
+        self.start_job()
+        stalled_at = time.time()
+        self.stall()
+        self.wait_for("the page", self.job_pages, timeout=15)
+        self.paged_in_time(stalled_at)
+        before = {self.page_recorded()}
+        self.restart_etcd(wipe=True)
+        # The job's incident went with the data: its leader opens and pages the stall again.
+        self.wait_for("the stall paged again after the wipe", lambda: set(self.page_groups()[0]) - before, timeout=10)
+        self.hold(3.0, self.agents_alive)  # no more
+        job, local = self.page_groups()
+        print(f"etcd wiped: pages {dict(job)} of the job's incidents, {dict(local)} of the nodes' own",
+              file=sys.stderr)
+        self.invariants()
+        self.assertTrue(all(c == 1 for c in job.values()), self.unexpected_pages())
+        after = set(job) - before
+        self.assertEqual(len(after), 1, self.unexpected_pages())
+        self.at_most_one_own_incident_per_node(local)
+        # Ids never repeat (issue 26, point 4): an id seen before the loss never comes back, and
+        # every later one is larger than all seen before it.
+        for i in after:
+            self.assertNotIn(i, before)
+            self.assertGreater(int(i), max(int(b) for b in before), f"incident ids before the wipe {sorted(before)}, "
+                               f"after it {sorted(after)}")
+
+    # E7.
+    def test_e7_a_dead_job_pages_no_storm_after_etcd_lost_its_data_mid_incident(self):
+        self.respec(top='exit_grace = "1s"\n')
+        self.start_job()
+        # Rank 1 hangs, rank 0 crashes: rank 0 is dead once rank 1 ran on for the exit grace.
+        # Its processes then all end (rank 1 under the job's preempt), its beacons still say
+        # running: the dead job of the review, whose next preempt ends nothing.
+        self.trainers[1].send_signal(signal.SIGSTOP)
+        self.trainers[0].kill()
+        self.wait_for("the page of the dead job", self.job_pages, timeout=15)
+        before = {self.page_recorded()}
+        wiped = time.monotonic()
+        self.restart_etcd(wipe=True)  # mid-incident: rank 1's preempt is under way
+        self.wait_for("rank 1 ended", lambda: self.trainers[1].poll() is not None, timeout=10)
+        # Until 6 s after the loss, 30 polls: the review saw 56 pages in 15 s, each a new id.
+        self.hold(max(0.0, 6.0 - (time.monotonic() - wiped)), self.agents_alive)
+        job, local = self.page_groups()
+        print(f"E7: pages {dict(job)} of the job's incidents, {dict(local)} of the nodes' own; incidents "
+              f"{[(n.name, n.job(JOB)['incidents_total']) for n in (self.a, self.b)]}", file=sys.stderr)
+        self.invariants()
+        self.assertTrue(all(c == 1 for c in job.values()), self.unexpected_pages())
+        after = set(job) - before
+        self.assertLessEqual(len(after), 1, self.unexpected_pages())
+        self.at_most_one_own_incident_per_node(local)
+        for i in after:  # ids never repeat
+            self.assertNotIn(i, before)
+            self.assertGreater(int(i), max(int(b) for b in before), f"incident ids before the wipe {sorted(before)}, "
+                               f"after it {sorted(after)}")
 
     # One node cut off from etcd while its own ranks stall.
     def test_a_node_cut_off_from_etcd_pages_its_own_stall_and_nothing_more_once_back(self):
