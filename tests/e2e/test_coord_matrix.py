@@ -23,6 +23,9 @@ stall is both trainers SIGSTOPped. A bystander `sleep 300` of the same user runs
 - E7  a dead job (rank 0 crashed while rank 1 hung, then preempted) when etcd loses its data
       mid-incident: no page storm (at most one incident after the loss, paged once, whose
       preempt ends nothing and keeps it open), and no incident id seen before the loss again.
+- E10 against a real Slurm (slurm_support.py): a user's `stepwatch run --coord` with
+      SLURM_JOB_ID="--state=RUNNING" refuses to start; launcher keys forged with that id reach no
+      scontrol or scancel command line, and another batch job of the cluster runs on.
 - E11 a 1.4 MB summary of thousands of ranks, re-put every 200 ms (and once under a lease): the
       job still has 2 ranks.
 - E12 a forged incarnation against `stepwatch run --coord` launchers: no relaunch, no exit, and
@@ -66,6 +69,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import swtest  # noqa: E402
 from agent_support import NodeAgent, Receiver, left_behind  # noqa: E402
 from etcd_support import ETCD, Etcd, Forwarder  # noqa: E402
+from slurm_support import SlurmCluster, slurm_binary  # noqa: E402
 from swtest import python_env, stepwatch_bin  # noqa: E402
 
 JOB = "mx"
@@ -592,6 +596,58 @@ class CoordMatrix(unittest.TestCase):
             self.assertIn("incarnation 2 (by attacker) is not obeyed", read(log), name)
         self.assertIn(self.a.job(JOB)["state"], ("healthy", "suspect", "slow"))
         self.assertEqual(self.invariants(), {}, self.unexpected_pages())
+
+    # E10, against a real Slurm (slurm_support.py): another batch job runs in the cluster; the
+    # job's launcher keys name the Slurm job "--state=RUNNING" (to scancel, as root: every running
+    # job), and the spec cancels the job's Slurm job after its preempt (resume = false). The
+    # agents run the real scontrol and scancel through a wrapper that logs each command line.
+    def test_e10_a_forged_slurm_job_id_reaches_no_command_line(self):
+        cluster = SlurmCluster()
+        self.addCleanup(cluster.stop)
+        cluster.start()
+        other = cluster.sbatch("#!/bin/sh\nsleep 300\n")
+        self.addCleanup(cluster.run, "scancel", other, check=False)
+        cluster.wait_job(other, ("RUNNING",), timeout=20)
+        calls = os.path.join(self.tmp, "slurm-calls.log")
+        open(calls, "w").close()
+        tools = {}
+        for tool in ("scontrol", "scancel"):
+            tools[tool] = os.path.join(self.tmp, tool)
+            with open(tools[tool], "w") as f:
+                f.write(f'#!/bin/sh\necho "{tool} $*" >> {calls}\n'
+                        f'SLURM_CONF={cluster.conf} exec {slurm_binary(tool)} "$@"\n')
+            os.chmod(tools[tool], 0o755)
+        self.respec(runbook='resume = false\nresume_owner = "slurm"\n',
+                    tail=f'[slurm]\nscontrol = "{tools["scontrol"]}"\nscancel = "{tools["scancel"]}"\n')
+        # A user's own launcher with that SLURM_JOB_ID refuses to start: it publishes nothing.
+        env = python_env()
+        env.update(SLURM_JOB_ID="--state=RUNNING", SLURM_RESTART_COUNT="0", SLURMD_NODENAME="a")
+        r = subprocess.run([self.bin, "run", "--coord", self.etcd.endpoint, "--job", JOB, "--node", "a", "--dir",
+                            self.a.root, "--", "/bin/true"], env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn('SLURM_JOB_ID: Slurm job id "--state=RUNNING" must be digits', r.stderr)
+        self.assertEqual(self.keys_under("launchers/"), [])
+        # An etcd writer's: both nodes' launcher keys, under a lease of their own.
+        lease = self.lease()
+        for node in ("a", "b"):
+            self.put(f"launchers/{node}", json.dumps({
+                "node": node, "pid": 1, "incarnation": 0, "started_at_ns": 1, "scheduler": "slurm",
+                "scheduler_job": "--state=RUNNING", "scheduler_restarts": 0}), lease=lease)
+        self.start_job()
+        stalled_at = time.time()
+        self.stall()
+        self.wait_for("the page", self.job_pages, timeout=15)
+        self.paged_in_time(stalled_at)
+        # Paged, preempted on both nodes, and then the leader would cancel the Slurm job.
+        for p in self.trainers:
+            self.wait_for(f"trainer {p.pid} preempted", lambda: p.poll() is not None, timeout=15)
+        said = "not cancelled: no launcher of incarnation 0 carries a Slurm job id"
+        self.wait_for("the leader's refusal", lambda: said in read(self.a.log), timeout=10)
+        self.assertNotIn("--state", read(calls))
+        self.assertEqual(read(calls), "", "no scontrol or scancel at all")
+        self.assertEqual(cluster.show_job(other)["JobState"], "RUNNING")
+        self.assertEqual(list(self.invariants().values()), [1], self.unexpected_pages())
 
     # The leader dies mid-incident.
     def test_the_leader_killed_mid_incident_the_other_takes_over_one_page(self):
