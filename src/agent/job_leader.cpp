@@ -535,9 +535,12 @@ void JobLeader::share_view(watch::JobState& state, Stamp now) {
 
 bool JobLeader::unattended(const detect::Verdict& v, Stamp now) {
   // A stall only: ranks that ended (dead, failed) may have ended under the job's own preempt or
-  // requeue, whose incident closed; nor after an order of this run was carried out here.
-  if (coord_.leads() || !session_.connected() || v.state != detect::State::kStalled ||
-      preempting() || preempted_incarnation_ >= incarnation_) {
+  // requeue, whose incident closed; nor after an order of this run was carried out here. Nor
+  // within a TTL of this node's lease replacing an expired one: whatever lapsed it (etcd paused,
+  // restarted, lost) lapsed the leader's too, and a rejoining leader judges nothing for a TTL.
+  if (coord_.leads() || !session_.connected() || session_.rejoining(now) ||
+      v.state != detect::State::kStalled || preempting() ||
+      preempted_incarnation_ >= incarnation_) {
     firing_since_mono_ns_.reset();
     return false;
   }

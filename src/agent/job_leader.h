@@ -115,10 +115,11 @@ class JobLeader {
   const detect::Observation* own_look() const { return showing_view_ ? &own_ : nullptr; }
 
   // Whether this node, following, pages the job's stall itself: its verdict on its own ranks has
-  // been stalled for longer than the lease TTL, no order of this run was carried out here, and
-  // the job still has no open incident in etcd (a leader that never opens one, a phantom or a
-  // wedged node, must not mute a stall; E2). Ranks that ended are not: the job's own preempt or
-  // requeue ends them after its incident closed.
+  // been stalled for longer than the lease TTL (counted from a TTL after its lease replaced an
+  // expired one: a rejoining leader waits that long too), no order of this run was carried out
+  // here, and the job still has no open incident in etcd (a leader that never opens one, a
+  // phantom or a wedged node, must not mute a stall; E2). Ranks that ended are not: the job's
+  // own preempt or requeue ends them after its incident closed.
   bool unattended(const detect::Verdict& v, Stamp now);
   // Whether the job's ranks end under a preempt of the job's (an order carried out here, the
   // job's incident waiting for every node's report, or a restart storm held): not finished.

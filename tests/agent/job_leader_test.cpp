@@ -394,6 +394,38 @@ TEST_F(JobLeaderTest, AFollowerWhoseLeaderOpensNothingPagesItselfPastTheTtl) {
   EXPECT_FALSE(b_->leader.unattended(verdict(State::kStalled), clock_.now()));
 }
 
+// etcd paused past the TTL lapses every lease at once, and a leader whose lease replaced an
+// expired one judges nothing for a TTL. A follower's own TTL of "the leader opens nothing" starts
+// only after that: counted from its first poll back, it ran out at the poll the leader opened
+// the job's incident, and the stall was paged a second time from the follower's node
+// (e2e_coord_matrix, etcd SIGSTOPped while the ranks stall: 3 runs in 6). Here a's poll began
+// 0.4 s before etcd answered it (its poll's stamp), b's after: b publishes first and leads.
+TEST_F(JobLeaderTest, AfterEveryLeaseLapsedAFollowerWaitsForTheRejoiningLeader) {
+  using detect::State;
+  a_->node.refuse = b_->node.refuse = std::string();  // paging only
+  turn(*a_, 0, 5, State::kHealthy);
+  turn(*b_, 1, 5, State::kHealthy);
+  advance(3.0);  // nobody renews: both leases lapse
+  turn(*b_, 1, 5, State::kStalled);
+  ASSERT_TRUE(b_->leader.leads());
+  Stamp began = clock_.now();
+  began.mono_ns -= 400 * kNsPerMs;
+  a_->session.tick(began);
+  a_->seen = look("a", 0, 5);
+  a_->leader.amend(a_->seen, ++polls_, began);
+  ASSERT_EQ(a_->leader.leader(), "b");
+  bool told = a_->leader.unattended(verdict(State::kStalled), began);
+  a_->leader.step(verdict(State::kStalled), a_->seen, 0, began);
+  for (int i = 0; i < 10 && !told; ++i) {  // 5 s of polls: a, then b
+    advance(0.5);
+    told = a_->leader.unattended(verdict(State::kStalled), clock_.now());
+    turn(*a_, 0, 5, State::kStalled);
+    turn(*b_, 1, 5, State::kStalled);
+  }
+  EXPECT_FALSE(told) << "a paged the stall itself while b waited out its rejoin";
+  EXPECT_EQ(b_->node.opened.size(), 1u) << "the leader opened the job's incident";
+}
+
 TEST_F(JobLeaderTest, AFollowerThatMayNotPreemptReportsWhyAndTheIncidentStaysOpen) {
   using detect::State;
   b_->node.refuse = std::string("its spec sets auto_preempt.enabled = false");
