@@ -692,12 +692,15 @@ class AgentPreemptTest : public AgentTest {
     return a.ok() ? std::move(*a) : nullptr;
   }
   // A trainer rank in its own process: writes its beacon (8 quick steps), then hangs.
-  pid_t hung_rank(const std::string& job) {
+  // `steps_out`: it wakes on SIGTERM and, like a trainer saving on its way out, writes a few
+  // quick steps for about half a second before it exits 0 (E13's transient "healthy").
+  pid_t hung_rank(const std::string& job, bool steps_out = false) {
     int ready[2];
     EXPECT_EQ(::pipe(ready), 0);
     pid_t c = ::fork();
     if (c == 0) {
       ::close(ready[0]);
+      if (steps_out) ::signal(SIGTERM, [](int) {});
       contract::Identity id;
       id.dir = root();
       id.job = job;
@@ -706,33 +709,8 @@ class AgentPreemptTest : public AgentTest {
       if (!w) ::_exit(2);
       for (int i = 1; i <= 8; ++i) (*w)->step(i);
       if (::write(ready[1], "r", 1) != 1) ::_exit(3);
-      for (;;) ::pause();
-    }
-    ::close(ready[1]);
-    char ch = 0;
-    EXPECT_EQ(::read(ready[0], &ch, 1), 1);
-    ::close(ready[0]);
-    children_.push_back(c);
-    return c;
-  }
-  // The same, but a rank that wakes on SIGTERM and, like a trainer saving on its way out, writes
-  // a few quick steps for about half a second before it exits 0 (E13's transient "healthy").
-  pid_t stepping_out_rank(const std::string& job) {
-    int ready[2];
-    EXPECT_EQ(::pipe(ready), 0);
-    pid_t c = ::fork();
-    if (c == 0) {
-      ::close(ready[0]);
-      ::signal(SIGTERM, [](int) {});
-      contract::Identity id;
-      id.dir = root();
-      id.job = job;
-      id.host = short_hostname();
-      auto w = contract::BeaconWriter::create(id);
-      if (!w) ::_exit(2);
-      for (int i = 1; i <= 8; ++i) (*w)->step(i);
-      if (::write(ready[1], "r", 1) != 1) ::_exit(3);
-      ::pause();  // until SIGTERM
+      do ::pause();  // until SIGTERM (handled only when it steps out)
+      while (!steps_out);
       for (int i = 9; i <= 18; ++i) {
         (*w)->step(i);
         ::usleep(50'000);
@@ -806,7 +784,7 @@ TEST_F(AgentPreemptTest, AStallPastTheAckTimeoutPreemptsTheProvenRankOnce) {
 // the preempt the job reads "preempted", never "finished", in the API and metrics.
 TEST_F(AgentPreemptTest, APreemptedJobReadsPreemptedAndNeverHealthyOnTheWay) {
   preempt_spec("steps-out");
-  pid_t rank = stepping_out_rank("steps-out");
+  pid_t rank = hung_rank("steps-out", true);
   auto a = open_preempting_agent({"steps-*"});
   std::this_thread::sleep_for(600ms);
   std::vector<detect::State> seen;
@@ -818,7 +796,7 @@ TEST_F(AgentPreemptTest, APreemptedJobReadsPreemptedAndNeverHealthyOnTheWay) {
   ASSERT_EQ(seen.back(), detect::State::kStalled);
   int status = 0;
   bool ended = false;
-  for (int i = 0; i < 60 && !ended; ++i) {  // real time: the ack timeout (1s), then the preempt
+  for (int i = 0; i < 400 && !ended; ++i) {  // real time: the ack timeout (1s), then the preempt
     std::this_thread::sleep_for(50ms);
     poll();
     ended = ::waitpid(rank, &status, WNOHANG) == rank;
