@@ -688,6 +688,16 @@ class CoordMatrix(unittest.TestCase):
         for n in (self.a, self.b):
             self.wait_for(f"{n.name} connected again", lambda: self.connected(n), timeout=10)
 
+    def stalled_and_paged(self):
+        """Starts the job, stalls it, and waits for its page (in time) and its delivery in etcd:
+        the incident's id."""
+        self.start_job()
+        stalled_at = time.time()
+        self.stall()
+        self.wait_for("the page", self.job_pages, timeout=15)
+        self.paged_in_time(stalled_at)
+        return self.page_recorded()
+
     def at_most_one_own_incident_per_node(self, local):
         """Degraded mode (docs/multinode.md): a node cut off from etcd pages its own ranks' stall
         from its own store, once per incident, and at most one such incident per node."""
@@ -698,12 +708,7 @@ class CoordMatrix(unittest.TestCase):
 
     # etcd crashes mid-incident and comes back with its data.
     def test_etcd_killed_mid_incident_and_back_with_its_data_one_page_per_incident(self):
-        self.start_job()
-        stalled_at = time.time()
-        self.stall()
-        self.wait_for("the page", self.job_pages, timeout=15)
-        self.paged_in_time(stalled_at)
-        incident = self.page_recorded()
+        incident = self.stalled_and_paged()
         self.restart_etcd(down=1.5)  # each node pages its own ranks meanwhile
         # The incident is still in etcd: the leader adopts it, pages nothing again, and goes on.
         back = time.monotonic()
@@ -804,12 +809,7 @@ class CoordMatrix(unittest.TestCase):
 
     # The leader stopped past its TTL mid-incident, then woken.
     def test_the_leader_stopped_past_its_ttl_mid_incident_stands_down_once_woken_one_page(self):
-        self.start_job()
-        stalled_at = time.time()
-        self.stall()
-        self.wait_for("the page", self.job_pages, timeout=15)
-        self.paged_in_time(stalled_at)
-        incident = self.page_recorded()
+        incident = self.stalled_and_paged()
         t = time.monotonic()
         self.a.signal(signal.SIGSTOP)
         self.wait_for("b to lead while a is stopped", lambda: self.b.job(JOB)["cluster"]["leads"], timeout=TTL + 5)
