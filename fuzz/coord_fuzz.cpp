@@ -5,7 +5,7 @@
 // that does not read is skipped and counted (never an error of the call: the store answers);
 // an accepted node summary is the node its key names, within the bounds, and writes back to a
 // summary that reads the same; an accepted order, report, roster or view holds what its key
-// says.
+// says; whatever the epoch record holds, an incident opens under an id below 2^53.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -44,7 +44,7 @@ void summary(const KeyValue& kv) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const int pick = data[0] % 8;
+  const int pick = data[0] % 9;
   std::string value(reinterpret_cast<const char*>(data) + 1, size - 1);
   ManualClock clock;
   test::MemoryKv kv(clock);
@@ -58,8 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         "view",
                         "incarnation",
                         "launchers/a",
-                        "incident"};
-  const std::string key = kBase + keys[pick];
+                        "incident",
+                        "epoch"};
+  const std::string key = pick == 8 ? std::string("/sw/epoch") : kBase + keys[pick];
   FUZZ_REQUIRE(store.put(key, value, 0).ok());
   auto got = store.range(key);
   FUZZ_REQUIRE(got.ok() && got->kvs.size() == 1);
@@ -115,6 +116,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (open->has_value()) FUZZ_REQUIRE(id.ok() && *id == (*open)->id && *id >= 0);
       auto listed = incidents_in_etcd(store, k, "j", 10);
       FUZZ_REQUIRE(listed.ok());
+      break;
+    }
+    case 8: {  // the epoch record: whatever it holds, an incident opens with an id below 2^53
+      auto lease = store.grant(60);
+      FUZZ_REQUIRE(lease.ok());
+      auto fence = store.put(kBase + "nodes/b", "{}", lease->id);
+      FUZZ_REQUIRE(fence.ok());
+      LedgerKeys k{kBase + "incident", kBase + "incidents/", kBase + "nodes/b",    "b",
+                   kBase + "nodes/",   kBase + "roster",     kBase + "set_aside/", "/sw/epoch"};
+      EtcdLedger ledger(store, "j", k, [&] { return *fence; });
+      store::NewIncident n;
+      n.job = "j";
+      n.at_ns = int64_t{1'800'000'000} * kNsPerSec;
+      n.state = "stalled";
+      n.cause = "io";
+      auto ref = ledger.open(n);
+      FUZZ_REQUIRE(ref.ok() && ref->created);
+      FUZZ_REQUIRE(ref->id > 0 && ref->id < (int64_t{1} << 53));
+      auto got = ledger.get(ref->id);
+      FUZZ_REQUIRE(got.ok() && got->has_value());
       break;
     }
   }

@@ -216,6 +216,10 @@ def coord_seeds():
         "launcher-option": (6, '{"node":"a","scheduler":"slurm","scheduler_job":"--state=RUNNING"}'),
         "incident": (7, '{"job":"j","incarnation":0,"opened_at_ns":1,"state":"stalled","cause":"io",'
                         '"summary":"s","opened_by":"a","actions":[],"paged_at_ns":1,"acked_at_ns":1}'),
+        "epoch": (8, '{"epoch":1800000000000,"by":"a"}'),
+        "epoch-forged": (8, '{"epoch":9000000000001}'),
+        "incident-epoch": (7, '{"job":"j","incarnation":0,"opened_at_ns":1,"state":"stalled","cause":"io",'
+                              '"summary":"s","opened_by":"a","actions":[],"epoch":1800000000000}'),
     }
     return {name: bytes([pick]) + text.encode() for name, (pick, text) in records.items()}
 
