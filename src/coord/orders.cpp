@@ -181,7 +181,10 @@ Result<std::vector<LauncherRecord>> JobOrders::launchers() {
   if (!r) return r.error();
   std::vector<LauncherRecord> out;
   for (const auto& kv : r->kvs) {
-    auto l = launcher_from_json(kv.value, kv.key);
+    // One that does not read (a forged Slurm job id, say) still counts as a launcher, outside
+    // any scheduler, and is said once.
+    auto l = launcher_from_json(kv.value, "etcd key " + kv.key);
+    if (!l) bad_.skip(kv, l.error());
     LauncherRecord rec = l ? std::move(*l) : LauncherRecord{};
     if (rec.node.empty() && kv.key.size() > dir.size()) rec.node = kv.key.substr(dir.size());
     out.push_back(std::move(rec));

@@ -189,9 +189,13 @@ TEST_F(OrdersTest, TheIncarnationMovesOnceFencedAndTheRosterIsKept) {
   slurm.scheduler_job = "1234";
   slurm.scheduler_restarts = 1;
   ASSERT_TRUE(client_->put("/sw/jobs/j/launchers/c", launcher_to_json(slurm)).ok());
+  const uint64_t bad_before = bad_.total();
   auto three = a.launchers();
   ASSERT_TRUE(three.ok());
-  ASSERT_EQ(three->size(), 3u);  // a bad record is still a launcher, named by its key
+  ASSERT_EQ(three->size(), 3u);  // a bad record (b) is still a launcher, named by its key
+  EXPECT_EQ(bad_.total(), bad_before + 1) << "and said once";
+  ASSERT_TRUE(a.launchers().ok());
+  EXPECT_EQ(bad_.total(), bad_before + 1) << "once, however often it is read";
   EXPECT_EQ((*three)[1].node, "b");
   EXPECT_EQ((*three)[2].scheduler_job, "1234");
   EXPECT_EQ((*three)[2].scheduler_restarts, 1);

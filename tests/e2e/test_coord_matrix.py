@@ -652,6 +652,8 @@ class CoordMatrix(unittest.TestCase):
             self.wait_for(f"trainer {p.pid} preempted", lambda: p.poll() is not None, timeout=15)
         said = "not cancelled: no launcher of incarnation 0 carries a Slurm job id"
         self.wait_for("the leader's refusal", lambda: said in read(self.a.log), timeout=10)
+        for node in ("a", "b"):  # each forged key said once, by the leader that read it
+            self.assertEqual(read(self.a.log).count(f"skipped etcd key {self.key('launchers/' + node)}: "), 1)
         self.assertNotIn("--state", read(calls))
         self.assertEqual(read(calls), "", "no scontrol or scancel at all")
         self.assertEqual(cluster.show_job(other)["JobState"], "RUNNING")
