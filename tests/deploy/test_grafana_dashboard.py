@@ -114,6 +114,28 @@ class GrafanaDashboard(unittest.TestCase):
                      "stepwatch_host_implications"):
             self.assertIn(name, seen)
 
+    def test_the_state_panels_map_every_state_the_agent_exports(self):
+        # The states docs/metrics.md lists for stepwatch_job_state (serve_metrics_test holds it to
+        # the code): a state left out (as "preempted" was) shows as a bare number, or not at all.
+        row = re.search(r"^\| `stepwatch_job_state` \|.*$", self.metrics_md, re.M).group(0)
+        states = re.findall(r"`([a-z-]+)`", row.split("|", 5)[5])
+        self.assertIn("preempted", states)
+        table = [p for p in self.panels if p["type"] == "table" and "stepwatch_job_state" in p["targets"][0]["expr"]]
+        self.assertEqual(len(table), 1)
+        overrides = [o for o in table[0]["fieldConfig"]["overrides"] if o["matcher"]["options"] == "state"]
+        mapped = [prop["value"][0]["options"] for o in overrides for prop in o["properties"]
+                  if prop["id"] == "mappings"]
+        self.assertEqual(len(mapped), 1)
+        self.assertEqual(set(mapped[0]), set(states))
+        timeline = [p for p in self.panels if p["type"] == "state-timeline"]
+        self.assertEqual(len(timeline), 1)
+        texts = {int(k): v["text"] for k, v in timeline[0]["fieldConfig"]["defaults"]["mappings"][0]["options"].items()}
+        self.assertEqual(sorted(texts.values()), sorted(states))
+        # Each state's series is multiplied by the value its text is mapped from.
+        expr = timeline[0]["targets"][0]["expr"]
+        coded = {name: int(n) for name, n in re.findall(r'state="([a-z-]+)"\} == 1\) \* (\d+)', expr)}
+        self.assertEqual(coded, {text: n for n, text in texts.items()})
+
     def test_the_metric_name_reader_reads_names_only(self):
         self.assertEqual(metric_names('max by (job_id) (rate(a_total{x="b c"}[$__rate_interval]))'
                                       ' and on(instance, job_id) b_info{host=~"$host"} * 2e3'),

@@ -103,7 +103,10 @@ class AgentBase(unittest.TestCase):
         return cfg
 
     def start(self, args, **kw):
-        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+        """Starts a process stopped at cleanup; its output is dropped unless kw says where."""
+        kw.setdefault("stdout", subprocess.DEVNULL)
+        kw.setdefault("stderr", subprocess.DEVNULL)
+        p = subprocess.Popen(args, **kw)
         self.procs.append(p)
         return p
 

@@ -220,12 +220,21 @@ class AgentPreempts(AgentBase):
                                "--keep-going", os.path.join(src, "examples", "train_ddp.py"), "--steps", "400",
                                "--step-time", "0.05", "--hang-rank", "1", "--hang-at-step", "15",
                                "--hang-incarnation", "0"], env=env)
-        self.start([self.bin, "agent", "--config", cfg])
+        log_path = os.path.join(self.tmp, "agent.log")
+        with open(log_path, "w") as log:
+            self.start([self.bin, "agent", "--config", cfg], stderr=log)
         api = f"http://127.0.0.1:{port}"
         self.wait_for("the stall", lambda: json.loads(get(api + "/api/v1/jobs/torch-hang"))["state"] == "stalled",
                       timeout=90)
-        # The owner has the ack timeout (2 s) to answer; then both ranks are ended.
-        launcher.wait(timeout=60)
+        # The owner has the ack timeout (2 s) to answer; then both ranks are ended. Until they are,
+        # /metrics says the stall, never healthy (E13); retired, the job exports no state.
+        exported, deadline = [], time.monotonic() + 60
+        while launcher.poll() is None and time.monotonic() < deadline:
+            m = re.search(r'stepwatch_job_state\{job_id="torch-hang",state="([a-z-]+)"\} 1', get(api + "/metrics"))
+            exported.append(m.group(1) if m else None)
+            time.sleep(0.1)
+        launcher.wait(timeout=1)
+        self.assertEqual(set(exported) - {None}, {"stalled"}, exported)
         job = self.wait_for("the preempt action",
                             lambda: (lambda j: j if j["actions_total"].get("preempt") else None)(
                                 json.loads(get(api + "/api/v1/jobs/torch-hang"))))
@@ -241,6 +250,23 @@ class AgentPreempts(AgentBase):
                              f"rank {rank['rank']} (pid {pid}) still runs")
         time.sleep(1.5)  # the ranks' silence after the preempt opens no second incident
         self.assertEqual(len(json.loads(get(api + "/api/v1/incidents?job=torch-hang"))["incidents"]), 1)
+        # E13: ended by the agent's own preempt, the job reads preempted (never finished), retired,
+        # and its incarnation ended "preempted"; retired, it exports no state (not "finished").
+        job = json.loads(get(api + "/api/v1/jobs/torch-hang"))
+        self.assertEqual((job["state"], job["retired"]), ("preempted", True), job)
+        self.assertIn("ended by this node's preempt", job["summary"])
+        ended = [i for i in job["node_fault"]["incarnations"] if i["ended_at"]]
+        self.assertEqual([i["end_reason"] for i in ended], ["preempted"], job["node_fault"])
+        self.assertNotIn('job_id="torch-hang",state=', get(api + "/metrics"))
+        # Between the SIGCONT/SIGTERM and the ranks' exit the verdict stood: the log has the stall,
+        # then "preempted", and no transition through healthy (or finished) on the way.
+        with open(log_path, errors="replace") as f:
+            moves = re.findall(r"agent: job torch-hang: (\w+) -> (\w+)", f.read())
+        states = [to for _, to in moves]
+        since_stall = states[states.index("stalled"):]  # a change of cause reads stalled -> stalled
+        self.assertEqual((set(since_stall), since_stall[-1]), ({"stalled", "preempted"}, "preempted"), moves)
+        with open(log_path, errors="replace") as f:
+            self.assertIn("agent: job torch-hang retired: job preempted", f.read())
 
 
 def unit_capabilities():

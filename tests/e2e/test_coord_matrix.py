@@ -374,6 +374,16 @@ class CoordMatrix(unittest.TestCase):
             self.assertIsNone(p.poll(), f"trainer {p.pid} exited:\n{read(p.log)[-1000:]}\n{self.logs()}")
         self.assertIn(self.a.job(JOB)["state"], ("healthy", "suspect", "slow"), self.logs())
 
+    def preempted_on_both_nodes(self):
+        """E13: once the job's order ended every rank, each node reads the job preempted (the
+        leader's verdict, which the follower shows), and neither passed through healthy or
+        finished since the stall (the ranks' way out under SIGTERM is not a recovery)."""
+        for n in (self.a, self.b):
+            self.wait_for(f"{n.name} reads the job preempted", lambda: n.job(JOB)["state"] == "preempted", timeout=5)
+            moves = [to for _, to in re.findall(rf"agent: job {JOB}: (\w+) -> (\w+)", read(n.log))]
+            since_stall = moves[moves.index("stalled"):]
+            self.assertFalse({"healthy", "finished"} & set(since_stall), (n.name, since_stall))
+
     def invariants(self):
         """What holds after every case: no agent exited but those the test killed, the bystander
         neither killed nor stopped. The job's pages per incident id."""
@@ -513,6 +523,7 @@ class CoordMatrix(unittest.TestCase):
         # The leader's order goes through beside the garbage: each node preempts its own rank.
         for p in self.trainers:
             self.wait_for(f"trainer {p.pid} preempted", lambda: p.poll() is not None, timeout=15)
+        self.preempted_on_both_nodes()
         self.hold(1.0, connected)
         self.assertEqual(list(self.invariants().values()), [1], self.rx.pages)
         for n in (self.a, self.b):  # said once per key and value, not every poll (E17)

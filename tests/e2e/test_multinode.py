@@ -412,6 +412,18 @@ class MultiNodeResume(MultiNodeBase):
                           read(os.path.join(self.tmp, f"launcher-{name}.log")))
         inc = self.incidents(b)
         self.assertEqual((str(inc[0]["id"]), inc[0]["status"]), (page["incident_id"], "open"), inc)
+        # E13: b's rank was ended by the leader's order: b's own verdict says so and b retires the
+        # job as preempted, never finished. The verdict each node shows is the leader's, and while
+        # the leader holds the next incarnation for an ack it stands at the stall its incident is
+        # open for. Neither node passed through healthy or finished since the stall.
+        self.assertIn(f"agent: job {JOB}: stalled -> preempted: its ranks here were ended by the job leader's "
+                      "order", read(b.log))
+        self.assertIn(f"agent: job {JOB} retired: job preempted", read(b.log))
+        for n in (a, b):
+            self.assertEqual(n.job(JOB)["state"], "stalled", n.name)
+            moves = [to for _, to in re.findall(rf"agent: job {JOB}: (\w+) -> (\w+)", read(n.log))]
+            since_stall = moves[moves.index("stalled"):]
+            self.assertFalse({"healthy", "finished"} & set(since_stall), (n.name, since_stall))
 
         # The job's history is in etcd: every node shows it, and b is implicated by it.
         for n in (a, b):

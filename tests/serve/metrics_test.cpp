@@ -5,10 +5,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+
+#include "src/detect/verdict.h"
 
 namespace stepwatch::serve {
 namespace {
@@ -337,6 +340,36 @@ TEST(Metrics, StateAndCauseAreOneHot) {
   EXPECT_EQ(causes, 8);
   EXPECT_EQ(state_ones, 1);
   EXPECT_EQ(cause_ones, 1);
+}
+
+// The backticked words of the table row of docs/<file> that starts with `row`.
+std::set<std::string> documented(const std::string& file, const std::string& row) {
+  const char* dir = std::getenv("STEPWATCH_SOURCE_DIR");
+  std::ifstream in(std::string(dir != nullptr ? dir : ".") + "/docs/" + file);
+  EXPECT_TRUE(in) << "docs/" << file << " not found";
+  static const std::regex kWord("`([a-z-]+)`");
+  std::set<std::string> words;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with(row)) continue;
+    const auto from = line.cbegin() + static_cast<std::ptrdiff_t>(row.size());
+    for (std::sregex_iterator it(from, line.cend(), kWord), end; it != end; ++it)
+      words.insert((*it)[1]);
+    return words;
+  }
+  ADD_FAILURE() << "docs/" << file << " has no row " << row;
+  return words;
+}
+
+// What an exporter or API client reads from the docs is every state and cause there is (a new
+// one, like "preempted", is added to the docs with it).
+TEST(Metrics, TheDocsListEveryStateAndCause) {
+  std::set<std::string> states, causes;
+  for (detect::State s : detect::kAllStates) states.insert(detect::state_name(s));
+  for (detect::Cause c : detect::kAllCauses) causes.insert(detect::cause_name(c));
+  EXPECT_EQ(documented("metrics.md", "| `stepwatch_job_state` |"), states);
+  EXPECT_EQ(documented("metrics.md", "| `stepwatch_job_cause` |"), causes);
+  EXPECT_EQ(documented("api.md", "| `state` |"), states);
+  EXPECT_EQ(documented("api.md", "| `cause` |"), causes);
 }
 
 TEST(Metrics, AbsentValuesAreOmitted) {

@@ -1,5 +1,6 @@
 // JobWatch over real beacons: the verdict's transitions told once, the learned interval told when
-// it moves and restored across a restart, and the front end's amendment applied before judging.
+// it moves and restored across a restart, the front end's amendment applied before judging and
+// its settlement after.
 #include "src/watch/job_watch.h"
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "src/contract/beacon_writer.h"
@@ -114,6 +116,39 @@ TEST_F(JobWatchTest, TheAmendmentIsJudged) {
   EXPECT_TRUE(saw_report) << "the amendment sees this poll's report";
   EXPECT_TRUE(l.observation.ranks.empty());
   EXPECT_NE(l.verdict.state, detect::State::kHealthy) << l.verdict.summary;
+}
+
+// The front end's settlement (the agent's, while its own preempt ends the job: E13) is what the
+// watch tells and keeps: a verdict held tells no transition, one changed is told from the last.
+TEST_F(JobWatchTest, TheSettledVerdictIsTheOneToldAndKept) {
+  JobWatch w(observer(), detector(50 * kNsPerMs));
+  steps(1, 5);
+  std::this_thread::sleep_for(400ms);  // 8 intervals without a step
+  const Look stalled = w.look(now());
+  ASSERT_EQ(stalled.verdict.state, detect::State::kStalled) << stalled.verdict.summary;
+  steps(6, 8);  // a rank's steps on its way out
+  LookInputs hold;
+  std::optional<detect::State> judged;
+  hold.settle = [&](const detect::Observation&, detect::Verdict& v) {
+    judged = v.state;
+    v.state = stalled.verdict.state;
+    v.cause = stalled.verdict.cause;
+    v.summary = stalled.verdict.summary;
+  };
+  Look held = w.look(now(), hold);
+  EXPECT_EQ(judged, detect::State::kHealthy) << "the settlement sees the detector's verdict";
+  EXPECT_EQ(held.verdict.state, detect::State::kStalled) << held.verdict.summary;
+  EXPECT_FALSE(held.changed_from) << "held: nothing to tell";
+  EXPECT_EQ(w.state(), detect::State::kStalled);
+  LookInputs end;
+  end.settle = [](const detect::Observation&, detect::Verdict& v) {
+    v.state = detect::State::kPreempted;
+    v.cause = detect::Cause::kNone;
+  };
+  Look ended = w.look(now(), end);
+  ASSERT_TRUE(ended.changed_from);
+  EXPECT_EQ(ended.changed_from->first, detect::State::kStalled);
+  EXPECT_EQ(w.state(), detect::State::kPreempted);
 }
 
 }  // namespace
