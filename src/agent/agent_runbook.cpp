@@ -36,6 +36,15 @@ void Agent::transition(WatchedJob& t, detect::State from, const detect::Verdict&
   if (may_log(t, now)) log_info("agent: job {}: {} -> {}", t.job, tr.from_state, v.summary);
 }
 
+namespace {
+
+// Whether rank `r` of `look` runs on another node (a leader's look holds every node's ranks).
+bool elsewhere(const contract::RankSnapshot& r, const detect::Observation& look) {
+  return !r.host.empty() && !look.local_host.empty() && r.host != look.local_host;
+}
+
+}  // namespace
+
 void Agent::settle_preempt(const WatchedJob& t, const detect::Observation& obs,
                            detect::Verdict& v) const {
   if (t.runbook->acting() || preempting(t)) {
@@ -53,9 +62,8 @@ void Agent::settle_preempt(const WatchedJob& t, const detect::Observation& obs,
   const detect::Observation* own = t.leader ? t.leader->own_look() : nullptr;
   if (!preempted_by_us(t, own ? own : &obs)) return;
   // A leader's verdict is the job's: ranks on other nodes that still run say so.
-  const bool others = std::any_of(obs.ranks.begin(), obs.ranks.end(), [&](const auto& r) {
-    return !r.host.empty() && !obs.local_host.empty() && r.host != obs.local_host;
-  });
+  const bool others = std::any_of(obs.ranks.begin(), obs.ranks.end(),
+                                  [&](const auto& r) { return elsewhere(r, obs); });
   if (others && !detect::fires_runbook(v.state) && v.state != detect::State::kFinished) return;
   // Ended by this node's preempt or by the job's order: neither finished nor dead (E13).
   const bool ordered = t.leader && !t.leader->ended_by_orders().empty();
@@ -74,9 +82,8 @@ bool Agent::preempted_by_us(const WatchedJob& t, const detect::Observation* own)
   bool any = false;
   const detect::Observation& look = own ? *own : t.own_look();
   for (const auto& r : look.ranks) {
-    // This node's ranks: a leader's look holds the others' too, ended (or not) by their nodes.
-    if (r.pid <= 0 || (!r.host.empty() && !look.local_host.empty() && r.host != look.local_host))
-      continue;
+    // This node's ranks only: the others' are ended (or not) by their own nodes.
+    if (r.pid <= 0 || elsewhere(r, look)) continue;
     if (!ended.count(r.pid) && !ordered.count(r.pid)) return false;
     any = true;
   }
