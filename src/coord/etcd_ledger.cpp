@@ -224,10 +224,9 @@ Result<EtcdLedger::Epoch> EtcdLedger::epoch(int64_t at_ns) {
       const KeyValue& kv = r->kvs[0];
       int64_t ms = 0;
       auto st = read_record(kv, "an epoch record", [&](const json& j) {
-        ms = json_fields::as_int(json_fields::need(j, "epoch"), "epoch");
-        if (ms < 1 || ms > kMaxEpochMs)
-          throw json_fields::FieldError{Errc::kParse,
-                                        fmt::format("field \"epoch\" is out of range: {}", ms)};
+        (void)json_fields::need(j, "epoch");
+        ms = epoch_in(j);  // the same bounds as an incident record's epoch, and not 0
+        if (ms == 0) throw json_fields::FieldError{Errc::kParse, "field \"epoch\" is 0"};
       });
       if (st) {
         saw(r->revision, ms);
