@@ -24,6 +24,10 @@ struct ProcessFacts {
   std::optional<int64_t> cpu_delta_ns;  // CPU time used since the previous poll
   std::optional<int64_t> io_delta_bytes;  // read + write bytes since the previous poll
   std::string wchan;                      // where the main thread sleeps in the kernel
+  // The main thread alone, since the previous read of its threads: helper threads (NCCL's
+  // proxy, pin-memory) spin while the main one hangs, so only its own CPU says it computes.
+  std::optional<int64_t> main_cpu_delta_ns;
+  std::optional<int64_t> ctx_switches_delta;  // the main thread's context switches
 };
 
 struct GpuFacts {

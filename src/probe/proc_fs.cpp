@@ -77,6 +77,20 @@ ProcStatus parse_proc_status(const std::string& text) {
     out.caught_signals = std::strtoull(text.c_str() + at + 8, nullptr, 16);
   if (size_t at = text.find("\nCapEff:"); at != std::string::npos)
     out.effective_caps = std::strtoull(text.c_str() + at + 8, nullptr, 16);
+  auto decimal = [&](std::string_view key) -> std::optional<uint64_t> {
+    size_t at = text.find(key);
+    if (at == std::string::npos) return std::nullopt;
+    const char* p = text.data() + at + key.size();
+    const char* end = text.data() + text.size();
+    while (p < end && (*p == '\t' || *p == ' ')) ++p;
+    uint64_t v = 0;
+    auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc()) return std::nullopt;
+    return v;
+  };
+  auto voluntary = decimal("\nvoluntary_ctxt_switches:");
+  auto involuntary = decimal("\nnonvoluntary_ctxt_switches:");
+  if (voluntary && involuntary) out.ctx_switches = *voluntary + *involuntary;
   return out;
 }
 

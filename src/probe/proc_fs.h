@@ -28,6 +28,9 @@ struct ProcStatus {
   std::optional<ProcessUids> uids;
   std::optional<uint64_t> caught_signals;  // "SigCgt:" mask (hex), bit n-1 for signal n
   std::optional<uint64_t> effective_caps;  // "CapEff:" mask (hex), bit n for capability n
+  // voluntary_ctxt_switches + nonvoluntary_ctxt_switches: of the main thread only (the kernel
+  // does not sum a process's threads here); both lines must read.
+  std::optional<uint64_t> ctx_switches;
 };
 
 // Parses the text of a status file.

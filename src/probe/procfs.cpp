@@ -69,8 +69,10 @@ void add_details(const ProcFs& proc, ProcInfo& p, bool io, bool wchan, bool thre
       for (int tid : *tids) {
         auto t = proc.task_stat(p.pid, tid);
         if (t && t->state == 'D') ++p.threads_in_d;
+        if (t && tid == p.pid) p.main_cpu_ticks = t->utime_ticks + t->stime_ticks;
       }
     }
+    if (auto st = proc.status(p.pid)) p.main_ctx_switches = st->ctx_switches;
   }
 }
 
@@ -157,6 +159,15 @@ std::optional<ProcDelta> delta_between(const ProcInfo& was, const ProcInfo& now)
     d.io_bytes =
         static_cast<int64_t>((*now.read_bytes - std::min(*now.read_bytes, *was.read_bytes)) +
                              (*now.write_bytes - std::min(*now.write_bytes, *was.write_bytes)));
+  }
+  if (now.main_cpu_ticks && was.main_cpu_ticks) {
+    d.main_cpu_ns = static_cast<int64_t>(*now.main_cpu_ticks -
+                                         std::min(*now.main_cpu_ticks, *was.main_cpu_ticks)) *
+                    ProcessProbe::ns_per_tick();
+  }
+  if (now.main_ctx_switches && was.main_ctx_switches) {
+    d.main_ctx_switches = static_cast<int64_t>(
+        *now.main_ctx_switches - std::min(*now.main_ctx_switches, *was.main_ctx_switches));
   }
   return d;
 }

@@ -29,6 +29,10 @@ struct ProcInfo {
   std::optional<uint64_t> read_bytes;  // /proc/<pid>/io; absent when not permitted
   std::optional<uint64_t> write_bytes;
   std::string wchan;  // "" when running or not permitted
+  // The main thread alone (read with the threads): its CPU (utime + stime) and context switches.
+  // A rank's helper threads (NCCL's proxy, the pin-memory thread) spin while the main one hangs.
+  std::optional<uint64_t> main_cpu_ticks;
+  std::optional<uint64_t> main_ctx_switches;
 };
 
 // Which processes make up the job.
@@ -63,6 +67,8 @@ struct ProcessTree {
 struct ProcDelta {
   int64_t cpu_ns = 0;
   std::optional<int64_t> io_bytes;
+  std::optional<int64_t> main_cpu_ns;  // the main thread's (both reads scanned its threads)
+  std::optional<int64_t> main_ctx_switches;
 };
 
 class ProcessProbe {

@@ -10,6 +10,18 @@
 
 namespace stepwatch::watch {
 
+namespace {
+
+// A process's deltas as the detector's facts.
+void process_deltas(const probe::ProcDelta& d, detect::ProcessFacts& f) {
+  f.cpu_delta_ns = d.cpu_ns;
+  f.io_delta_bytes = d.io_bytes;
+  f.main_cpu_delta_ns = d.main_cpu_ns;
+  f.ctx_switches_delta = d.main_ctx_switches;
+}
+
+}  // namespace
+
 std::optional<EnvRank> rank_from_environ(const std::string& proc_root, int pid) {
   auto env = probe::ProcFs(proc_root).environ(pid);
   if (!env) return std::nullopt;
@@ -160,10 +172,7 @@ detect::Observation Observer::poll(const Stamp& now,
         f.state = info->state;
         f.threads_in_d = info->threads_in_d;
         f.wchan = info->wchan;
-        if (auto d = procs_.delta(*info)) {
-          f.cpu_delta_ns = d->cpu_ns;
-          f.io_delta_bytes = d->io_bytes;
-        }
+        if (auto d = procs_.delta(*info)) process_deltas(*d, f);
         ++rep.details_read;
       }
       obs.procs.push_back(f);
@@ -309,10 +318,7 @@ void Observer::rank_facts(const Stamp& now, detect::Observation& obs, PollReport
       f.state = m.last->state;
       f.threads_in_d = m.last->threads_in_d;
       f.wchan = m.last->wchan;
-      if (m.last_delta) {
-        f.cpu_delta_ns = m.last_delta->cpu_ns;
-        f.io_delta_bytes = m.last_delta->io_bytes;
-      }
+      if (m.last_delta) process_deltas(*m.last_delta, f);
     } else if (!k.quiet) {
       // Advancing: its details would be stale by the time they matter; read afresh when quiet.
       m.last.reset();

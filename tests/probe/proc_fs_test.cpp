@@ -57,6 +57,14 @@ TEST(ProcFs, StatusUidsAndCaughtSignals) {
   EXPECT_FALSE(none.uids.has_value());
   EXPECT_FALSE(none.caught_signals.has_value());
   EXPECT_FALSE(none.effective_caps.has_value());
+  EXPECT_FALSE(none.ctx_switches.has_value());
+  // Context switches: both lines, or none (the "non" line alone is not the voluntary one).
+  EXPECT_EQ(parse_proc_status("Name:\tx\nvoluntary_ctxt_switches:\t7\n"
+                              "nonvoluntary_ctxt_switches:\t5\n")
+                .ctx_switches,
+            std::optional<uint64_t>(12));
+  EXPECT_FALSE(
+      parse_proc_status("Name:\tx\nnonvoluntary_ctxt_switches:\t5\n").ctx_switches.has_value());
 
   auto mine = ProcFs().status(static_cast<int>(::getpid()));
   ASSERT_TRUE(mine.ok()) << mine.error().message;
@@ -64,6 +72,7 @@ TEST(ProcFs, StatusUidsAndCaughtSignals) {
   EXPECT_EQ(mine->uids->real, ::getuid());
   EXPECT_EQ(mine->uids->effective, ::geteuid());
   EXPECT_TRUE(mine->caught_signals.has_value());
+  EXPECT_TRUE(mine->ctx_switches.has_value());
   EXPECT_EQ(ProcFs(fake_root()).status(4242).error().code, Errc::kNotFound);
 }
 

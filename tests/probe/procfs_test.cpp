@@ -28,8 +28,9 @@ fs::path copy_fake(const std::string& name) {
   return dst;
 }
 
-void set_stat_field(const fs::path& root, int pid, const std::string& from, const std::string& to) {
-  fs::path p = root / std::to_string(pid) / "stat";
+void set_stat_field(const fs::path& root, int pid, const std::string& from, const std::string& to,
+                    const std::string& file = "stat") {
+  fs::path p = root / std::to_string(pid) / file;
   std::ifstream in(p);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t at = text.find(from);
@@ -91,6 +92,43 @@ TEST(ProcessProbe, ThreadStatesOnlyForTheAskedPids) {
   EXPECT_EQ(tree->procs.at(101).threads_in_d, 1);
   EXPECT_EQ(tree->procs.at(102).threads_in_d, 1);
   EXPECT_EQ(tree->procs.at(100).threads_in_d, 0);
+  // The main thread's own CPU and context switches come with the threads.
+  EXPECT_EQ(tree->procs.at(101).main_cpu_ticks, std::optional<uint64_t>(1000));
+  EXPECT_EQ(tree->procs.at(101).main_ctx_switches, std::optional<uint64_t>(1520));
+  EXPECT_FALSE(tree->procs.at(102).main_ctx_switches.has_value());  // no status file
+  EXPECT_FALSE(tree->procs.at(100).main_cpu_ticks.has_value());     // threads not scanned
+}
+
+TEST(ProcessProbe, TheMainThreadsDeltasApartFromTheProcesss) {
+  fs::path root = copy_fake("main-thread");
+  ProcessProbe probe(root.string());
+  Selector sel;
+  sel.root_pid = 100;
+  ScanOptions opts;
+  opts.thread_scan_pids = {101};
+  auto first = probe.scan(sel, opts);
+  ASSERT_TRUE(first.ok());
+  probe.remember(*first);
+  // A helper thread spins (+60 ticks for the process); the main thread does not move.
+  set_stat_field(root, 101, " 900 100 ", " 950 110 ");
+  set_stat_field(root, 101, "voluntary_ctxt_switches:\t1500", "voluntary_ctxt_switches:\t1503",
+                 "status");
+  auto second = probe.scan(sel, opts);
+  ASSERT_TRUE(second.ok());
+  auto d = probe.delta(second->procs.at(101));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->cpu_ns, 60 * ProcessProbe::ns_per_tick());
+  EXPECT_EQ(d->main_cpu_ns, std::optional<int64_t>(0));
+  EXPECT_EQ(d->main_ctx_switches, std::optional<int64_t>(3));
+  // Then the main thread computes.
+  set_stat_field(root, 101, " 900 100 ", " 940 100 ", "task/101/stat");
+  probe.remember(*second);
+  auto third = probe.scan(sel, opts);
+  ASSERT_TRUE(third.ok());
+  d = probe.delta(third->procs.at(101));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->main_cpu_ns, std::optional<int64_t>(40 * ProcessProbe::ns_per_tick()));
+  fs::remove_all(root);
 }
 
 TEST(ProcessProbe, DeltasBetweenPollsAndPidReuse) {
