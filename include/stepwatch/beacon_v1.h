@@ -1,4 +1,5 @@
-/* stepwatch beacon, contract version 1: the authoritative byte layout.
+/* stepwatch beacon, contract version 1 (1.1: the progress sampler block carved from reserved
+ * bytes; a 1.0 record reads as "no sampler"): the authoritative byte layout.
  *
  * One record per rank at $STEPWATCH_DIR/<job>/rank-<rank>.beacon, exactly
  * STEPWATCH_BEACON_V1_SIZE bytes, little-endian, every field naturally aligned.
@@ -26,6 +27,15 @@ extern "C" {
 #define STEPWATCH_PHASE_MAX 32u
 #define STEPWATCH_CKPT_ID_MAX 64u
 #define STEPWATCH_RECENT_STEPS 16u /* ring of the last committed steps */
+
+/* sample_wait: what the main thread is waiting in, as the progress sampler saw it */
+#define STEPWATCH_WAIT_NONE 0u       /* running its own code, or a wait the sampler does not know */
+#define STEPWATCH_WAIT_COLLECTIVE 1u /* a collective or its wait: all_reduce, broadcast, barrier \
+                                      */
+#define STEPWATCH_WAIT_DEVICE 2u     /* the device: torch.cuda.synchronize, an event or stream */
+#define STEPWATCH_WAIT_STORE 3u      /* rendezvous: init_process_group, store get/wait */
+#define STEPWATCH_WAIT_MAX 3u
+#define STEPWATCH_WHERE_MAX 64u /* sample_where, bytes including the terminating NUL */
 
 /* status */
 #define STEPWATCH_STATUS_RUNNING 0u
@@ -76,7 +86,20 @@ typedef struct stepwatch_beacon_v1 {
   char ckpt_id[STEPWATCH_CKPT_ID_MAX]; /* 368 NUL-terminated last committed checkpoint id */
   uint8_t reserved0[16];               /* 432 zero */
   stepwatch_step_mark recent[STEPWATCH_RECENT_STEPS]; /* 448 ring, slot = (step_count-1) % 16 */
-  uint8_t reserved1[320]; /* 704 zero; future fields need a new version */
+  /* --- progress sampler (contract 1.1): a block with its own seqlock, written only by the
+   * rank's sampler thread, so a sample never makes a step call busy. All zero when no sampler
+   * runs (a 1.0 writer): readers treat sample_count == 0 as "no sampler". --- */
+  uint64_t sample_seq;    /* 704 seqlock of this block: odd while the sampler is inside */
+  uint32_t sample_wait;   /* 712 STEPWATCH_WAIT_* */
+  uint32_t sample_pad;    /* 716 zero */
+  uint64_t sample_count;  /* 720 samples taken */
+  int64_t sample_wall_ns; /* 728 the last sample: the sampler's own liveness */
+  int64_t sample_mono_ns; /* 736 */
+  int64_t moved_wall_ns;  /* 744 when the main thread's position (hash or wait) last changed */
+  int64_t moved_mono_ns;  /* 752 */
+  uint64_t sample_hash;   /* 760 digest of the main thread's top frames; 0: unknown */
+  char sample_where[STEPWATCH_WHERE_MAX]; /* 768 NUL-terminated, printable: "all_reduce (...)" */
+  uint8_t reserved1[192];                 /* 832 zero; future fields need a new version */
 } stepwatch_beacon_v1;
 
 #ifdef __cplusplus
@@ -97,7 +120,10 @@ STEPWATCH_STATIC_ASSERT(offsetof(stepwatch_beacon_v1, host) == 272, "host offset
 STEPWATCH_STATIC_ASSERT(offsetof(stepwatch_beacon_v1, phase) == 336, "phase offset");
 STEPWATCH_STATIC_ASSERT(offsetof(stepwatch_beacon_v1, ckpt_id) == 368, "ckpt_id offset");
 STEPWATCH_STATIC_ASSERT(offsetof(stepwatch_beacon_v1, recent) == 448, "recent offset");
-STEPWATCH_STATIC_ASSERT(offsetof(stepwatch_beacon_v1, reserved1) == 704, "reserved1 offset");
+STEPWATCH_STATIC_ASSERT(offsetof(stepwatch_beacon_v1, sample_seq) == 704, "sample_seq offset");
+STEPWATCH_STATIC_ASSERT(offsetof(stepwatch_beacon_v1, sample_hash) == 760, "sample_hash offset");
+STEPWATCH_STATIC_ASSERT(offsetof(stepwatch_beacon_v1, sample_where) == 768, "sample_where offset");
+STEPWATCH_STATIC_ASSERT(offsetof(stepwatch_beacon_v1, reserved1) == 832, "reserved1 offset");
 
 #ifdef __cplusplus
 }

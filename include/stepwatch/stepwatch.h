@@ -79,6 +79,15 @@ STEPWATCH_API int stepwatch_phase_end(stepwatch_t* sw);
 /* Call after the checkpoint is durable (its commit marker written). */
 STEPWATCH_API int stepwatch_checkpoint_committed(stepwatch_t* sw, const char* id, int64_t step);
 
+/* The progress sampler (docs/contract.md): where the rank's main thread is, about once a
+ * second, from a thread of its own. hash: a digest of the main thread's top frames (0: unknown);
+ * wait: STEPWATCH_WAIT_* (stepwatch/beacon_v1.h); where: a short label such as
+ * "all_reduce (distributed_c10d.py:1536)", or NULL; longer than 63 bytes is cut, unprintable
+ * bytes become '?'. The beacon records when hash or wait last changed. It has its own lock: a
+ * sample never makes stepwatch_step busy. The Python package runs such a thread by itself;
+ * C and C++ trainers call this from theirs. STEPWATCH_EINVAL: wait out of range. */
+STEPWATCH_API int stepwatch_sample(stepwatch_t* sw, uint64_t hash, int wait, const char* where);
+
 /* Marks the rank finished (ok != 0) or failed (ok == 0) before it exits. */
 STEPWATCH_API int stepwatch_finish(stepwatch_t* sw, int ok);
 

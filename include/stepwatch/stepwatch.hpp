@@ -91,6 +91,10 @@ class Handle {
   int step(int64_t n, double loss) noexcept { return stepwatch_step_loss(h_, n, loss); }
   int loss(double value) noexcept { return stepwatch_loss(h_, value); }
   int beat() noexcept { return stepwatch_beat(h_); }
+  // From the trainer's own sampler thread: where the main thread is (stepwatch.h).
+  int sample(uint64_t hash, int wait, const char* where = nullptr) noexcept {
+    return stepwatch_sample(h_, hash, wait, where);
+  }
   int phase_begin(const char* name) noexcept { return stepwatch_phase_begin(h_, name); }
   int phase_end() noexcept { return stepwatch_phase_end(h_); }
   int checkpoint_committed(const char* id, int64_t step) noexcept {

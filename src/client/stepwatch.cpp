@@ -133,6 +133,11 @@ int stepwatch_phase_end(stepwatch_t* sw) {
 int stepwatch_checkpoint_committed(stepwatch_t* sw, const char* id, int64_t step) {
   return sw ? sw->writer->checkpoint_committed(id, step) : STEPWATCH_ENULL;
 }
+int stepwatch_sample(stepwatch_t* sw, uint64_t hash, int wait, const char* where) {
+  if (sw == nullptr) return STEPWATCH_ENULL;
+  if (wait < 0) return STEPWATCH_EINVAL;
+  return sw->writer->sample(hash, static_cast<uint32_t>(wait), where);
+}
 int stepwatch_finish(stepwatch_t* sw, int ok) {
   return sw ? sw->writer->finish(ok != 0) : STEPWATCH_ENULL;
 }

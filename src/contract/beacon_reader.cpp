@@ -46,6 +46,20 @@ const char* rank_status_name(RankStatus s) {
   return "?";
 }
 
+const char* wait_kind_name(WaitKind w) {
+  switch (w) {
+    case WaitKind::kNone:
+      return "none";
+    case WaitKind::kCollective:
+      return "collective";
+    case WaitKind::kDevice:
+      return "device";
+    case WaitKind::kStore:
+      return "store";
+  }
+  return "?";
+}
+
 namespace {
 
 // A fixed char field must hold a NUL inside its bounds; returns the string before it.
@@ -61,6 +75,33 @@ Result<std::string> fixed_string(const char* field, size_t size, std::string_vie
 
 Error field_error(std::string_view path, const char* name, std::string_view why) {
   return Error{Errc::kInvalidField, fmt::format("{}: field {} {}", path, name, why)};
+}
+
+// The sampler block of a consistent copy: nullopt when no sampler wrote it (or the copy caught
+// the sampler inside an update, which the next poll reads whole).
+Result<std::optional<Sample>> decode_sample(const stepwatch_beacon_v1& b, std::string_view path) {
+  if (b.sample_count == 0 || (b.sample_seq & 1) != 0) return std::optional<Sample>{};
+  if (b.sample_wait > STEPWATCH_WAIT_MAX) {
+    return field_error(path, "sample_wait",
+                       fmt::format("is {}, must be 0..{}", b.sample_wait, STEPWATCH_WAIT_MAX));
+  }
+  for (int64_t t : {b.sample_wall_ns, b.sample_mono_ns, b.moved_wall_ns, b.moved_mono_ns}) {
+    if (t < 0) return field_error(path, "sample", fmt::format("has a negative timestamp {}", t));
+  }
+  auto where = fixed_string(b.sample_where, sizeof b.sample_where, path, "sample_where");
+  if (!where) return where.error();
+  for (char c : *where) {
+    if (c < 0x20 || c >= 0x7f)
+      return field_error(path, "sample_where", "holds an unprintable byte");
+  }
+  Sample out;
+  out.count = b.sample_count;
+  out.at = {b.sample_wall_ns, b.sample_mono_ns};
+  out.moved_at = {b.moved_wall_ns, b.moved_mono_ns};
+  out.hash = b.sample_hash;
+  out.wait = kAllWaitKinds[b.sample_wait];
+  out.where = std::move(*where);
+  return std::optional<Sample>{std::move(out)};
 }
 
 }  // namespace
@@ -188,6 +229,9 @@ Result<RankSnapshot> decode_beacon(std::span<const uint8_t> bytes, const ReadOpt
     uint64_t idx = (b.step_count - n + i) % STEPWATCH_RECENT_STEPS;
     s.recent.push_back({b.recent[idx].step, b.recent[idx].mono_ns});
   }
+  auto sample = decode_sample(b, path);
+  if (!sample) return sample.error();
+  s.sample = std::move(*sample);
   return s;
 }
 
@@ -335,7 +379,10 @@ Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
     uint64_t seen = 0;
     ReadOutcome r = ReadOutcome::kOk;
     if (!under_fault_guard([&] { r = seq_read_once(map_, &copy, &seen); })) return shrank(path_);
-    if (r == ReadOutcome::kOk) return copy;
+    if (r == ReadOutcome::kOk) {
+      if (!read_sample_block(copy)) return shrank(path_);
+      return copy;
+    }
     if (r == ReadOutcome::kOdd) ++odd;
     // The same odd sequence again and again: the writer is not progressing (the scheduler took
     // its CPU in the middle of an update). Pause with a growing sleep (~20 ms at most) so it can
@@ -358,11 +405,29 @@ Result<stepwatch_beacon_v1> BeaconMapping::read_raw(int max_retries) const {
                fmt::format("{}: no consistent read after {} retries", path_, max_retries + 1)};
 }
 
+bool BeaconMapping::read_sample_block(stepwatch_beacon_v1& copy) const {
+  // The sampler writes about once a second and never waits: a few tries find it outside an
+  // update. One that does not (it died inside one) leaves the block absent for this read.
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    ReadOutcome r = ReadOutcome::kOk;
+    if (!under_fault_guard([&] { r = sample_read_once(map_, &copy); })) return false;
+    if (r == ReadOutcome::kOk) return true;
+    if (attempt >= 8) sched_yield();
+  }
+  copy.sample_count = 0;
+  return true;
+}
+
 Result<uint64_t> BeaconMapping::sequence() const {
-  uint64_t seq = 0;
-  if (!under_fault_guard([&] { seq = __atomic_load_n(&map_->seq, __ATOMIC_ACQUIRE); }))
+  uint64_t seq = 0, sample_seq = 0;
+  if (!under_fault_guard([&] {
+        seq = __atomic_load_n(&map_->seq, __ATOMIC_ACQUIRE);
+        sample_seq = __atomic_load_n(&map_->sample_seq, __ATOMIC_ACQUIRE);
+      }))
     return shrank(path_);
-  return seq;
+  // Both counters only grow, so their sum is unchanged exactly when both are; it is odd when
+  // exactly one writer is inside, and a caller that sees "unchanged and even" skips the read.
+  return seq + sample_seq;
 }
 
 Result<uint64_t> BeaconMapping::size_on_disk() const {

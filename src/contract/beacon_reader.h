@@ -38,7 +38,8 @@ class BeaconMapping {
   Result<RankSnapshot> read(const ReadOptions& options = {}) const;
   // The raw consistent copy (no validation), for tools that show bytes.
   Result<stepwatch_beacon_v1> read_raw(int max_retries = 200) const;
-  // The update counter alone (one load): unchanged means the record is unchanged.
+  // The update counters alone (the record's and the sampler block's, summed): unchanged means
+  // the record is unchanged.
   Result<uint64_t> sequence() const;
   // The file's current size by path; kNotFound when it is gone or another file took its name.
   Result<uint64_t> size_on_disk() const;
@@ -52,6 +53,9 @@ class BeaconMapping {
 
  private:
   BeaconMapping() = default;
+  // Re-reads the sampler block of a consistent record copy under its own seqlock; false when
+  // the file shrank under the mapping.
+  bool read_sample_block(stepwatch_beacon_v1& copy) const;
   std::string path_;
   const stepwatch_beacon_v1* map_ = nullptr;
   uint64_t inode_ = 0;

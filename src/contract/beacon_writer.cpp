@@ -231,6 +231,33 @@ int BeaconWriter::checkpoint_committed(const char* id, int64_t step) noexcept {
   return STEPWATCH_OK;
 }
 
+int BeaconWriter::sample(uint64_t hash, uint32_t wait, const char* where) noexcept {
+  if (wait > STEPWATCH_WAIT_MAX) return STEPWATCH_EINVAL;
+  char label[STEPWATCH_WHERE_MAX] = {};
+  size_t len = where == nullptr ? 0 : ::strnlen(where, STEPWATCH_WHERE_MAX - 1);
+  for (size_t i = 0; i < len; ++i) {
+    char c = where[i];
+    label[i] = (c >= 0x20 && c < 0x7f) ? c : '?';
+  }
+  uint64_t s;
+  if (!seq_begin(&b_->sample_seq, &s)) return STEPWATCH_EBUSY;
+  Now t = now(sample_clock_);
+  // Only the holder of sample_seq writes these, so reading them back here is race-free.
+  bool moved = b_->sample_count == 0 || b_->sample_hash != hash || b_->sample_wait != wait;
+  store_relaxed(&b_->sample_count, b_->sample_count + 1);
+  store_relaxed(&b_->sample_wall_ns, t.wall);
+  store_relaxed(&b_->sample_mono_ns, t.mono);
+  if (moved) {
+    store_relaxed(&b_->moved_wall_ns, t.wall);
+    store_relaxed(&b_->moved_mono_ns, t.mono);
+    store_relaxed(&b_->sample_hash, hash);
+    store_relaxed(&b_->sample_wait, wait);
+    store_string(b_->sample_where, sizeof b_->sample_where, label, len);
+  }
+  seq_end(&b_->sample_seq, s);
+  return STEPWATCH_OK;
+}
+
 int BeaconWriter::finish(bool ok) noexcept {
   uint64_t s;
   if (!seq_begin(b_, &s)) return STEPWATCH_EBUSY;

@@ -56,6 +56,12 @@ class BeaconWriter {
     return STEPWATCH_OK;
   }
 
+  // The progress sampler's word (docs/contract.md "Progress sampler"): where the main thread is.
+  // Written under the sampler block's own seqlock, so it never makes a step call busy. `where`
+  // may be NULL; it is cut at 63 bytes and anything unprintable becomes '?'. The beacon's
+  // moved stamp changes when hash or wait differ from the previous sample.
+  int sample(uint64_t hash, uint32_t wait, const char* where) noexcept;
+
   int phase_begin(const char* name) noexcept;
   int phase_end() noexcept;
   int checkpoint_committed(const char* id, int64_t step) noexcept;
@@ -68,21 +74,27 @@ class BeaconWriter {
   struct Now {
     int64_t wall, mono;
   };
-  // One clock read per update: wall time is monotonic time plus an offset re-read once a
-  // second, so a wall-clock step shows in the records within a second (docs/contract.md).
-  // Called only inside an update, so only the seqlock holder touches the offset.
-  Now now() noexcept {
+  // Wall time as monotonic time plus an offset re-read once a second, so a wall-clock step
+  // shows in the records within a second (docs/contract.md). Each block's writer has its own
+  // offset, touched only by whoever holds that block's seqlock.
+  struct ClockOffset {
+    int64_t wall_offset = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC, as of `at`
+    int64_t at = 0;
+  };
+  static Now now(ClockOffset& o) noexcept {
     timespec m;
     clock_gettime(CLOCK_MONOTONIC, &m);
     int64_t mono = m.tv_sec * 1'000'000'000LL + m.tv_nsec;
-    if (offset_at_ == 0 || mono - offset_at_ >= 1'000'000'000LL) {
+    if (o.at == 0 || mono - o.at >= 1'000'000'000LL) {
       timespec w;
       clock_gettime(CLOCK_REALTIME, &w);
-      wall_offset_ = w.tv_sec * 1'000'000'000LL + w.tv_nsec - mono;
-      offset_at_ = mono;
+      o.wall_offset = w.tv_sec * 1'000'000'000LL + w.tv_nsec - mono;
+      o.at = mono;
     }
-    return {mono + wall_offset_, mono};
+    return {mono + o.wall_offset, mono};
   }
+  // One clock read per update of the record (called only inside one).
+  Now now() noexcept { return now(record_clock_); }
 
   int step_impl(int64_t n, const double* loss) noexcept {
     uint64_t s;
@@ -116,9 +128,9 @@ class BeaconWriter {
   // Phase stack: names of enclosing phases, restored by phase_end. Fixed size: no allocation.
   char stack_[STEPWATCH_PHASE_DEPTH][STEPWATCH_PHASE_MAX] = {};
   int depth_ = 0;
-  bool in_init_ = true;      // current phase is the implicit "init"
-  int64_t wall_offset_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC, as of offset_at_
-  int64_t offset_at_ = 0;
+  bool in_init_ = true;       // current phase is the implicit "init"
+  ClockOffset record_clock_;  // under seq
+  ClockOffset sample_clock_;  // under sample_seq
 };
 
 }  // namespace stepwatch::contract

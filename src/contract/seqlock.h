@@ -7,6 +7,7 @@
 // race-free when writer and reader are threads of one process (the concurrency test).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -39,20 +40,27 @@ inline void store_string(char* field, size_t field_size, const char* src, size_t
   }
 }
 
-// Enters an update. Returns false (and writes nothing) if another writer is inside.
-inline bool seq_begin(stepwatch_beacon_v1* b, uint64_t* seq) {
-  uint64_t s = __atomic_load_n(&b->seq, __ATOMIC_RELAXED);
+// Enters an update of the block guarded by `word` (the record's `seq`, or the sampler block's
+// `sample_seq`). Returns false (and writes nothing) if another writer is inside.
+inline bool seq_begin(uint64_t* word, uint64_t* seq) {
+  uint64_t s = __atomic_load_n(word, __ATOMIC_RELAXED);
   if (s & 1) return false;
-  if (!__atomic_compare_exchange_n(&b->seq, &s, s + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+  if (!__atomic_compare_exchange_n(word, &s, s + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
     return false;
   // Orders the odd seq before the field stores that follow (smp_wmb in kernel seqlocks).
   __atomic_thread_fence(__ATOMIC_RELEASE);
   *seq = s;
   return true;
 }
+inline bool seq_begin(stepwatch_beacon_v1* b, uint64_t* seq) {
+  return seq_begin(&b->seq, seq);
+}
 
+inline void seq_end(uint64_t* word, uint64_t seq) {
+  __atomic_store_n(word, seq + 2, __ATOMIC_RELEASE);
+}
 inline void seq_end(stepwatch_beacon_v1* b, uint64_t seq) {
-  __atomic_store_n(&b->seq, seq + 2, __ATOMIC_RELEASE);
+  seq_end(&b->seq, seq);
 }
 
 // Leaves an update that wrote nothing: seq returns to its even value (readers saw no change).
@@ -75,6 +83,25 @@ inline ReadOutcome seq_read_once(const stepwatch_beacon_v1* src, stepwatch_beaco
     to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
   uint64_t s2 = __atomic_load_n(&src->seq, __ATOMIC_RELAXED);
+  return s1 == s2 ? ReadOutcome::kOk : ReadOutcome::kChanged;
+}
+
+// The progress sampler's block: from sample_seq up to reserved1, guarded by its own seqlock.
+inline constexpr size_t kSampleBlockBegin = offsetof(stepwatch_beacon_v1, sample_seq);
+inline constexpr size_t kSampleBlockEnd = offsetof(stepwatch_beacon_v1, reserved1);
+
+// One read attempt of the sampler block of `src` into the same bytes of `dst`: the record's
+// copy (seq_read_once) is consistent for the record's fields only, since the sampler writes
+// under sample_seq.
+inline ReadOutcome sample_read_once(const stepwatch_beacon_v1* src, stepwatch_beacon_v1* dst) {
+  uint64_t s1 = __atomic_load_n(&src->sample_seq, __ATOMIC_ACQUIRE);
+  if (s1 & 1) return ReadOutcome::kOdd;
+  const uint64_t* from = reinterpret_cast<const uint64_t*>(src);
+  uint64_t* to = reinterpret_cast<uint64_t*>(dst);
+  for (size_t i = kSampleBlockBegin / 8; i < kSampleBlockEnd / 8; ++i)
+    to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  uint64_t s2 = __atomic_load_n(&src->sample_seq, __ATOMIC_RELAXED);
   return s1 == s2 ? ReadOutcome::kOk : ReadOutcome::kChanged;
 }
 

@@ -13,9 +13,14 @@ namespace stepwatch::contract {
 
 enum class Source { kBeacon, kJsonl, kLog };  // kLog: progress read from the trainer's output
 enum class RankStatus { kRunning, kFinished, kFailed };
+// What the main thread waits in, as the progress sampler saw it (STEPWATCH_WAIT_*, same order).
+enum class WaitKind { kNone, kCollective, kDevice, kStore };
+inline constexpr WaitKind kAllWaitKinds[] = {WaitKind::kNone, WaitKind::kCollective,
+                                             WaitKind::kDevice, WaitKind::kStore};
 
 const char* source_name(Source s);
 const char* rank_status_name(RankStatus s);
+const char* wait_kind_name(WaitKind w);  // "none", "collective", "device", "store"
 
 struct StepMark {
   int64_t step = 0;
@@ -26,6 +31,17 @@ struct CheckpointMark {
   std::string id;
   int64_t step = 0;
   Stamp at;
+};
+
+// The progress sampler's last word (the beacon's sampler block): where the rank's main thread
+// is and when that last changed. Evidence inside a step, between step commits.
+struct Sample {
+  uint64_t count = 0;  // samples taken
+  Stamp at;            // the last sample: a stale one means the sampler itself cannot run
+  Stamp moved_at;      // when the main thread's position (hash or wait) last changed
+  uint64_t hash = 0;   // digest of the main thread's top frames; 0: unknown
+  WaitKind wait = WaitKind::kNone;
+  std::string where;  // "all_reduce (distributed_c10d.py:1536)"
 };
 
 struct RankSnapshot {
@@ -62,6 +78,7 @@ struct RankSnapshot {
   int64_t updated_mono_ns = 0;   // last write of any kind (beacons only)
   Stamp updated;                 // last write, wall and mono where known
   std::vector<StepMark> recent;  // last committed steps, oldest first (beacons only)
+  std::optional<Sample> sample;  // nullopt: no sampler runs in this rank
 };
 
 }  // namespace stepwatch::contract

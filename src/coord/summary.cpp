@@ -44,6 +44,10 @@ void rebase(contract::RankSnapshot& r, const std::string& observer_host, int64_t
   fix(r.loss_at.mono_ns);
   fix(r.updated.mono_ns);
   fix(r.updated_mono_ns);
+  if (r.sample) {
+    fix(r.sample->at.mono_ns);
+    fix(r.sample->moved_at.mono_ns);
+  }
   // The step ring is monotonic only, and the detector learns intervals from its differences: an
   // entry that became unknown would read as a huge interval. Unknown entries are the oldest
   // ones (the ring is in time order), so dropping them keeps "the last n commits" true.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -83,7 +84,46 @@ json rank_json(const RankSnapshot& r) {
   json recent = json::array();
   for (const auto& m : r.recent) recent.push_back({m.step, m.mono_ns});
   j["recent"] = recent;
+  if (r.sample) {
+    const contract::Sample& x = *r.sample;
+    // The hash as 16 hex digits: a JSON number past 2^53 does not survive JavaScript or jq.
+    j["sample"] = {{"count", x.count},
+                   {"at", stamp_json(x.at)},
+                   {"moved_at", stamp_json(x.moved_at)},
+                   {"hash", fmt::format("{:016x}", x.hash)},
+                   {"wait", contract::wait_kind_name(x.wait)},
+                   {"where", x.where}};
+  }
   return j;
+}
+
+contract::Sample sample_from_json(const json& j) {
+  if (!j.is_object()) throw FieldError{Errc::kParse, "field \"sample\" must be an object"};
+  contract::Sample x;
+  x.count = static_cast<uint64_t>(as_int(need(j, "count"), "sample.count"));
+  x.at = as_stamp(need(j, "at"), "sample.at");
+  x.moved_at = as_stamp(need(j, "moved_at"), "sample.moved_at");
+  std::string hash = as_str(need(j, "hash"), "sample.hash");
+  auto [end, ec] = std::from_chars(hash.data(), hash.data() + hash.size(), x.hash, 16);
+  if (hash.empty() || hash.size() > 16 || ec != std::errc() || end != hash.data() + hash.size())
+    throw FieldError{Errc::kParse, fmt::format("field \"sample.hash\" must be up to 16 hex "
+                                               "digits, got \"{}\"",
+                                               hash)};
+  std::string wait = as_str(need(j, "wait"), "sample.wait");
+  bool known = false;
+  for (auto w : contract::kAllWaitKinds) {
+    if (wait == contract::wait_kind_name(w)) {
+      x.wait = w;
+      known = true;
+    }
+  }
+  if (!known)
+    throw FieldError{Errc::kParse,
+                     fmt::format("field \"sample.wait\" is \"{}\": none, collective, device or "
+                                 "store",
+                                 wait)};
+  opt(j, "where", x.where, as_str);
+  return x;
 }
 
 RankSnapshot rank_from_json(const json& j) {
@@ -162,6 +202,7 @@ RankSnapshot rank_from_json(const json& j) {
       r.recent.push_back({as_int(m[0], "recent.step"), as_int(m[1], "recent.mono_ns")});
     }
   }
+  if (j.contains("sample")) r.sample = sample_from_json(j["sample"]);
   return r;
 }
 
@@ -248,6 +289,8 @@ std::string observation_to_json(const Observation& o) {
       if (p.exit_code) pj["exit_code"] = *p.exit_code;
       if (p.cpu_delta_ns) pj["cpu_delta_ns"] = *p.cpu_delta_ns;
       if (p.io_delta_bytes) pj["io_delta_bytes"] = *p.io_delta_bytes;
+      if (p.main_cpu_delta_ns) pj["main_cpu_delta_ns"] = *p.main_cpu_delta_ns;
+      if (p.ctx_switches_delta) pj["ctx_switches_delta"] = *p.ctx_switches_delta;
       ps.push_back(pj);
     }
     j["procs"] = ps;
@@ -332,6 +375,10 @@ void read_observation(const json& j, Observation& o) {
       if (pj.contains("cpu_delta_ns")) p.cpu_delta_ns = as_int(pj["cpu_delta_ns"], "cpu_delta_ns");
       if (pj.contains("io_delta_bytes"))
         p.io_delta_bytes = as_int(pj["io_delta_bytes"], "io_delta_bytes");
+      if (pj.contains("main_cpu_delta_ns"))
+        p.main_cpu_delta_ns = as_int(pj["main_cpu_delta_ns"], "main_cpu_delta_ns");
+      if (pj.contains("ctx_switches_delta"))
+        p.ctx_switches_delta = as_int(pj["ctx_switches_delta"], "ctx_switches_delta");
       o.procs.push_back(p);
     }
   }

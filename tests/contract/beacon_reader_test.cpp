@@ -114,6 +114,30 @@ TEST(DecodeBeacon, RejectsEachInvalidField) {
          std::strcpy(b.ckpt_id, "a\"b");
        },
        Errc::kInvalidField, "field ckpt_id"},
+      {"sample wait out of range",
+       [](auto& b) {
+         b.sample_count = 1;
+         b.sample_wait = 9;
+       },
+       Errc::kInvalidField, "field sample_wait is 9"},
+      {"sample where not terminated",
+       [](auto& b) {
+         b.sample_count = 1;
+         std::memset(b.sample_where, 'w', sizeof b.sample_where);
+       },
+       Errc::kInvalidField, "field sample_where is not NUL-terminated"},
+      {"sample where unprintable",
+       [](auto& b) {
+         b.sample_count = 1;
+         std::strcpy(b.sample_where, "a\x7f");
+       },
+       Errc::kInvalidField, "field sample_where holds an unprintable byte"},
+      {"sample negative stamp",
+       [](auto& b) {
+         b.sample_count = 1;
+         b.moved_mono_ns = -5;
+       },
+       Errc::kInvalidField, "field sample has a negative timestamp -5"},
       {"world_size 0", [](auto& b) { b.world_size = 0; }, Errc::kInvalidField, "field world_size"},
       {"world_size negative", [](auto& b) { b.world_size = -4; }, Errc::kInvalidField,
        "field world_size"},
@@ -175,6 +199,34 @@ TEST(DecodeBeacon, RejectsEveryNegativeTimestamp) {
     EXPECT_THAT(s.error().message, HasSubstr("negative timestamp -1"));
     EXPECT_THAT(s.error().message, HasSubstr(kPath));
   }
+}
+
+TEST(DecodeBeacon, TheSamplerBlockIsReadOnlyWhenASamplerWroteIt) {
+  stepwatch_beacon_v1 b = test::valid_record();
+  b.sample_wait = 9;  // garbage in a block no sampler wrote (count 0) is not read
+  auto none = decode(b);
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_FALSE(none->sample.has_value());
+  b.sample_wait = STEPWATCH_WAIT_DEVICE;
+  b.sample_count = 3;
+  b.sample_hash = 42;
+  b.sample_wall_ns = 1'700'000'000'000'000'000;
+  b.sample_mono_ns = 900;
+  b.moved_wall_ns = 1'699'999'999'000'000'000;
+  b.moved_mono_ns = 800;
+  std::strcpy(b.sample_where, "synchronize (__init__.py:566)");
+  auto some = decode(b);
+  ASSERT_TRUE(some.ok()) << some.error().message;
+  ASSERT_TRUE(some->sample.has_value());
+  EXPECT_EQ(some->sample->wait, WaitKind::kDevice);
+  EXPECT_EQ(some->sample->hash, 42u);
+  EXPECT_EQ(some->sample->moved_at.mono_ns, 800);
+  EXPECT_EQ(some->sample->where, "synchronize (__init__.py:566)");
+  // A copy taken while the sampler was inside an update has no block this time.
+  b.sample_seq = 7;
+  auto torn = decode(b);
+  ASSERT_TRUE(torn.ok());
+  EXPECT_FALSE(torn->sample.has_value());
 }
 
 TEST(DecodeBeacon, LengthErrors) {

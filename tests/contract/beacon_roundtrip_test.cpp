@@ -106,6 +106,8 @@ TEST_F(BeaconRoundTrip, FreshBeaconHasTheInitialValues) {
   EXPECT_EQ(b.step_wall_ns, 0);
   for (uint8_t z : b.reserved0) EXPECT_EQ(z, 0);
   for (uint8_t z : b.reserved1) EXPECT_EQ(z, 0);
+  EXPECT_EQ(b.sample_seq, 0u);
+  EXPECT_EQ(b.sample_count, 0u);
 }
 
 TEST_F(BeaconRoundTrip, PidStartTicksIsField22OfProcSelfStat) {
@@ -470,6 +472,79 @@ TEST_F(BeaconRoundTrip, EveryUpdateMovesUpdateTimeAndSeq) {
     EXPECT_EQ(seq(*w), s0 + 2) << i;
     EXPECT_GE(read(*w).updated_mono_ns, u0) << i;
   }
+}
+
+TEST_F(BeaconRoundTrip, TheSamplerBlockRoundTripsAndMovesOnlyWhenThePositionChanges) {
+  auto w = make(identity());
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(read(*w).sample.has_value());  // no sampler yet: a 1.0 record
+  ASSERT_EQ(w->sample(0xfeedface12345678, STEPWATCH_WAIT_COLLECTIVE,
+                      "all_reduce (distributed_c10d.py:1536)"),
+            STEPWATCH_OK);
+  RankSnapshot a = read(*w);
+  ASSERT_TRUE(a.sample.has_value());
+  EXPECT_EQ(a.sample->count, 1u);
+  EXPECT_EQ(a.sample->hash, 0xfeedface12345678u);
+  EXPECT_EQ(a.sample->wait, WaitKind::kCollective);
+  EXPECT_EQ(a.sample->where, "all_reduce (distributed_c10d.py:1536)");
+  EXPECT_EQ(a.sample->moved_at.mono_ns, a.sample->at.mono_ns);
+  EXPECT_GT(a.sample->at.wall_ns, 0);
+
+  // The same position again: the sample's stamp moves, the moved stamp does not.
+  ::usleep(2000);
+  ASSERT_EQ(w->sample(0xfeedface12345678, STEPWATCH_WAIT_COLLECTIVE, "ignored: unchanged"),
+            STEPWATCH_OK);
+  RankSnapshot b = read(*w);
+  EXPECT_EQ(b.sample->count, 2u);
+  EXPECT_GT(b.sample->at.mono_ns, a.sample->at.mono_ns);
+  EXPECT_EQ(b.sample->moved_at.mono_ns, a.sample->moved_at.mono_ns);
+  EXPECT_EQ(b.sample->where, "all_reduce (distributed_c10d.py:1536)");
+
+  // Another wait kind at the same frames is a move too.
+  ASSERT_EQ(w->sample(0xfeedface12345678, STEPWATCH_WAIT_NONE, nullptr), STEPWATCH_OK);
+  RankSnapshot c = read(*w);
+  EXPECT_GT(c.sample->moved_at.mono_ns, b.sample->moved_at.mono_ns);
+  EXPECT_EQ(c.sample->wait, WaitKind::kNone);
+  EXPECT_EQ(c.sample->where, "");
+
+  // A sample is not a record update: the step path's seq and update time stay.
+  uint64_t s0 = seq(*w);
+  ASSERT_EQ(w->sample(7, STEPWATCH_WAIT_STORE, "x"), STEPWATCH_OK);
+  EXPECT_EQ(seq(*w), s0);
+  EXPECT_EQ(read(*w).updated_mono_ns, c.updated_mono_ns);
+}
+
+TEST_F(BeaconRoundTrip, SamplerLabelsAreCutAndCleanedAndBadWaitsRefused) {
+  auto w = make(identity());
+  ASSERT_TRUE(w);
+  std::string long_label(100, 'x');
+  long_label[3] = '\n';
+  ASSERT_EQ(w->sample(1, STEPWATCH_WAIT_NONE, long_label.c_str()), STEPWATCH_OK);
+  RankSnapshot a = read(*w);
+  ASSERT_TRUE(a.sample.has_value());
+  EXPECT_EQ(a.sample->where.size(), STEPWATCH_WHERE_MAX - 1);
+  EXPECT_EQ(a.sample->where.substr(0, 5), "xxx?x");
+  EXPECT_EQ(w->sample(2, STEPWATCH_WAIT_MAX + 1, "x"), STEPWATCH_EINVAL);
+  EXPECT_EQ(read(*w).sample->count, 1u);  // nothing written
+}
+
+TEST_F(BeaconRoundTrip, ASamplerInsideItsUpdateNeverMakesAStepBusy) {
+  auto w = make(identity());
+  ASSERT_TRUE(w);
+  // Hold the sampler block's lock as a sampler thread would mid-update.
+  auto* b = const_cast<stepwatch_beacon_v1*>(w->record());
+  uint64_t held = 0;
+  ASSERT_TRUE(seq_begin(&b->sample_seq, &held));
+  EXPECT_EQ(w->step(1), STEPWATCH_OK);
+  EXPECT_EQ(w->beat(), STEPWATCH_OK);
+  EXPECT_EQ(w->sample(1, STEPWATCH_WAIT_NONE, "x"), STEPWATCH_EBUSY);  // the second sampler waits
+  // A reader still gets the record; the block being written is absent for this read.
+  RankSnapshot r = read(*w);
+  EXPECT_EQ(r.step, 1);
+  EXPECT_FALSE(r.sample.has_value());
+  seq_end(&b->sample_seq, held);
+  EXPECT_EQ(w->sample(1, STEPWATCH_WAIT_NONE, "x"), STEPWATCH_OK);
+  EXPECT_TRUE(read(*w).sample.has_value());
 }
 
 TEST_F(BeaconRoundTrip, ReopeningARankReplacesTheFileAtomically) {

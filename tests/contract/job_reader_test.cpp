@@ -86,6 +86,24 @@ TEST_F(JobReaderTest, ReadsWhatScanJobReadsAndDecodesOnlyWhatChanged) {
   EXPECT_EQ(*c.ranks[2].step, 5);  // the JSONL was followed, not re-read
 }
 
+TEST_F(JobReaderTest, ASampleAloneIsAChangeTheReaderSees) {
+  // The sampler writes under its own lock: a poll must not skip a record whose only change is
+  // the sampler block, or the watchdog would never see the main thread move.
+  auto w0 = writer(0, 1);
+  w0->step(5);
+  JobReader reader(root_.path(), "job-r");
+  JobView a = reader.poll();
+  ASSERT_EQ(a.ranks.size(), 1u);
+  EXPECT_FALSE(a.ranks[0].sample.has_value());
+  ASSERT_EQ(w0->sample(11, STEPWATCH_WAIT_NONE, "forward"), STEPWATCH_OK);
+  JobView b = reader.poll();
+  EXPECT_EQ(reader.last_stats().decoded, 1u);
+  ASSERT_TRUE(b.ranks[0].sample.has_value());
+  EXPECT_EQ(b.ranks[0].sample->hash, 11u);
+  reader.poll();
+  EXPECT_EQ(reader.last_stats().unchanged, 1u);  // nothing new: not decoded again
+}
+
 TEST_F(JobReaderTest, AReplacedBeaconIsMappedAgainAndADeletedOneDisappears) {
   auto w0 = writer(0), w1 = writer(1);
   w0->step(10);

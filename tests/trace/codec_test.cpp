@@ -25,6 +25,14 @@ TEST(TraceCodec, ObservationRoundTripsEveryField) {
   job.rank(0).loss = std::nan("");
   job.rank(0).loss_at = job.now();
   job.rank(1).status = contract::RankStatus::kFailed;
+  contract::Sample sample;
+  sample.count = 9;
+  sample.at = job.now();
+  sample.moved_at = Stamp{job.now().wall_ns - kSec, job.now().mono_ns - kSec};
+  sample.hash = 0xfedcba9876543210;  // past 2^53: written as hex, read back exactly
+  sample.wait = contract::WaitKind::kStore;
+  sample.where = "init_process_group (distributed_c10d.py:754)";
+  job.rank(1).sample = sample;
   Observation o = job.observe();
   ProcessFacts p;
   p.rank = 1;
@@ -32,6 +40,8 @@ TEST(TraceCodec, ObservationRoundTripsEveryField) {
   p.threads_in_d = 3;
   p.cpu_delta_ns = 12;
   p.io_delta_bytes = 0;
+  p.main_cpu_delta_ns = 5;
+  p.ctx_switches_delta = 2;
   p.wchan = "nfs_wait";
   p.exit_code = 9;
   o.procs.push_back(p);
@@ -67,6 +77,15 @@ TEST(TraceCodec, ObservationRoundTripsEveryField) {
   EXPECT_EQ(b.procs[0].threads_in_d, 3);
   EXPECT_EQ(*b.procs[0].exit_code, 9);
   EXPECT_EQ(b.procs[0].wchan, "nfs_wait");
+  EXPECT_EQ(b.procs[0].main_cpu_delta_ns, std::optional<int64_t>(5));
+  EXPECT_EQ(b.procs[0].ctx_switches_delta, std::optional<int64_t>(2));
+  EXPECT_FALSE(b.ranks[0].sample.has_value());
+  ASSERT_TRUE(b.ranks[1].sample.has_value());
+  EXPECT_EQ(b.ranks[1].sample->count, 9u);
+  EXPECT_EQ(b.ranks[1].sample->hash, 0xfedcba9876543210u);
+  EXPECT_EQ(b.ranks[1].sample->wait, contract::WaitKind::kStore);
+  EXPECT_EQ(b.ranks[1].sample->moved_at.mono_ns, sample.moved_at.mono_ns);
+  EXPECT_EQ(b.ranks[1].sample->where, sample.where);
   ASSERT_EQ(b.gpus.size(), 1u);
   EXPECT_DOUBLE_EQ(*b.gpus[0].sm_util_pct, 97.5);
   EXPECT_FALSE(b.gpus[0].mem_used_bytes.has_value());
@@ -92,6 +111,12 @@ TEST(TraceCodec, BadLinesNameTheField) {
       {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0,"job":"j","step":3}]})",
        "\"step_at\" is missing"},
       {R"({"type":"header","version":9})", "trace version 9"},
+      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0,"job":"j","sample":{"count":1,"at":[1,2],)"
+       R"("moved_at":[1,2],"hash":"xyz","wait":"none"}}]})",
+       "\"sample.hash\" must be up to 16 hex digits"},
+      {R"({"type":"obs","now":[1,2],"ranks":[{"rank":0,"job":"j","sample":{"count":1,"at":[1,2],)"
+       R"("moved_at":[1,2],"hash":"ff","wait":"nap"}}]})",
+       "\"sample.wait\" is \"nap\""},
       {R"({"type":"bogus"})", "unknown line type"},
   };
   for (const auto& c : cases) {
