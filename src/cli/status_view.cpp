@@ -61,22 +61,6 @@ std::string gpu_text(const std::optional<detect::GpuFacts>& g) {
                      g->mem_used_bytes ? fmt::format("{}GiB", *g->mem_used_bytes >> 30) : "n/a");
 }
 
-// "0-3,8,10-11"; "none" for no ranks.
-std::string rank_ranges(std::vector<int> ranks) {
-  if (ranks.empty()) return "none";
-  std::sort(ranks.begin(), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] <= ranks[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += ranks[i] == ranks[j] ? fmt::format("{}", ranks[i])
-                                : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 // Who leads the job, then each node with the age of its summary in etcd.
 std::string cluster_lines(const watch::ClusterState& c) {
   std::string out =
@@ -86,7 +70,7 @@ std::string cluster_lines(const watch::ClusterState& c) {
   for (const watch::NodeState& n : c.nodes) {  // in the API's order: by name
     out += fmt::format("  node {}{}: summary {}{}, ranks {}\n", n.node, n.leader ? " (leader)" : "",
                        n.summary_age_ns < 0 ? "n/a" : age(n.summary_age_ns) + " ago",
-                       n.lapsed ? ", LAPSED" : "", rank_ranges(n.ranks));
+                       n.lapsed ? ", LAPSED" : "", detect::rank_ranges(n.ranks));
   }
   return out;
 }

@@ -42,6 +42,12 @@ struct Config {
   int learn_window = 0;
   // The detector's own, not the spec's: intervals needed before a learned one is trusted.
   int learn_min_samples = kLearnMinSamples;
+  // The early rule (quiet.h): false turns it off (quiet_budget = "off").
+  bool early = false;
+  // A fixed quiet budget; nullopt: learned from the job's own healthy steps.
+  std::optional<int64_t> quiet_budget_ns;
+  // The least a learned quiet budget (and the early init budget) may be.
+  int64_t quiet_floor_ns = 0;
 };
 
 }  // namespace stepwatch::detect

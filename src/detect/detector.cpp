@@ -7,25 +7,13 @@
 #include <set>
 
 #include "src/common/duration.h"
+#include "src/detect/stamps.h"
 
 namespace stepwatch::detect {
 
 namespace {
 
 using contract::RankSnapshot;
-
-// Age of a stamp: monotonic for records of this host (immune to clock jumps), else wall.
-int64_t age_of(const Stamp& at, const Stamp& now, bool same_host) {
-  if (same_host && at.mono_ns > 0 && now.mono_ns > 0)
-    return std::max<int64_t>(0, now.mono_ns - at.mono_ns);
-  if (at.wall_ns > 0 && now.wall_ns > 0) return std::max<int64_t>(0, now.wall_ns - at.wall_ns);
-  return 0;
-}
-
-bool later(const Stamp& a, const Stamp& b) {
-  if (a.mono_ns > 0 && b.mono_ns > 0) return a.mono_ns > b.mono_ns;
-  return a.wall_ns > b.wall_ns;
-}
 
 int64_t scaled(int64_t ns, double f) {
   return static_cast<int64_t>(std::llround(static_cast<double>(ns) * f));
@@ -270,6 +258,16 @@ Verdict Detector::observe(const Observation& obs) {
   int64_t effective = expected > 0 ? std::max(expected, learner_.recent_max(256)) : 0;
   v.expected_interval_ns = effective;
 
+  // Progress evidence inside the step (the early rule), before any rank is judged.
+  std::vector<const ProcessFacts*> rank_procs;
+  std::vector<bool> labeled;
+  for (const auto* r : ranks) {
+    rank_procs.push_back(proc_of(r->rank));
+    labeled.push_back(rule_for(*r) != nullptr);
+  }
+  QuietWatch::Poll poll{obs, ranks, rank_procs, labeled};
+  quiet_.note(poll, last_state_ != State::kStalled && last_state_ != State::kDead);
+
   // 2. Judge each rank.
   Stamp job_phase_mark;
   for (const auto* r : ranks) {
@@ -335,6 +333,7 @@ Verdict Detector::observe(const Observation& obs) {
     }
   }
 
+  quiet_.judge(poll, v);
   settle_endings(obs, v, ranks);
 
   // 3. The job: the worst rank, plus the whole job's exit.
@@ -524,13 +523,31 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
         {"step", rv.step ? fmt::format("{}", *rv.step) : "none", rv.rank, rv.step_age_ns});
     v.evidence.push_back({"phase", rv.phase, rv.rank, rv.phase_age_ns});
   }
+  for (const auto& r : obs.ranks) {
+    if (!r.sample) continue;
+    bool here = obs.one_clock || r.host.empty() || r.host == obs.local_host;
+    v.evidence.push_back(
+        {"sampler",
+         fmt::format("main thread in {} ({} wait){}",
+                     r.sample->where.empty() ? "?" : r.sample->where,
+                     contract::wait_kind_name(r.sample->wait),
+                     age_of(r.sample->at, obs.now, here) > kSamplerStaleNs
+                         ? fmt::format("; sampler silent {}",
+                                       format_duration(age_of(r.sample->at, obs.now, here)))
+                         : ""),
+         r.rank, age_of(r.sample->moved_at, obs.now, here)});
+  }
   for (const auto& p : obs.procs) {
     std::string io = p.io_delta_bytes ? fmt::format("{} B", *p.io_delta_bytes) : "n/a";
     std::string cpu = p.cpu_delta_ns ? format_duration(*p.cpu_delta_ns) : "n/a";
-    v.evidence.push_back({"process",
-                          fmt::format("state {} D-threads {} cpu +{} io +{} wchan {}", p.state,
-                                      p.threads_in_d, cpu, io, p.wchan.empty() ? "n/a" : p.wchan),
-                          p.rank, -1});
+    std::string main = p.main_cpu_delta_ns ? format_duration(*p.main_cpu_delta_ns) : "n/a";
+    std::string ctx = p.ctx_switches_delta ? fmt::format("{}", *p.ctx_switches_delta) : "n/a";
+    v.evidence.push_back(
+        {"process",
+         fmt::format(
+             "state {} D-threads {} cpu +{} (main thread +{}, switches +{}) io +{} wchan {}",
+             p.state, p.threads_in_d, cpu, main, ctx, io, p.wchan.empty() ? "n/a" : p.wchan),
+         p.rank, -1});
   }
   for (const auto& [host, age] : obs.lapsed_hosts)
     v.evidence.push_back({"node", fmt::format("{} stopped reporting", host), -1, age});
@@ -589,6 +606,29 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
   }
   if (any_lapsed) {
     v.cause = Cause::kRankSilent;
+    return;
+  }
+
+  // The early rule's verdicts (quiet.h): a hang seen inside a step. Its stalled ranks are the
+  // culprits, unless every rank stalled alike (one collective, no rank standing out).
+  std::vector<const RankVerdict*> early;
+  for (const auto* rv : stalled)
+    if (rv->cause == Cause::kCollective) early.push_back(rv);
+  if (!early.empty()) {
+    v.cause = Cause::kCollective;
+    if (early.size() < v.ranks.size()) {
+      for (const auto* rv : early) {
+        add(rv->rank, rv->note);
+        const ProcessFacts* p = proc_of(rv->rank);
+        if (p != nullptr && (p->threads_in_d > 0 || p->state == 'D') &&
+            p->io_delta_bytes.value_or(0) == 0)
+          v.cause = Cause::kIo;
+      }
+    } else {
+      v.evidence.push_back({"collective",
+                            "every rank waits unchanged in the same collective: no rank stands out",
+                            -1, -1});
+    }
     return;
   }
 

@@ -20,6 +20,10 @@
 //    silent and a reporting one ended in the same poll).
 //  * After a rank ended well, ranks as far along that still run are finishing: no step will
 //    come, so the `finish` phase budget applies instead of step time.
+//  * Inside a step, the early rule (quiet.h): a rank with no progress evidence of any kind for
+//    its quiet budget while the others wait in a collective is stalled/collective before
+//    grace x interval; so is every rank unchanged in one collective, and every rank unchanged
+//    in rendezvous before the first step is stalled/init.
 //  * Job state = the worst rank; the cause is chosen from the ranks' pattern and the evidence.
 #pragma once
 
@@ -31,6 +35,7 @@
 #include "src/detect/config.h"
 #include "src/detect/interval.h"
 #include "src/detect/observation.h"
+#include "src/detect/quiet.h"
 #include "src/detect/verdict.h"
 
 namespace stepwatch::detect {
@@ -45,6 +50,7 @@ class Detector {
   std::optional<Learned> learned() const { return learner_.baseline(); }
   void restore_learned(const Learned& prior) { learner_.restore(prior); }
   const Config& config() const { return config_; }
+  const QuietWatch& quiet() const { return quiet_; }
 
  private:
   struct RankMemory {
@@ -74,6 +80,7 @@ class Detector {
 
   Config config_;
   IntervalLearner learner_;
+  QuietWatch quiet_{config_};
   std::map<int, RankMemory> memory_;
   State last_state_ = State::kStarting;
   Cause last_cause_ = Cause::kNone;

@@ -10,6 +10,9 @@ Config config_from_spec(const spec::JobSpec& s) {
   c.exit_grace_ns = s.exit_grace_ns;
   c.warmup_steps = s.learn.warmup_steps;
   c.learn_window = s.learn.window;
+  c.early = s.quiet_early;
+  c.quiet_budget_ns = s.quiet_budget_ns;
+  c.quiet_floor_ns = s.quiet_floor_ns;
   for (const auto& [name, b] : s.phases) {
     PhaseRule rule{b.budget_ns, b.beats_renew};
     if (name == "init") {

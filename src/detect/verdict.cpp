@@ -1,6 +1,25 @@
 #include "src/detect/verdict.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 namespace stepwatch::detect {
+
+std::string rank_ranges(std::vector<int> ranks) {
+  if (ranks.empty()) return "none";
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] <= ranks[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += ranks[i] == ranks[j] ? fmt::format("{}", ranks[i])
+                                : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
 
 const char* state_name(State s) {
   switch (s) {

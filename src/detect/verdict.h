@@ -30,6 +30,9 @@ int severity(State s);
 // The states that open an incident and run the runbook: stalled and dead.
 bool fires_runbook(State s);
 
+// Ranks as ranges: "0-3,8,10-11"; "none" for no ranks.
+std::string rank_ranges(std::vector<int> ranks);
+
 // Where the expected interval came from.
 enum class IntervalSource { kSpec, kLearned, kLearning };
 const char* interval_source_name(IntervalSource s);

@@ -155,6 +155,14 @@ class Rules {
                   fmt::format("must be between 0s and 1h (how long ranks may exit apart), got {}",
                               format_duration(s_.exit_grace_ns)));
     }
+    for (auto [key, ns] : {std::pair{"quiet_budget", s_.quiet_budget_ns.value_or(kNsPerSec)},
+                           std::pair{"quiet_floor", s_.quiet_floor_ns}}) {
+      if (ns < kNsPerSec || ns > 24 * 3600 * kNsPerSec) {
+        sink_.error(key, fmt::format("must be between 1s and 24h (how long a rank may show no "
+                                     "progress of any kind), got {}",
+                                     format_duration(ns)));
+      }
+    }
     int_range("learn.warmup_steps", s_.learn.warmup_steps, 0, 100'000);
     int_range("learn.window", s_.learn.window, 2, 4096);
     int_range("auto_preempt.misses", s_.auto_preempt.misses, 1, 100);

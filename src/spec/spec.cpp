@@ -39,6 +39,8 @@ class Reader {
                  int64_t ns = 0;
                  if (in_.get_duration(v, p, &ns)) spec_.poll_interval_ns = ns;
                }
+               if (k == "quiet_budget") quiet_budget(v, p);
+               if (k == "quiet_floor") in_.get_duration(v, p, &spec_.quiet_floor_ns);
                if (k == "learn") learn(v, p);
                if (k == "phases") phases(v, p);
                if (k == "auto_preempt") auto_preempt(v, p);
@@ -91,6 +93,22 @@ class Reader {
     }
     int64_t ns = 0;
     if (in_.get_duration(v, path, &ns)) spec_.expected_interval_ns = ns;
+  }
+
+  void quiet_budget(const TomlValue& v, const std::string& path) {
+    constexpr std::string_view kWords[] = {"learn", "off"};
+    if (v.is(TomlType::kString) && (v.string == "learn" || v.string == "off")) {
+      spec_.quiet_budget_ns.reset();
+      spec_.quiet_early = v.string == "learn";
+      return;
+    }
+    if (v.is(TomlType::kString) && !closest(v.string, kWords).empty()) {
+      in_.error(v, path,
+                fmt::format("\"{}\" is neither a duration, \"learn\" nor \"off\"", v.string));
+      return;
+    }
+    int64_t ns = 0;
+    if (in_.get_duration(v, path, &ns)) spec_.quiet_budget_ns = ns;
   }
 
   void learn(const TomlValue& v, const std::string& path) {

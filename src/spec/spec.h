@@ -201,6 +201,11 @@ struct JobSpec {
   // together have ended. docs/spec.md.
   int64_t exit_grace_ns = 5 * kNsPerSec;
   std::optional<int64_t> poll_interval_ns;  // empty: the supervisor derives one
+  // The early rule (docs/detection.md "Inside a step"): how long a rank may show no progress
+  // of any kind. Empty: learned from the job's healthy steps; quiet_early false: "off".
+  std::optional<int64_t> quiet_budget_ns;
+  bool quiet_early = true;
+  int64_t quiet_floor_ns = 30 * kNsPerSec;  // the least a learned quiet budget may be
   LearnSettings learn;
   std::map<std::string, PhaseBudget, std::less<>> phases = builtin_phases();
   AutoPreempt auto_preempt;

@@ -152,7 +152,10 @@ int64_t Supervisor::poll_interval() const {
   if (opt_.poll_ns > 0) return opt_.poll_ns;
   if (spec_.poll_interval_ns) return *spec_.poll_interval_ns;
   if (spec_.expected_interval_ns) {
-    return std::clamp<int64_t>(*spec_.expected_interval_ns / 4, 250 * kNsPerMs, 30 * kNsPerSec);
+    // The early rule judges quiet in tens of seconds whatever the step time: look at least
+    // every 10 s for it (a look costs microseconds), every 30 s without it.
+    int64_t most = spec_.quiet_early ? 10 * kNsPerSec : 30 * kNsPerSec;
+    return std::clamp<int64_t>(*spec_.expected_interval_ns / 4, 250 * kNsPerMs, most);
   }
   return kNsPerSec;
 }

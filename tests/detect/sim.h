@@ -79,6 +79,23 @@ class SimJob {
   }
   contract::RankSnapshot& rank(int r) { return ranks_[r]; }
 
+  // The progress sampler's word for a rank now: `hash` names where its main thread is; the
+  // moved stamp changes when hash or wait do, as the writer's does.
+  void sample(int rank, uint64_t hash, contract::WaitKind wait = contract::WaitKind::kNone,
+              const std::string& where = "forward (model.py:10)") {
+    auto& s = ranks_[rank];
+    contract::Sample x = s.sample.value_or(contract::Sample{});
+    if (x.count == 0 || x.hash != hash || x.wait != wait) {
+      x.moved_at = now_;
+      x.hash = hash;
+      x.wait = wait;
+      x.where = where;
+    }
+    ++x.count;
+    x.at = now_;
+    s.sample = x;
+  }
+
   Observation observe() const {
     Observation o;
     o.now = now_;

@@ -43,6 +43,9 @@ TEST(Spec, EmptyFileGivesDefaults) {
     EXPECT_DOUBLE_EQ(s.grace_intervals, 2.0);
     EXPECT_DOUBLE_EQ(s.slow_factor, 1.5);
     EXPECT_EQ(s.exit_grace_ns, 5 * kSec);
+    EXPECT_TRUE(s.quiet_early) << "the early rule is on by default";
+    EXPECT_FALSE(s.quiet_budget_ns.has_value()) << "and learns its budget";
+    EXPECT_EQ(s.quiet_floor_ns, 30 * kSec);
     EXPECT_FALSE(s.poll_interval_ns.has_value());
     EXPECT_EQ(s.learn.warmup_steps, 3);
     EXPECT_EQ(s.learn.window, 32);
@@ -119,6 +122,15 @@ TEST(Spec, StallAfterIsIntervalTimesGrace) {
   EXPECT_FALSE(default_spec().stall_after_ns().has_value());
 }
 
+TEST(Spec, QuietBudgetLearnOffOrADuration) {
+  EXPECT_FALSE(parse_ok("quiet_budget = \"off\"\n").quiet_early);
+  JobSpec learn = parse_ok("quiet_budget = \"learn\"\n");
+  EXPECT_TRUE(learn.quiet_early);
+  EXPECT_FALSE(learn.quiet_budget_ns.has_value());
+  EXPECT_EQ(parse_ok("quiet_budget = \"90s\"\n").quiet_budget_ns,
+            std::optional<int64_t>(90 * kSec));
+}
+
 TEST(Spec, ReadsEveryField) {
   JobSpec s = parse_ok(R"(
 job = "j-1"
@@ -130,6 +142,8 @@ expected_interval = "45s"
 grace_intervals = 2.5
 slow_factor = 1.25
 exit_grace = "2s"
+quiet_budget = "45s"
+quiet_floor = "20s"
 poll_interval = "5s"
 
 [phases]
@@ -189,6 +203,9 @@ time_limit = "2m"
   EXPECT_DOUBLE_EQ(s.grace_intervals, 2.5);
   EXPECT_DOUBLE_EQ(s.slow_factor, 1.25);
   EXPECT_EQ(s.exit_grace_ns, 2 * kSec);
+  EXPECT_EQ(s.quiet_budget_ns, std::optional<int64_t>(45 * kSec));
+  EXPECT_EQ(s.quiet_floor_ns, 20 * kSec);
+  EXPECT_TRUE(s.quiet_early);
   EXPECT_EQ(s.poll_interval_ns, 5 * kSec);
 
   EXPECT_EQ(s.phase("init", false)->budget_ns, 20 * kMin);
