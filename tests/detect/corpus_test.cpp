@@ -34,17 +34,40 @@ TEST_P(Corpus, MeetsTargets) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scenarios, Corpus, ::testing::Range<size_t>(0, 17));
+INSTANTIATE_TEST_SUITE_P(Scenarios, Corpus, ::testing::Range<size_t>(0, 24));
 
 TEST(CorpusShape, CoversTheIssuesScenarios) {
   auto all = make_scenarios();
-  ASSERT_EQ(all.size(), 17u);  // keep the Range above in step
+  ASSERT_EQ(all.size(), 24u);  // keep the Range above in step
   int stalls = 0;
   for (const auto& s : all) {
     EXPECT_FALSE(s.observations.empty()) << s.name;
     stalls += s.truth.stall;
   }
-  EXPECT_EQ(stalls, 9);
+  EXPECT_EQ(stalls, 12);
+}
+
+TEST(CorpusShape, TheEarlyRuleBurnsAtMostItsTargetAndTheStepTimeRuleMore) {
+  // Issue 27: a verdict inside the step. The whole corpus burns at most kGpuMinutesTarget
+  // GPU-minutes between stall and page; the step-time rule alone, on the same observations,
+  // burns far more (the 18-minute-step hangs wait 2 x 18 min) and still pages nothing false.
+  double early = 0, step_only = 0;
+  for (const auto& s : make_scenarios()) {
+    auto a = score_stepwatch(s);
+    auto b = score_stepwatch(s, /*early=*/false);
+    ASSERT_TRUE(a.ok() && b.ok());
+    early += a->gpu_minutes;
+    step_only += b->gpu_minutes;
+    EXPECT_FALSE(b->false_page) << s.name;
+    if (s.name == "18min-hang-in-step" || s.name == "hung-at-init") {
+      ASSERT_TRUE(a->latency_ns.has_value()) << s.name;
+      EXPECT_LE(*a->latency_ns, 70 * kNsPerSec) << s.name;  // 60 s + one 10 s poll
+      ASSERT_TRUE(b->latency_ns.has_value()) << s.name;
+      EXPECT_GT(*b->latency_ns, 10 * 60 * kNsPerSec) << s.name;
+    }
+  }
+  EXPECT_LE(early, kGpuMinutesTarget);
+  EXPECT_GT(step_only, 4 * kGpuMinutesTarget);
 }
 
 TEST(CorpusShape, BaselinesDisagreeWhereTheyShould) {

@@ -47,10 +47,14 @@ void train(World& w, int n, int64_t interval) {
   train(w, n, [interval](int) { return interval; });
 }
 
-// Launch to first step through a short init.
+// Launch to first step: imports and model building (the main thread computes), then a short
+// rendezvous once every rank is up.
 void start(World& w, int64_t init = 20 * kSec) {
+  int64_t rendezvous = std::min<int64_t>(init, 10 * kSec);
+  w.activity_all(Activity::kImport);
+  w.advance(init - rendezvous);
   w.activity_all(Activity::kInitWait);
-  w.advance(init);
+  w.advance(rendezvous);
   w.step_all();
 }
 
@@ -227,7 +231,7 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     World w(kRanks, poll, /*incarnation=*/1);
     w.activity_all(Activity::kInitWait);
     trace::Truth t =
-        stall_at(w, 5 * kMin + poll, 2 * kSec, {0, 1, 2, 3}, "never reaches the first step");
+        stall_at(w, kMin + poll, 2 * kSec, {0, 1, 2, 3}, "never reaches the first step");
     w.advance(40 * kMin);
     out.push_back(finish("restart-hung-init", "incarnation 1 waits for rendezvous forever",
                          spec_2s(), poll, w, t));
@@ -256,6 +260,9 @@ std::vector<Scenario> make_scenarios(unsigned seed) {
     out.push_back(finish("clock-jump", "NTP steps the wall clock +1h then -30m", spec_2s(), poll, w,
                          no_stall(2 * kSec)));
   }
+  // What `stepwatch run` polls an 18-minute-step job at: interval / 4, at most 10 s while the
+  // early rule is on (30 s without it).
+  const int64_t poll_18m = 10 * kSec;
   const std::string spec_18m = R"(job = "scenario"
 expected_interval = "18m"
 grace_intervals = 2
@@ -263,21 +270,23 @@ grace_intervals = 2
 init = "30m"
 )";
   {  // 14. 18-minute steps.
-    World w(kRanks, 30 * kSec);
+    World w(kRanks, poll_18m);
     start(w, 2 * kMin);
     train(w, 6, 18 * kMin);
     out.push_back(finish("18min-steps", "huge batches: one step every 18 minutes", spec_18m,
-                         30 * kSec, w, no_stall(18 * kMin)));
+                         poll_18m, w, no_stall(18 * kMin)));
   }
-  {  // 15. 18-minute steps, then a hang: latency in intervals for a slow job.
-    World w(kRanks, 30 * kSec);
+  // The early rule's target: a verdict at most a minute after the last progress (+ 1 poll).
+  const int64_t early = kMin + poll_18m;
+  {  // 15. 18-minute steps, then a hang: every rank sits in the same all-reduce.
+    World w(kRanks, poll_18m);
     start(w, 2 * kMin);
     train(w, 3, 18 * kMin);
     w.activity_all(Activity::kWaitGpu);
-    trace::Truth t = stall_at(w, 36 * kMin + 30 * kSec, 18 * kMin, {}, "hang after 3 steps");
+    trace::Truth t = stall_at(w, early, 18 * kMin, {}, "hang after 3 steps");
     w.advance(90 * kMin);
     out.push_back(finish("18min-steps-hang", "18-minute steps, then a collective hang", spec_18m,
-                         30 * kSec, w, t));
+                         poll_18m, w, t));
   }
   {  // 16. Every rank in uninterruptible I/O: a dead NFS mount.
     World w(kRanks, poll);
@@ -300,6 +309,100 @@ init = "30m"
     w.advance(20 * kMin);
     out.push_back(
         finish("host-deadlock", "1 process, asleep on a futex, GPU idle", spec_2s(), poll, w, t));
+  }
+  {  // 18. 18-minute steps; 3 minutes into step 4, rank 2 hangs in its data loader and the
+     // others reach the all-reduce 20 s later.
+    World w(kRanks, poll_18m);
+    start(w, 2 * kMin);
+    train(w, 3, 18 * kMin);
+    w.activity_all(Activity::kCompute);
+    w.advance(3 * kMin);
+    w.activity(2, Activity::kDataWait);
+    trace::Truth t = stall_at(w, early, 18 * kMin, {2}, "rank 2 hangs in DataLoader.__next__");
+    w.advance(20 * kSec);
+    for (int r : {0, 1, 3}) w.activity(r, Activity::kWaitGpu);
+    w.advance(60 * kMin);
+    out.push_back(finish("18min-hang-in-step",
+                         "rank 2 hangs in its data loader 3 min into an 18-minute step", spec_18m,
+                         poll_18m, w, t));
+  }
+  {  // 19. Healthy 18-minute steps that each end in a 45 s all-reduce in which nothing moves.
+    World w(kRanks, poll_18m);
+    start(w, 2 * kMin);
+    for (int i = 0; i < 6; ++i) {
+      w.activity_all(Activity::kCompute);
+      w.advance(18 * kMin - 45 * kSec);
+      w.activity_all(Activity::kWaitGpu);
+      w.advance(45 * kSec);
+      w.step_all();
+    }
+    out.push_back(finish("18min-quiet-allreduce",
+                         "18-minute steps, each ending in a 45 s all-reduce with no rank moving",
+                         spec_18m, poll_18m, w, no_stall(18 * kMin)));
+  }
+  {  // 20. Rank 0 writes a 4-minute checkpoint it did not label; the others wait in all-reduce.
+    World w(kRanks, poll_18m);
+    start(w, 2 * kMin);
+    train(w, 3, 18 * kMin);
+    w.activity(0, Activity::kCheckpointWrite);
+    for (int r : {1, 2, 3}) w.activity(r, Activity::kWaitGpu);
+    w.advance(4 * kMin);
+    train(w, 3, 18 * kMin);
+    out.push_back(finish("18min-unlabeled-checkpoint",
+                         "rank 0 saves for 4 min (bytes moving, frames still), unlabeled", spec_18m,
+                         poll_18m, w, no_stall(18 * kMin)));
+  }
+  {  // 21. A C extension holds the GIL and hangs: rank 1's own sampler stops.
+    World w(kRanks, poll_18m);
+    start(w, 2 * kMin);
+    train(w, 3, 18 * kMin);
+    w.activity_all(Activity::kCompute);
+    w.advance(5 * kMin);
+    w.activity(1, Activity::kGilHeld);
+    trace::Truth t = stall_at(w, early, 18 * kMin, {1}, "rank 1 hangs holding the GIL");
+    w.advance(kMin);
+    for (int r : {0, 2, 3}) w.activity(r, Activity::kWaitGpu);
+    w.advance(60 * kMin);
+    out.push_back(finish("gil-held-hang", "rank 1 hangs inside a C extension that holds the GIL",
+                         spec_18m, poll_18m, w, t));
+  }
+  {  // 22. A first start hung at init: every rank up and waiting in the store (init budget 30m).
+    World w(kRanks, poll_18m);
+    w.activity_all(Activity::kImport);
+    w.advance(90 * kSec);
+    w.activity_all(Activity::kInitWait);
+    trace::Truth t = stall_at(w, early, 18 * kMin, {0, 1, 2, 3}, "rendezvous never completes");
+    w.advance(40 * kMin);
+    out.push_back(finish("hung-at-init", "every rank waits in init_process_group; init budget 30m",
+                         spec_18m, poll_18m, w, t));
+  }
+  {  // 23. A slow rendezvous: three ranks wait 3 minutes for a fourth that still imports.
+    World w(kRanks, poll_18m);
+    w.activity_all(Activity::kImport);
+    w.advance(30 * kSec);
+    for (int r : {0, 1, 2}) w.activity(r, Activity::kInitWait);
+    w.advance(3 * kMin);
+    w.activity(3, Activity::kInitWait);
+    w.advance(5 * kSec);
+    w.step_all();
+    train(w, 3, 18 * kMin);
+    out.push_back(finish("slow-rendezvous",
+                         "ranks 0-2 wait 3 min in the store while rank 3 is still importing",
+                         spec_18m, poll_18m, w, no_stall(18 * kMin)));
+  }
+  {  // 24. A slow rank that still moves: ranks 0-2 wait 5 minutes per step for rank 3.
+    World w(kRanks, poll_18m);
+    start(w, 2 * kMin);
+    for (int i = 0; i < 5; ++i) {
+      w.activity_all(Activity::kCompute);
+      w.advance(15 * kMin);
+      for (int r : {0, 1, 2}) w.activity(r, Activity::kWaitGpu);
+      w.advance(5 * kMin);
+      w.step_all();
+    }
+    out.push_back(finish("slow-rank-moves",
+                         "rank 3 takes 20 min a step while the others wait 5 min in all-reduce",
+                         spec_18m, poll_18m, w, no_stall(18 * kMin)));
   }
   return out;
 }

@@ -35,13 +35,15 @@ void judge(const Scenario& s, Score& sc) {
 
 }  // namespace
 
-Result<Score> score_stepwatch(const Scenario& s) {
+Result<Score> score_stepwatch(const Scenario& s, bool early) {
   auto spec = spec::parse_spec(s.spec_toml, "scenario " + s.name);
   if (!spec) return spec.error();
-  detect::Detector d(detect::config_from_spec(*spec));
+  detect::Config config = detect::config_from_spec(*spec);
+  config.early = config.early && early;
+  detect::Detector d(config);
   Score sc;
   sc.scenario = s.name;
-  sc.detector = "stepwatch";
+  sc.detector = early ? "stepwatch" : "step time only";
   for (const auto& o : s.observations) {
     detect::Verdict v = d.observe(o);
     if (v.state == detect::State::kStalled || v.state == detect::State::kDead) {

@@ -26,9 +26,12 @@ struct Score {
 };
 
 inline constexpr int kGpus = 64;
+// Issue 27's target for the whole corpus: GPU-minutes burned between stall and page, all stalls.
+inline constexpr double kGpuMinutesTarget = 400;
 
-// stepwatch itself, configured from the scenario's spec.
-Result<Score> score_stepwatch(const Scenario& s);
+// stepwatch itself, configured from the scenario's spec. `early` false: the step-time rule
+// alone (quiet_budget = "off"), for comparison in the same run.
+Result<Score> score_stepwatch(const Scenario& s, bool early = true);
 // The three baselines.
 std::vector<Score> score_baselines(const Scenario& s);
 

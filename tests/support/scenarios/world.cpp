@@ -25,6 +25,7 @@ World::World(int world, int64_t poll_ns, uint32_t incarnation)
     s.created = stamp();
     s.phase = "init";
     s.phase_since = s.created;
+    rank.changed_at = s.created;
     ranks_.push_back(rank);
   }
   record();
@@ -55,9 +56,11 @@ void World::step_rank(int r) {
   s.step_at = stamp();
   ++s.step_count;
   s.recent.push_back({next_step_, s.step_at.mono_ns});
+  s.updated = s.step_at;
+  s.updated_mono_ns = s.step_at.mono_ns;
   if (s.recent.size() > STEPWATCH_RECENT_STEPS) s.recent.erase(s.recent.begin());
   if (s.phase == "init") phase(r, "train");
-  rank.act = Activity::kCompute;
+  activity(r, Activity::kCompute);
 }
 
 void World::step_all() {
@@ -70,6 +73,8 @@ void World::phase(int r, const std::string& p) {
   s.phase = p;
   s.phase_since = stamp();
   ++s.phase_count;
+  s.updated = s.phase_since;
+  s.updated_mono_ns = s.phase_since.mono_ns;
 }
 
 void World::phase_all(const std::string& p) {
@@ -80,6 +85,8 @@ void World::beat_all() {
   for (auto& rank : ranks_) {
     rank.snap.beat_at = stamp();
     ++rank.snap.beat_count;
+    rank.snap.updated = stamp();
+    rank.snap.updated_mono_ns = rank.snap.updated.mono_ns;
   }
 }
 
@@ -90,14 +97,19 @@ void World::checkpoint_all(const std::string& id) {
 }
 
 void World::activity_all(Activity a) {
-  for (auto& rank : ranks_) rank.act = a;
+  for (int r = 0; r < world(); ++r) activity(r, a);
 }
 void World::activity(int r, Activity a) {
+  if (ranks_[r].act != a) {  // a new call: the frames change
+    ++ranks_[r].position;
+    ranks_[r].changed_at = stamp();
+  }
   ranks_[r].act = a;
 }
 
 void World::freeze_beacon(int r) {
   ranks_[r].frozen = ranks_[r].snap;
+  if (ranks_[r].sample.count > 0) ranks_[r].frozen.sample = ranks_[r].sample;
   ranks_[r].is_frozen = true;
 }
 
@@ -114,13 +126,70 @@ void World::jump_wall(int64_t dt) {
   wall_offset_ += dt;
 }
 
+// What the progress sampler would have written by now: where the main thread is, and whether
+// it moved (compute moves every poll; a wait sits in one call).
+void World::sample(contract::RankSnapshot& out, Rank& rank) {
+  struct Where {
+    contract::WaitKind wait;
+    const char* where;
+    bool moves;
+  };
+  Where w{contract::WaitKind::kNone, "forward (model.py:88)", true};
+  switch (rank.act) {
+    case Activity::kCompute:
+    case Activity::kIoBound:
+    case Activity::kImport:
+      break;
+    case Activity::kWaitGpu:
+    case Activity::kWaitCpu:
+      w = {contract::WaitKind::kCollective, "all_reduce (distributed_c10d.py:1536)", false};
+      break;
+    case Activity::kDataWait:
+      w = {contract::WaitKind::kNone, "__next__ (dataloader.py:628)", false};
+      break;
+    case Activity::kIoStall:
+      w = {contract::WaitKind::kNone, "read (loader.py:40)", false};
+      break;
+    case Activity::kDeadlock:
+      w = {contract::WaitKind::kNone, "acquire (queue.py:171)", false};
+      break;
+    case Activity::kInitWait:
+      w = {contract::WaitKind::kStore, "init_process_group (distributed_c10d.py:754)", false};
+      break;
+    case Activity::kCheckpointWrite:
+      w = {contract::WaitKind::kNone, "save (serialization.py:423)", false};
+      break;
+    case Activity::kGilHeld:
+      break;
+  }
+  // The sampler runs every second: a rank that moves moved just now; one that entered a call
+  // since the last poll moved when it entered it.
+  Stamp t = stamp();
+  if (rank.act != Activity::kGilHeld) {
+    if (w.moves) {
+      ++rank.position;
+      rank.changed_at = t;
+    }
+    contract::Sample& s = rank.sample;
+    if (s.count == 0 || s.hash != rank.position + 1 || s.wait != w.wait) {
+      s.moved_at = rank.changed_at;
+      s.hash = rank.position + 1;
+      s.wait = w.wait;
+      s.where = w.where;
+    }
+    ++s.count;
+    s.at = t;
+  }
+  if (rank.sample.count > 0) out.sample = rank.sample;
+}
+
 void World::record() {
   detect::Observation o;
   o.now = stamp();
   o.local_host = "node1";
   o.world_size = world();
   double poll = static_cast<double>(poll_ns_);
-  for (const auto& rank : ranks_) {
+  for (auto& rank : ranks_) {
     o.ranks.push_back(rank.is_frozen ? rank.frozen : rank.snap);
     detect::ProcessFacts p;
     p.rank = rank.snap.rank;
@@ -141,6 +210,8 @@ void World::record() {
                    double power) {
       p.state = state;
       p.cpu_delta_ns = static_cast<int64_t>(cpu_frac * poll);
+      p.main_cpu_delta_ns = p.cpu_delta_ns;
+      p.ctx_switches_delta = static_cast<int64_t>(cpu_frac * 1000 * poll / 1e9);
       p.io_delta_bytes = io;
       p.wchan = wchan;
       g.sm_util_pct = sm;
@@ -175,9 +246,16 @@ void World::record() {
       case Activity::kIoBound:
         set('S', 0.3, int64_t{80} << 20, "wait_woken", 25, 250);
         break;
+      case Activity::kGilHeld:
+        set('S', 0.0, 0, "futex_wait_queue", 0, 90);
+        break;
+      case Activity::kImport:
+        set('R', 0.9, int64_t{4} << 20, "", 0, 80);
+        break;
     }
     o.procs.push_back(p);
     o.gpus.push_back(g);
+    if (sampler_ && !rank.is_frozen) sample(o.ranks.back(), rank);
   }
   log_lines_ += log_rate_ * poll / 1e9;
   detect::LogFacts log;

@@ -22,6 +22,8 @@ enum class Activity {
   kInitWait,         // waiting for rendezvous at start
   kCheckpointWrite,  // writing a checkpoint: I/O moving, GPU idle
   kIoBound,          // slow storage, but moving
+  kGilHeld,          // a C extension holds the GIL and waits: the sampler itself cannot run
+  kImport,           // importing, unpickling, building the model: CPU on the main thread
 };
 
 class World {
@@ -47,6 +49,8 @@ class World {
   void finish_all();
   void jump_wall(int64_t dt);
   void log_lines_per_sec(double rate) { log_rate_ = rate; }
+  // Ranks run the progress sampler (on by default, as the Python package does).
+  void sampler(bool on) { sampler_ = on; }
   int64_t next_step() const { return next_step_; }
 
   const std::vector<detect::Observation>& observations() const { return obs_; }
@@ -59,7 +63,11 @@ class World {
     bool alive = true;
     int exit_code = 0;
     Activity act = Activity::kInitWait;
+    uint64_t position = 0;  // the main thread's frames, as a number that changes when it moves
+    contract::Sample sample;
+    Stamp changed_at;  // when the main thread last entered another call
   };
+  void sample(contract::RankSnapshot& out, Rank& rank);
   void record();
   Stamp stamp() const;
 
@@ -70,6 +78,7 @@ class World {
   int64_t wall_offset_ = 0;
   int64_t next_step_ = 0;
   double log_rate_ = 0.5;
+  bool sampler_ = true;
   double log_lines_ = 0;
   int64_t last_log_wall_ = 0;
   std::vector<detect::Observation> obs_;
