@@ -8,6 +8,7 @@
 
 #include "src/common/duration.h"
 #include "src/contract/names.h"
+#include "src/detect/stamps.h"
 #include "src/trace/codec.h"
 
 namespace stepwatch::serve {
@@ -163,6 +164,17 @@ json job_detail_json(const watch::JobState& s) {
           {"loss", r.loss && std::isfinite(*r.loss) ? json(*r.loss) : json(nullptr)},
           {"checkpoint", r.checkpoint ? json{{"id", r.checkpoint->id}, {"step", r.checkpoint->step}}
                                       : json(nullptr)}};
+      // Where its main thread is, as its progress sampler last said (null: no sampler).
+      rj["beacon"]["sample"] = nullptr;
+      if (r.sample) {
+        bool here = s.observation.one_clock || r.host.empty() || r.host == s.observation.local_host;
+        rj["beacon"]["sample"] = {
+            {"wait", contract::wait_kind_name(r.sample->wait)},
+            {"where", r.sample->where},
+            {"age_seconds", detect::age_of(r.sample->at, s.observation.now, here) / 1e9},
+            {"unchanged_seconds",
+             detect::age_of(r.sample->moved_at, s.observation.now, here) / 1e9}};
+      }
     }
     for (const auto& p : s.observation.procs) {
       if (p.rank != rank) continue;
@@ -173,6 +185,9 @@ json job_detail_json(const watch::JobState& s) {
           {"threads_in_d", p.threads_in_d},
           {"cpu_seconds_delta", p.cpu_delta_ns ? json(*p.cpu_delta_ns / 1e9) : json(nullptr)},
           {"io_bytes_delta", or_null(p.io_delta_bytes)},
+          {"main_thread_cpu_seconds_delta",
+           p.main_cpu_delta_ns ? json(*p.main_cpu_delta_ns / 1e9) : json(nullptr)},
+          {"main_thread_switches_delta", or_null(p.ctx_switches_delta)},
           {"wchan", p.wchan}};
     }
     for (const auto& g : s.observation.gpus) {

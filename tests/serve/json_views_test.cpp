@@ -227,6 +227,29 @@ TEST(JobJson, AMultiNodeJobShowsItsCluster) {
   EXPECT_EQ(d["cluster"], want);
   ASSERT_EQ(d["ranks"].size(), 2u);
   EXPECT_EQ(d["ranks"][1]["beacon"]["host"], "node-a") << "each rank names the node it is on";
+  EXPECT_TRUE(d["ranks"][1]["beacon"]["sample"].is_null()) << "no sampler: null";
+
+  // A rank's sampler: where its main thread is and for how long it has not moved.
+  s.observation.now = Stamp{100 * kNsPerSec, 100 * kNsPerSec};
+  s.observation.one_clock = true;
+  contract::Sample x;
+  x.count = 5;
+  x.at = Stamp{99 * kNsPerSec, 99 * kNsPerSec};
+  x.moved_at = Stamp{52 * kNsPerSec, 52 * kNsPerSec};
+  x.wait = contract::WaitKind::kCollective;
+  x.where = "all_reduce (distributed_c10d.py:1536)";
+  s.observation.ranks[0].sample = x;
+  detect::ProcessFacts p;
+  p.rank = 0;
+  p.main_cpu_delta_ns = 250 * kNsPerMs;
+  p.ctx_switches_delta = 4;
+  s.observation.procs.push_back(p);
+  json r0 = job_detail_json(s)["ranks"][0];
+  EXPECT_EQ(r0["beacon"]["sample"],
+            json::parse(R"J({"wait": "collective", "where": "all_reduce (distributed_c10d.py:1536)",
+                            "age_seconds": 1.0, "unchanged_seconds": 48.0})J"));
+  EXPECT_EQ(r0["process"]["main_thread_cpu_seconds_delta"], 0.25);
+  EXPECT_EQ(r0["process"]["main_thread_switches_delta"], 4);
 
   // etcd unreachable: no leader is known (null, not ""), this node leads nothing.
   s.cluster->leader = "";
