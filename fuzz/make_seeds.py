@@ -23,8 +23,9 @@ MONO0 = 1_000_000_000_000
 
 def beacon(job="job-1", host="node-1", phase="train", rank=0, local_rank=0, world=1, pid=4242,
            status=0, steps=(), beats=0, ckpt=None, loss=None, seq=0, version=1, size=SIZE,
-           incarnation=0):
-    """Returns the bytes of one record; steps is the list of committed step numbers."""
+           incarnation=0, sample=None):
+    """Returns the bytes of one record; steps is the list of committed step numbers; sample:
+    (sample_seq, wait, count, hash, where) for the progress sampler block, or None."""
     step = steps[-1] if steps else -1
     count = len(steps)
     t_step = (WALL0 + 10 * count, MONO0 + 10 * count) if steps else (0, 0)
@@ -50,7 +51,14 @@ def beacon(job="job-1", host="node-1", phase="train", rank=0, local_rank=0, worl
     ring = [(0, 0)] * 16
     for k, s in enumerate(steps):  # commit k+1 lands in slot k % 16
         ring[k % 16] = (s, MONO0 + 10 * (k + 1))
-    body = head + strings + bytes(16) + b"".join(struct.pack("<qq", *m) for m in ring) + bytes(320)
+    block = bytes(128)
+    if sample is not None:
+        s_seq, wait, count, digest, where = sample
+        block = struct.pack("<QIIQqqqqQ", s_seq, wait, 0, count, WALL0 + 20, MONO0 + 20, WALL0 + 15,
+                            MONO0 + 15, digest) + fixed(where, 64)
+    assert len(block) == 128
+    body = (head + strings + bytes(16) + b"".join(struct.pack("<qq", *m) for m in ring) + block +
+            bytes(192))
     assert len(body) == SIZE
     return body
 
@@ -172,13 +180,15 @@ def trace_seeds():
             '"pid_start_ticks":5010,"incarnation":0,"status":"running","source":"beacon",'
             '"created":[1700000000000000000,1000000000000],"step_count":{n},"step":{n},'
             '"step_at":[{t},{m}],"phase":"train","phase_since":[1700000000000000000,1000000000000],'
-            '"phase_count":1,"beat_count":0,"loss":{loss},"loss_at":[{t},{m}],"recent":[[{n},{m}]]}}')
+            '"phase_count":1,"beat_count":0,"loss":{loss},"loss_at":[{t},{m}],"recent":[[{n},{m}]],'
+            '"sample":{{"count":{n},"at":[{t},{m}],"moved_at":[{t},{m}],"hash":"00ff00ff00ff00ff",'
+            '"wait":"collective","where":"all_reduce (distributed_c10d.py:1536)"}}}}')
     def obs(i, loss):
         t, m = 1700000000000000000 + i * 10**9, 1000000000000 + i * 10**9
         ranks = ",".join(rank.format(r=r, pid=4242 + r, n=i, t=t, m=m, loss=loss) for r in range(2))
         return (f'{{"type":"obs","now":[{t},{m}],"ranks":[{ranks}],"local_host":"node-1","world_size":2,'
                 f'"procs":[{{"rank":0,"alive":true,"same_process":true,"state":"S","threads_in_d":0,"wchan":"futex_wait_queue",'
-                f'"cpu_delta_ns":1000000,"io_delta_bytes":4096}},{{"rank":1,"alive":true,"same_process":true,"state":"D",'
+                f'"cpu_delta_ns":1000000,"io_delta_bytes":4096,"main_cpu_delta_ns":500,"ctx_switches_delta":3}},{{"rank":1,"alive":true,"same_process":true,"state":"D",'
                 f'"threads_in_d":2,"wchan":"nfs_wait","exit_code":null}}],'
                 f'"gpus":[{{"rank":0,"sm_util_pct":97.5,"power_w":350.25,"mem_used_bytes":42949672960}},{{"rank":1}}],'
                 f'"log":{{"last_line_wall_ns":{t},"lines_total":{i},"last_step":{i},"last_step_line_wall_ns":{t}}}}}')
@@ -292,6 +302,10 @@ def main():
         "oversized": fresh + b"\0" * 64,
         "unterminated-job": beacon(job=b"j" * 64),
         "rank-out-of-range": beacon(rank=4, world=4),
+        "valid-sampler": beacon(steps=[1, 2], sample=(4, 1, 9, 0xFEEDFACE12345678, "all_reduce (c10d.py:1536)")),
+        "sampler-torn": beacon(steps=[1], sample=(5, 2, 3, 7, "synchronize (x.py:1)")),
+        "sampler-bad-wait": beacon(steps=[1], sample=(2, 9, 3, 7, "x")),
+        "sampler-unterminated": beacon(steps=[1], sample=(2, 0, 3, 7, b"w" * 64)),
     }
     for name, data in seeds.items():
         with open(os.path.join(b_dir, name), "wb") as f:
