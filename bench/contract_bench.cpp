@@ -13,11 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/contract/beacon_reader.h"
@@ -118,6 +120,58 @@ void BM_c_beat(benchmark::State& state) {
   stepwatch_close(sw);
 }
 BENCHMARK(BM_c_beat);
+
+// The progress sampler's call, and a step while another thread samples a thousand times a second
+// (the real sampler samples once a second): the two take separate locks on separate cache lines,
+// so the step must not get slower. (Sampling nonstop instead measures two hyperthreads sharing a
+// core, not the beacon.)
+void BM_c_sample(benchmark::State& state) {
+  stepwatch_options o = bench_options("bench-c-sample");
+  stepwatch_t* sw = nullptr;
+  if (stepwatch_open(&o, &sw) != STEPWATCH_OK) return fail(state, stepwatch_last_error());
+  uint64_t hash = 1;
+  int bad = 0;
+  for (auto _ : state)
+    bad |= stepwatch_sample(sw, hash++ >> 4, STEPWATCH_WAIT_NONE, "forward (m.py:1)");
+  if (bad != 0) fail(state, "stepwatch_sample failed");
+  stepwatch_close(sw);
+}
+BENCHMARK(BM_c_sample);
+
+// A step with another thread waking 1000 times a second; `sample` says whether it samples
+// (the control: the same wakeups, no sample).
+void step_beside_thread(benchmark::State& state, bool sample) {
+  stepwatch_options o = bench_options(sample ? "bench-c-sampled" : "bench-c-woken");
+  stepwatch_t* sw = nullptr;
+  if (stepwatch_open(&o, &sw) != STEPWATCH_OK) return fail(state, stepwatch_last_error());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> samples{0};
+  std::thread other([&] {
+    uint64_t hash = 1;
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (sample &&
+          stepwatch_sample(sw, hash++, STEPWATCH_WAIT_COLLECTIVE, "all_reduce (c10d.py:1)") == 0)
+        samples.fetch_add(1, std::memory_order_relaxed);
+      ::usleep(1000);
+    }
+  });
+  int64_t n = 0;
+  int bad = 0;
+  for (auto _ : state) bad |= stepwatch_step(sw, n++);
+  stop = true;
+  other.join();
+  if (bad != 0) fail(state, "stepwatch_step failed (busy) beside the other thread");
+  if (sample) state.counters["samples"] = static_cast<double>(samples.load());
+  stepwatch_close(sw);
+}
+void BM_c_step_while_sampling(benchmark::State& state) {
+  step_beside_thread(state, true);
+}
+BENCHMARK(BM_c_step_while_sampling);
+void BM_c_step_beside_a_waking_thread(benchmark::State& state) {
+  step_beside_thread(state, false);
+}
+BENCHMARK(BM_c_step_beside_a_waking_thread);
 
 void BM_cpp_step(benchmark::State& state) {
   stepwatch::Handle h = stepwatch::Handle::open(bench_options("bench-cpp"));
