@@ -1,6 +1,7 @@
 // What the detector is given at each poll: the ranks' progress records and, optionally,
-// evidence from probes (process, GPU, log). Evidence never decides *whether* a job is stalled,
-// only *why*.
+// evidence from probes (process, GPU, log). Evidence explains *why* a job is stalled; only the
+// early rule (quiet.h) lets its absence (no frame change, no main-thread CPU, no I/O) decide a
+// stall sooner than step time would. GPU occupancy and log lines never count as progress.
 #pragma once
 
 #include <cstdint>
