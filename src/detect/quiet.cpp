@@ -206,20 +206,30 @@ void QuietWatch::judge(const Poll& poll, Verdict& v) const {
   size_t n = qs.size();
 
   if (with_step == 0) {
-    // Hung at init: every rank here, each waiting in rendezvous, none moving.
+    // Hung at init: every rank here, each waiting in rendezvous, none moving. torch's TCPStore
+    // keeps the GIL while it waits, so a rank blocked there has a stopped sampler rather than a
+    // store wait; with nothing else moving that counts too (an import or a model build moves:
+    // CPU or I/O).
     int64_t budget = init_budget();
-    for (const auto& q : qs)
-      if (!q.waiting || q.wait != contract::WaitKind::kStore || q.quiet_ns <= budget) return;
+    bool any_store = false;
+    for (const auto& q : qs) {
+      bool rendezvous = (q.waiting && q.wait == contract::WaitKind::kStore) || q.stale;
+      if (!rendezvous || q.quiet_ns <= budget) return;
+      any_store = any_store || q.wait == contract::WaitKind::kStore;
+    }
+    if (!any_store) return;  // no rank said rendezvous: stopped samplers alone are not enough
     for (size_t i = 0; i < n; ++i) {
       RankVerdict& rv = v.ranks[i];
       rv.state = State::kStalled;
       rv.cause = Cause::kInit;
       rv.budget_ns = budget;
       rv.note = fmt::format(
-          "waits in {} (rendezvous) unchanged for {} with all {} ranks present, early init "
-          "budget {}",
-          where_text(qs[i].where, qs[i].wait), format_duration(qs[i].quiet_ns), n,
-          format_duration(budget));
+          "{} unchanged for {} with all {} ranks present, early init budget {}",
+          qs[i].stale
+              ? fmt::format("in {} with its sampler stopped (a store call holds the GIL)",
+                            where_text(qs[i].where, qs[i].wait))
+              : fmt::format("waits in {} (rendezvous)", where_text(qs[i].where, qs[i].wait)),
+          format_duration(qs[i].quiet_ns), n, format_duration(budget));
     }
     return;
   }

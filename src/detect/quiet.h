@@ -19,8 +19,10 @@
 //    stalled/collective, culprit that rank. Every rank waiting in a collective, unchanged beyond
 //    the waiting budget, is stalled/collective with no culprit.
 //  * Before the first step: every rank of the world present and waiting in rendezvous or store
-//    calls, unchanged beyond the floor (or the spec budget), is stalled/init. A rank still
-//    importing or compiling moves; one not there yet is the init budget's business.
+//    calls (or with its sampler stopped: torch's TCPStore holds the GIL while it waits), at
+//    least one saying rendezvous, unchanged beyond the floor (or the spec budget), is
+//    stalled/init. A rank still importing or compiling moves; one not there yet is the init
+//    budget's business.
 //  * It applies only where every rank runs the sampler, none is inside a labeled phase with a
 //    budget (those keep their budgets: a long checkpoint, eval or compile is never early-stalled)
 //    and no rank has ended. It only ever makes a verdict earlier, never later.

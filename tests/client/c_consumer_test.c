@@ -57,6 +57,7 @@ static void test_null_handle(void) {
   CHECK_RC(stepwatch_step_loss(NULL, 1, 1.0), STEPWATCH_ENULL);
   CHECK_RC(stepwatch_loss(NULL, 1.0), STEPWATCH_ENULL);
   CHECK_RC(stepwatch_beat(NULL), STEPWATCH_ENULL);
+  CHECK_RC(stepwatch_sample(NULL, 1, STEPWATCH_WAIT_NONE, "x"), STEPWATCH_ENULL);
   CHECK_RC(stepwatch_phase_begin(NULL, "eval"), STEPWATCH_ENULL);
   CHECK_RC(stepwatch_phase_end(NULL), STEPWATCH_ENULL);
   CHECK_RC(stepwatch_checkpoint_committed(NULL, "c", 1), STEPWATCH_ENULL);
@@ -141,6 +142,11 @@ static void test_full_api(const char* dir) {
   CHECK_RC(stepwatch_phase_begin(sw, "eval"), STEPWATCH_OK);
   CHECK_RC(stepwatch_beat(sw), STEPWATCH_OK);
   CHECK_RC(stepwatch_beat(sw), STEPWATCH_OK);
+  /* The progress sampler's call, as a C trainer's own sampler thread makes it. */
+  CHECK_RC(stepwatch_sample(sw, UINT64_C(0x1234), STEPWATCH_WAIT_COLLECTIVE, "allreduce (c)"),
+           STEPWATCH_OK);
+  CHECK_RC(stepwatch_sample(sw, 1, 9, NULL), STEPWATCH_EINVAL);
+  CHECK_RC(stepwatch_sample(sw, 1, -1, NULL), STEPWATCH_EINVAL);
   CHECK_RC(stepwatch_phase_end(sw), STEPWATCH_OK);
   CHECK_RC(stepwatch_loss(sw, 0.5), STEPWATCH_OK);
   CHECK_RC(stepwatch_checkpoint_committed(sw, "ckpt-000001", 1), STEPWATCH_OK);

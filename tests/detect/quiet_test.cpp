@@ -223,6 +223,24 @@ TEST(QuietRule, EveryRankWaitingInRendezvousIsHungAtInit) {
   EXPECT_NE(v.ranks[0].note.find("with all 3 ranks present"), std::string::npos) << v.ranks[0].note;
 }
 
+TEST(QuietRule, ARankWhoseStoreCallHoldsTheGilCountsAsWaitingInRendezvous) {
+  // torch 1.13's TCPStore keeps the GIL while rank 0 waits for the others: its sampler stops.
+  Trainer t(2, long_steps());
+  t.job.sample(0, 5, WaitKind::kStore, "init_process_group (distributed_c10d.py:754)");
+  Verdict v = t.run(40 * kSec, [&] {
+    t.job.sample(1, 5, WaitKind::kStore, "init_process_group (distributed_c10d.py:754)");
+  });
+  ASSERT_EQ(v.state, State::kStalled) << v.summary;
+  EXPECT_EQ(v.cause, Cause::kInit);
+  EXPECT_NE(v.ranks[0].note.find("sampler stopped"), std::string::npos) << v.ranks[0].note;
+  // Stopped samplers alone, with no rank saying rendezvous, are not enough.
+  Trainer u(2, long_steps());
+  u.job.sample(0, 5);
+  u.job.sample(1, 6);
+  v = u.run(5 * kMin, [] {});
+  EXPECT_NE(v.state, State::kStalled) << v.summary;
+}
+
 TEST(QuietRule, ARendezvousWaitingForAnImportingRankOrAMissingOneIsNotHung) {
   {
     Trainer t(3, long_steps());
