@@ -14,6 +14,11 @@
     # No finish() needed: at exit the beacon says finished, or failed after an uncaught
     # exception or a non-zero exit status (see stepwatch._exit_hook). finish(ok) says it now.
 
+init() also starts the progress sampler (stepwatch.sampler): a daemon thread that, about once a
+second, records where the main thread is and whether it waits in a collective, the device or the
+rendezvous store, so the watchdog has a verdict within a minute whatever the step time.
+init(sampler=False) or STEPWATCH_SAMPLER=0 turns it off; STEPWATCH_SAMPLER_PERIOD sets its period.
+
 Every call returns True, or False when the beacon was busy (nothing written: the trainer is
 never blocked), and raises StepwatchError on a real error. The binding is a C extension
 (stepwatch._native); when it is missing, or STEPWATCH_BINDING=ctypes, libstepwatch.so is loaded
@@ -26,6 +31,7 @@ import importlib as _importlib
 import os as _os
 
 from . import _exit_hook, errors
+from . import sampler as _sampler
 from .errors import NotInitializedError, StepwatchError
 
 try:
@@ -36,6 +42,10 @@ except ImportError:  # a source tree no build has written into (PYTHONPATH=pytho
 __all__ = [
     "BINDING",
     "Beacon",
+    "WAIT_COLLECTIVE",
+    "WAIT_DEVICE",
+    "WAIT_NONE",
+    "WAIT_STORE",
     "NotInitializedError",
     "StepwatchError",
     "beat",
@@ -51,6 +61,7 @@ __all__ = [
     "phase",
     "phase_begin",
     "phase_end",
+    "sampler_running",
     "step",
     "uninstall_stack_dump",
 ]
@@ -102,6 +113,10 @@ phase_begin = _b.phase_begin
 phase_end = _b.phase_end
 checkpoint_committed = _b.checkpoint_committed
 path = _b.path
+WAIT_NONE = _b.WAIT_NONE
+WAIT_COLLECTIVE = _b.WAIT_COLLECTIVE
+WAIT_DEVICE = _b.WAIT_DEVICE
+WAIT_STORE = _b.WAIT_STORE
 
 
 class Beacon(_b.Beacon):
@@ -122,11 +137,21 @@ class Beacon(_b.Beacon):
 
     def finish(self, ok=True):
         """finish(ok=True) -> bool: marks the rank finished (or failed) now. The word is final: the
-        exit hook no longer touches this beacon. False when the beacon was busy (nothing written)."""
+        exit hook no longer touches this beacon, and the progress sampler stops. False when the
+        beacon was busy (nothing written)."""
         done = super().finish(ok)
         if done:
             _exit_hook.said(self)
+            _sampler.stop_for(self)
         return done
+
+    def close(self):
+        """Stops the progress sampler of this beacon (if init() started one), then unmaps it."""
+        _sampler.stop_for(self)
+        super().close()
+
+    def __exit__(self, *exc):
+        self.close()
 
     def phase(self, name):
         return phase(name, beacon=self)
@@ -138,14 +163,20 @@ def finish(ok=True):
     return _current("finish").finish(ok)
 
 
-def init(job=None, dir=None, rank=None, local_rank=None, world_size=None, incarnation=None):  # noqa: A002
-    """Opens this rank's beacon and makes it the default for the module-level calls.
+def init(job=None, dir=None, rank=None, local_rank=None, world_size=None, incarnation=None, sampler=None):  # noqa: A002
+    """Opens this rank's beacon, makes it the default for the module-level calls, and starts the
+    progress sampler on the calling thread (normally the main thread).
 
     None means: take it from the environment (STEPWATCH_JOB, STEPWATCH_DIR, RANK/LOCAL_RANK/
-    WORLD_SIZE or SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS, STEPWATCH_INCARNATION). Raises
-    StepwatchError with the library's explanation when the job id or rank is missing or bad.
-    Calling init() again replaces (and closes) the previous default beacon. Returns the Beacon.
+    WORLD_SIZE or SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS, STEPWATCH_INCARNATION; for sampler,
+    STEPWATCH_SAMPLER, on unless 0/off/false). Raises StepwatchError with the library's
+    explanation when the job id or rank is missing or bad, and naming the variable when
+    STEPWATCH_SAMPLER or STEPWATCH_SAMPLER_PERIOD is bad. Calling init() again replaces (and
+    closes) the previous default beacon. Returns the Beacon.
     """
+    # Both read before the beacon opens: a bad value leaves nothing half done.
+    run_sampler = _sampler.enabled_from(sampler)
+    period = _sampler.period_from() if run_sampler else None
     beacon = Beacon(
         job=job, dir=dir, rank=rank, local_rank=local_rank, world_size=world_size, incarnation=incarnation
     )
@@ -153,17 +184,27 @@ def init(job=None, dir=None, rank=None, local_rank=None, world_size=None, incarn
     _b.set_default(beacon)
     if old is not None:
         old.close()
+    else:
+        _sampler.stop_default()  # one started for a default that a fork or set_default dropped
+    if run_sampler:
+        _sampler.start_default(beacon, period)
     return beacon
 
 
 def close():
-    """Unmaps the default beacon (the file stays for the watchdog). Idempotent. A beacon closed
-    without finish() says nothing at exit: its status stays as it was (running, usually), and the
-    watchdog judges the rank from its process's exit."""
+    """Stops the progress sampler and unmaps the default beacon (the file stays for the
+    watchdog). Idempotent. A beacon closed without finish() says nothing at exit: its status stays
+    as it was (running, usually), and the watchdog judges the rank from its process's exit."""
     old = _b.get_default()
     _b.set_default(None)
+    _sampler.stop_default()
     if old is not None:
         old.close()
+
+
+def sampler_running():
+    """True while init()'s progress sampler thread runs in this process."""
+    return _sampler.current() is not None
 
 
 def is_initialized():

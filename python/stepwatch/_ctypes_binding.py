@@ -18,6 +18,14 @@ from . import errors as _errors
 
 ABI_VERSION = 1
 
+# sample_wait values (include/stepwatch/beacon_v1.h, STEPWATCH_WAIT_*).
+WAIT_NONE = 0
+WAIT_COLLECTIVE = 1
+WAIT_DEVICE = 2
+WAIT_STORE = 3
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
 
 class _Options(ctypes.Structure):
     _fields_ = [
@@ -87,6 +95,7 @@ for _name, _args in [
     ("stepwatch_phase_begin", [_P, ctypes.c_char_p]),
     ("stepwatch_phase_end", [_P]),
     ("stepwatch_checkpoint_committed", [_P, ctypes.c_char_p, ctypes.c_int64]),
+    ("stepwatch_sample", [_P, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]),
     ("stepwatch_finish", [_P, ctypes.c_int]),
     ("stepwatch_close", [_P]),
     ("stepwatch_path", [_P]),
@@ -209,6 +218,18 @@ class Beacon:
         detail = (id, step)
         raw = _name(id, "checkpoint_committed", "the checkpoint id", detail)
         return _result(_lib.stepwatch_checkpoint_committed(self._h, raw, operator.index(step)), "checkpoint_committed", detail)
+
+    def sample(self, hash, wait, where=None):  # noqa: A002 - mirrors the C name
+        """sample(hash, wait, where=None) -> bool: one progress-sampler record. Has its own lock:
+        never makes step() busy. False when another thread was sampling."""
+        h = operator.index(hash)
+        if h < 0 or h > 2**64 - 1:
+            raise OverflowError("stepwatch.sample: the hash must be between 0 and 2**64-1")
+        w = operator.index(wait)
+        if w < _INT_MIN or w > _INT_MAX:
+            w = -1  # out of 0..WAIT_STORE as well: the library answers EINVAL
+        raw = None if where is None else _name(where, "sample", "where", where)
+        return _result(_lib.stepwatch_sample(self._h, h, w, raw), "sample", wait)
 
     def finish(self, ok=True):
         return _result(_lib.stepwatch_finish(self._h, 1 if ok else 0), "finish")

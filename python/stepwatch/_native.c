@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "stepwatch/beacon_v1.h"
 #include "stepwatch/stepwatch.h"
 
 typedef struct {
@@ -262,6 +263,63 @@ static PyObject* do_finish(BeaconObject* b, PyObject* const* args, Py_ssize_t na
   return result(rc, "finish", NULL);
 }
 
+/* sample(hash, wait, where=None): one progress-sampler record (stepwatch.sampler's thread). The
+ * GIL stays held, as for every call here: close() of another thread cannot free the handle under
+ * it. */
+static PyObject* do_sample(BeaconObject* b, PyObject* const* args, Py_ssize_t nargs,
+                           PyObject* kwnames) {
+  static const char* const names[] = {"hash", "wait", "where"};
+  PyObject* vals[3] = {NULL, NULL, NULL};
+  if (nargs > 3) {
+    PyErr_Format(PyExc_TypeError, "stepwatch.sample() takes at most 3 arguments (%zd given)",
+                 nargs);
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) vals[i] = args[i];
+  if (kwnames != NULL) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
+      PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+      int k = -1;
+      for (int j = 0; j < 3; ++j) {
+        if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) k = j;
+      }
+      if (k < 0 || vals[k] != NULL) {
+        PyErr_Format(PyExc_TypeError,
+                     "stepwatch.sample() got an unexpected or repeated argument '%U'", key);
+        return NULL;
+      }
+      vals[k] = args[nargs + i];
+    }
+  }
+  if (vals[0] == NULL || vals[1] == NULL) {
+    PyErr_SetString(PyExc_TypeError, "stepwatch.sample() needs hash and wait");
+    return NULL;
+  }
+  PyObject* h = PyNumber_Index(vals[0]);
+  if (h == NULL) return NULL;
+  unsigned long long hash = PyLong_AsUnsignedLongLong(h);
+  Py_DECREF(h);
+  if (hash == (unsigned long long)-1 && PyErr_Occurred()) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+      PyErr_Clear();
+      PyErr_SetString(PyExc_OverflowError,
+                      "stepwatch.sample: the hash must be between 0 and 2**64-1");
+    }
+    return NULL;
+  }
+  int overflow = 0;
+  long long w = PyLong_AsLongLongAndOverflow(vals[1], &overflow);
+  if (w == -1 && PyErr_Occurred()) return NULL;
+  /* Out of int range is out of 0..STEPWATCH_WAIT_MAX too: the library answers EINVAL. */
+  int wait = (overflow != 0 || w < INT_MIN || w > INT_MAX) ? -1 : (int)w;
+  const char* where = NULL;
+  if (vals[2] != NULL && vals[2] != Py_None) {
+    where = name_arg(vals[2], "sample", "where", vals[2]);
+    if (where == NULL) return NULL;
+  }
+  return result(stepwatch_sample(b->sw, (uint64_t)hash, wait, where), "sample", vals[1]);
+}
+
 static PyObject* do_path(BeaconObject* b) {
   if (b->sw == NULL) return raise_code("path", STEPWATCH_ENULL, NULL);
   return PyUnicode_DecodeFSDefault(stepwatch_path(b->sw));
@@ -374,6 +432,10 @@ static PyObject* Beacon_finish(BeaconObject* self, PyObject* const* args, Py_ssi
                                PyObject* kwnames) {
   return do_finish(self, args, nargs, kwnames);
 }
+static PyObject* Beacon_sample(BeaconObject* self, PyObject* const* args, Py_ssize_t nargs,
+                               PyObject* kwnames) {
+  return do_sample(self, args, nargs, kwnames);
+}
 static PyObject* Beacon_path(BeaconObject* self, PyObject* Py_UNUSED(ignored)) {
   return do_path(self);
 }
@@ -415,6 +477,10 @@ static PyMethodDef Beacon_methods[] = {
      "durable."},
     {"finish", FASTCALL_KW(Beacon_finish), METH_FASTCALL | METH_KEYWORDS,
      "finish(ok=True) -> bool\n\nMarks the rank finished (or failed) before it exits."},
+    {"sample", FASTCALL_KW(Beacon_sample), METH_FASTCALL | METH_KEYWORDS,
+     "sample(hash, wait, where=None) -> bool\n\nOne progress-sampler record: a digest of the main "
+     "thread's top frames (0: unknown), what it waits in (WAIT_*), a short label. Has its own "
+     "lock: never makes step() busy. False when another thread was sampling."},
     {"path", (PyCFunction)Beacon_path, METH_NOARGS,
      "path() -> str\n\nThe beacon file this handle writes."},
     {"close", (PyCFunction)Beacon_close, METH_NOARGS,
@@ -595,6 +661,13 @@ PyMODINIT_FUNC PyInit__native(void) {
   Py_INCREF(&BeaconType);
   if (PyModule_AddObject(m, "Beacon", (PyObject*)&BeaconType) < 0) {
     Py_DECREF(&BeaconType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  if (PyModule_AddIntConstant(m, "WAIT_NONE", STEPWATCH_WAIT_NONE) < 0 ||
+      PyModule_AddIntConstant(m, "WAIT_COLLECTIVE", STEPWATCH_WAIT_COLLECTIVE) < 0 ||
+      PyModule_AddIntConstant(m, "WAIT_DEVICE", STEPWATCH_WAIT_DEVICE) < 0 ||
+      PyModule_AddIntConstant(m, "WAIT_STORE", STEPWATCH_WAIT_STORE) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -3,6 +3,7 @@ rules that pick one: STEPWATCH_BINDING, STEPWATCH_LIB, a missing extension."""
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -120,6 +121,47 @@ class _BindingContract:
         self.assertEqual((raw["step"], raw["loss"], raw["status"], raw["ckpt_id"]), (4, 1.0, 1, "c4"))
         with self.assertRaises(TypeError):
             self.mod.set_default("not a beacon")
+
+    def test_sample(self):
+        # The sampler block (beacon_v1.h): sample_wait at 712, sample_count 720, sample_hash 760,
+        # sample_where 768; stepwatch.sampler's thread is the usual caller.
+        def block(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            where = data[768:832].split(b"\0", 1)[0].decode()
+            return struct.unpack_from("<I", data, 712)[0], struct.unpack_from("<Q", data, 720)[0], \
+                struct.unpack_from("<Q", data, 760)[0], where
+
+        self.assertEqual((self.mod.WAIT_NONE, self.mod.WAIT_COLLECTIVE, self.mod.WAIT_DEVICE, self.mod.WAIT_STORE),
+                         (0, 1, 2, 3))
+        b = self.mod.Beacon()
+        self.assertEqual(block(b.path()), (0, 0, 0, ""), "no sample yet")
+        self.assertIs(b.sample(2**64 - 1, self.mod.WAIT_COLLECTIVE, "all_reduce (distributed_c10d.py:1541)"), True)
+        self.assertEqual(block(b.path()), (1, 1, 2**64 - 1, "all_reduce (distributed_c10d.py:1541)"))
+        self.assertIs(b.sample(hash=7, wait=self.mod.WAIT_STORE), True)  # where=None
+        self.assertEqual(block(b.path())[:3], (3, 2, 7))
+        self.assertIs(b.sample(8, self.mod.WAIT_DEVICE, "x" * 100), True)
+        self.assertEqual(block(b.path())[3], "x" * 63, "cut to 63 bytes")
+        for wait in (-1, 4, 2**40):
+            with self.subTest(wait=wait):
+                with self.assertRaises(stepwatch.StepwatchError) as cm:
+                    b.sample(1, wait)
+                self.assertEqual((cm.exception.code, cm.exception.op), (errors.EINVAL, "sample"))
+        with self.assertRaises(stepwatch.StepwatchError) as cm:
+            b.sample(1, 0, "nul\0byte")
+        self.assertEqual(cm.exception.code, errors.EINVAL)
+        for bad_hash in (-1, 2**64):
+            with self.assertRaises(OverflowError):
+                b.sample(bad_hash, 0)
+        for call in (lambda: b.sample(1.5, 0), lambda: b.sample(1, "0"), lambda: b.sample(1, 0, b"where"),
+                     lambda: b.sample(1), lambda: b.sample(1, 0, "w", 4)):
+            with self.assertRaises(TypeError):
+                call()
+        self.assertEqual(block(b.path())[:3], (2, 3, 8), "rejected samples write nothing")
+        b.close()
+        with self.assertRaises(stepwatch.StepwatchError) as cm:
+            b.sample(1, 0)
+        self.assertEqual(cm.exception.code, errors.ENULL)
 
     def test_strerror_matches(self):
         for code, text in errors.STRERROR.items():

@@ -105,7 +105,9 @@ class StackDumpChildTest(IsolatedCase):
         both = lambda: all(f in self.read_stacks() for f in ("main_blocked_in_read", "worker_blocked_in_select"))
         self.assertTrue(_wait_for(both), f"stacks file:\n{self.read_stacks()}")
         text = self.read_stacks()
-        self.assertEqual(text.count("most recent call first"), 2, text)  # two threads, one dump
+        # Three threads (main, the worker, init()'s progress sampler), one dump.
+        self.assertEqual(text.count("most recent call first"), 3, text)
+        self.assertIn("stepwatch/sampler.py", text)
         self.assertIsNone(self.child.poll(), "the signal must not kill the trainer (chain=False)")
 
         os.kill(self.child.pid, signal.SIGUSR1)
