@@ -68,7 +68,7 @@ void QuietWatch::note(const Poll& poll, bool job_healthy) {
     if (r.updated_mono_ns != m.updated_mono_ns || r.updated.wall_ns != m.updated_wall_ns)
       take(r.updated.wall_ns > 0 || r.updated.mono_ns > 0 ? r.updated : obs.now);
     if (r.sample && later(r.sample->moved_at, m.moved_at)) take(r.sample->moved_at);
-    if (p != nullptr && p->io_delta_bytes.value_or(0) > 0) take(obs.now);
+    if (p != nullptr && p->io_delta_bytes.value_or(0) >= kIoMovingBytes) take(obs.now);
     // A main thread spinning inside a known wait (cudaStreamSynchronize, NCCL) is not working.
     if (p != nullptr && !q.waiting && p->main_cpu_delta_ns.value_or(0) > kMainCpuMovingNs)
       take(obs.now);

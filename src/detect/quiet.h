@@ -48,6 +48,10 @@ inline constexpr int64_t kSamplerStaleNs = 10 * kNsPerSec;
 // The main thread's CPU over a poll that counts as computing (more than a blocked thread's
 // wake-ups, less than any real work).
 inline constexpr int64_t kMainCpuMovingNs = 50 * kNsPerMs;
+// The I/O over a poll that counts as moving data. Less is noise, not work: a beacon on a disk
+// (not tmpfs) is written back and dirtied again by the next sample, 4 KiB at a time, and a hung
+// rank would otherwise "progress" every writeback.
+inline constexpr int64_t kIoMovingBytes = 64 << 10;
 
 class QuietWatch {
  public:

@@ -131,6 +131,31 @@ TEST(QuietRule, EvidenceOfAnyKindKeepsARankOutOfIt) {
   }
 }
 
+TEST(QuietRule, AFewKilobytesOfIoAreNoiseNotProgress) {
+  // A beacon on a disk is written back and dirtied again by the next sample: 4-8 KiB now and
+  // then, from a rank that is hung. It must neither end the quiet nor teach the budget.
+  Trainer t(2, long_steps());
+  t.steps(3, 18 * kMin);
+  Verdict v;
+  int64_t waited = 0;
+  while (v.state != State::kStalled && waited < 5 * kMin) {
+    t.job.sample(0, 7, WaitKind::kCollective);
+    t.job.sample(1, 999, WaitKind::kNone, "hang_forever (train_ddp.py:170)");
+    t.job.advance(kPoll);
+    waited += kPoll;
+    Observation o = t.job.observe();
+    ProcessFacts p;
+    p.rank = 1;
+    p.main_cpu_delta_ns = 0;
+    p.io_delta_bytes = waited % (15 * kSec) == 0 ? 8192 : 0;
+    o.procs.push_back(p);
+    v = t.det.observe(o);
+  }
+  ASSERT_EQ(v.state, State::kStalled) << v.summary;
+  EXPECT_LE(waited, 30 * kSec + kPoll);
+  EXPECT_EQ(*t.det.quiet().own_budget(), 30 * kSec);
+}
+
 TEST(QuietRule, CpuInsideAKnownWaitIsSpinningNotWork) {
   // NCCL and cudaStreamSynchronize spin the main thread at 100%: every rank waiting in the
   // same all-reduce with its CPU burning is still a hang with no rank standing out.
