@@ -45,6 +45,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=100, help="train until this optimizer step (default 100)")
     p.add_argument("--step-time", type=float, default=0.0, help="extra seconds per step and per eval batch")
+    p.add_argument("--compute", type=float, default=0.0,
+                   help="seconds of real compute (matrix products) inside each step, as a large model's step")
     p.add_argument("--ckpt-dir", default=None, help="checkpoint directory (shared by the ranks); none: no checkpoints")
     p.add_argument("--ckpt-every", type=int, default=0, help="checkpoint every N steps (0: never)")
     p.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (0: never)")
@@ -163,9 +165,18 @@ def this_incarnation(wanted):
 
 
 def hang_forever(rank, step):
-    log(rank, f"hanging before batch {step} (--hang-rank)")
+    log(rank, f"hanging before batch {step} (--hang-rank) at {time.time():.3f}")
     while True:
         time.sleep(3600)
+
+
+def compute(seconds):
+    """Real work inside the step for `seconds`: what a large model's forward and backward are to
+    the watchdog (the main thread busy, its frames moving), at a small model's memory."""
+    a = torch.randn(192, 192)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        a = torch.tanh(a @ a / 14.0)
 
 
 def evaluate(args, model, rank):
@@ -223,6 +234,8 @@ def train(args):
         # The first step pays for lazy initialisation (allocator, DDP buckets): its own phase.
         with stepwatch.phase("compile") if n == start + 1 else contextlib.nullcontext():
             optimizer.zero_grad(set_to_none=True)
+            if args.compute:
+                compute(args.compute)
             out = nn.functional.mse_loss(model(x), y)
             out.backward()  # DDP all-reduces the gradients here
             optimizer.step()
