@@ -29,11 +29,12 @@ extern "C" {
 #define STEPWATCH_RECENT_STEPS 16u /* ring of the last committed steps */
 
 /* sample_wait: what the main thread is waiting in, as the progress sampler saw it */
-#define STEPWATCH_WAIT_NONE 0u       /* running its own code, or a wait the sampler does not know */
-#define STEPWATCH_WAIT_COLLECTIVE 1u /* a collective or its wait: all_reduce, broadcast, barrier \
-                                      */
-#define STEPWATCH_WAIT_DEVICE 2u     /* the device: torch.cuda.synchronize, an event or stream */
-#define STEPWATCH_WAIT_STORE 3u      /* rendezvous: init_process_group, store get/wait */
+#define STEPWATCH_WAIT_NONE 0u /* running its own code, or a wait the sampler does not know */
+#define STEPWATCH_WAIT_COLLECTIVE                                                            \
+  1u                             /* a collective or its wait: all_reduce, broadcast, barrier \
+                                  */
+#define STEPWATCH_WAIT_DEVICE 2u /* the device: torch.cuda.synchronize, an event or stream */
+#define STEPWATCH_WAIT_STORE 3u  /* rendezvous: init_process_group, store get/wait */
 #define STEPWATCH_WAIT_MAX 3u
 #define STEPWATCH_WHERE_MAX 64u /* sample_where, bytes including the terminating NUL */
 

@@ -190,31 +190,38 @@ static PyObject* do_phase_end(BeaconObject* b) {
   return result(stepwatch_phase_end(b->sw), "phase_end", NULL);
 }
 
+/* Fills vals[0..n) from positional and keyword arguments (vectorcall) by `names`; `fn` names the
+ * call in TypeErrors ("stepwatch.sample()"). Unset ones stay NULL. Returns 0, or -1 with an
+ * exception set. */
+static int take_args(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                     const char* const* names, int n, PyObject** vals, const char* fn) {
+  if (nargs > n) {
+    PyErr_Format(PyExc_TypeError, "%s takes at most %d arguments (%zd given)", fn, n, nargs);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) vals[i] = args[i];
+  if (kwnames == NULL) return 0;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+    int k = -1;
+    for (int j = 0; j < n; ++j) {
+      if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) k = j;
+    }
+    if (k < 0 || vals[k] != NULL) {
+      PyErr_Format(PyExc_TypeError, "%s got an unexpected or repeated argument '%U'", fn, key);
+      return -1;
+    }
+    vals[k] = args[nargs + i];
+  }
+  return 0;
+}
+
 static PyObject* do_checkpoint(BeaconObject* b, PyObject* const* args, Py_ssize_t nargs,
                                PyObject* kwnames) {
   static const char* const names[] = {"id", "step"};
   PyObject* vals[2] = {NULL, NULL};
-  if (nargs > 2) {
-    PyErr_Format(PyExc_TypeError, "stepwatch.checkpoint_committed() takes 2 arguments (%zd given)",
-                 nargs);
+  if (take_args(args, nargs, kwnames, names, 2, vals, "stepwatch.checkpoint_committed()") != 0)
     return NULL;
-  }
-  for (Py_ssize_t i = 0; i < nargs; ++i) vals[i] = args[i];
-  if (kwnames != NULL) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
-      PyObject* key = PyTuple_GET_ITEM(kwnames, i);
-      int k = PyUnicode_CompareWithASCIIString(key, names[0]) == 0   ? 0
-              : PyUnicode_CompareWithASCIIString(key, names[1]) == 0 ? 1
-                                                                     : -1;
-      if (k < 0 || vals[k] != NULL) {
-        PyErr_Format(PyExc_TypeError,
-                     "stepwatch.checkpoint_committed() got an unexpected or repeated argument '%U'",
-                     key);
-        return NULL;
-      }
-      vals[k] = args[nargs + i];
-    }
-  }
   if (vals[0] == NULL || vals[1] == NULL) {
     PyErr_SetString(PyExc_TypeError, "stepwatch.checkpoint_committed() needs id and step");
     return NULL;
@@ -270,27 +277,7 @@ static PyObject* do_sample(BeaconObject* b, PyObject* const* args, Py_ssize_t na
                            PyObject* kwnames) {
   static const char* const names[] = {"hash", "wait", "where"};
   PyObject* vals[3] = {NULL, NULL, NULL};
-  if (nargs > 3) {
-    PyErr_Format(PyExc_TypeError, "stepwatch.sample() takes at most 3 arguments (%zd given)",
-                 nargs);
-    return NULL;
-  }
-  for (Py_ssize_t i = 0; i < nargs; ++i) vals[i] = args[i];
-  if (kwnames != NULL) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
-      PyObject* key = PyTuple_GET_ITEM(kwnames, i);
-      int k = -1;
-      for (int j = 0; j < 3; ++j) {
-        if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) k = j;
-      }
-      if (k < 0 || vals[k] != NULL) {
-        PyErr_Format(PyExc_TypeError,
-                     "stepwatch.sample() got an unexpected or repeated argument '%U'", key);
-        return NULL;
-      }
-      vals[k] = args[nargs + i];
-    }
-  }
+  if (take_args(args, nargs, kwnames, names, 3, vals, "stepwatch.sample()") != 0) return NULL;
   if (vals[0] == NULL || vals[1] == NULL) {
     PyErr_SetString(PyExc_TypeError, "stepwatch.sample() needs hash and wait");
     return NULL;
