@@ -199,7 +199,8 @@ TEST(Merge, ARemoteRanksAgeIsItsAgeWhenPublishedPlusSinceReceived) {
   n.advance(kSec);
   n.a.job.step_all(0);
   n.b.job.step_all(0);
-  n.advance(3 * kSec);  // b's step is 3 s old when it publishes
+  n.b.job.sample(1, 7, contract::WaitKind::kCollective, "all_reduce (c10d.py:1)");
+  n.advance(3 * kSec);  // b's step (and its sampler's move) is 3 s old when it publishes
   Received rb{n.b.summary(1), n.now().mono_ns, std::nullopt};
   n.a.job.step(0, 1);
   n.advance(2 * kSec);  // received 2 s ago
@@ -225,6 +226,11 @@ TEST(Merge, ARemoteRanksAgeIsItsAgeWhenPublishedPlusSinceReceived) {
       << "wall stamps are kept as the node wrote them";
   ASSERT_EQ(o.procs.size(), 2u);
   EXPECT_EQ(o.procs[1].rank, 1);
+  // The sampler's stamps move onto the leader's clock like every other monotonic stamp.
+  ASSERT_TRUE(o.ranks[1].sample.has_value());
+  EXPECT_EQ(o.ranks[1].sample->moved_at.mono_ns, n.now().mono_ns - 5 * kSec);
+  EXPECT_EQ(o.ranks[1].sample->at.mono_ns, n.now().mono_ns - 5 * kSec);
+  EXPECT_EQ(o.ranks[1].sample->wait, contract::WaitKind::kCollective);
 
   detect::Detector d(configured(10 * kSec));
   detect::Verdict v = d.observe(o);
