@@ -41,6 +41,8 @@ PY_ROWS = {
     "python_step_native": ("Python `stepwatch.step` (C extension)", 1000),
     "python_step_loss_native": ("Python `stepwatch.step(n, loss)` (C extension)", 1000),
     "python_step_ctypes": ("Python `stepwatch.step` (ctypes binding)", 1000),
+    "python_step_native_sampling": ("Python `stepwatch.step` (C extension) while the progress sampler runs", 1000),
+    "python_sampler_describe": ("one look of the progress sampler at a 40-frame stack (context)", None),
     "python_print_flush": ("Python `print(..., flush=True)` (alternative)", None),
     "python_jsonl_flush": ("Python JSON line + flush (alternative)", None),
     "python_loop_empty": ("Python empty loop iteration (context)", None),
@@ -88,7 +90,8 @@ def run_cxx(build_dir, repetitions, min_time):
 
 
 def run_python(build_dir):
-    """Returns {case name: median ns} from bench/python_bench.py, or a note why not."""
+    """Returns {case name: median ns} from bench/python_bench.py, or a note why not; the sampler's
+    own CPU (a row without median_ns) comes back as a note."""
     script = os.path.join(ROOT, "bench", "python_bench.py")
     if not os.path.exists(script):
         return {}, ["bench/python_bench.py not present: Python rows skipped"]
@@ -96,16 +99,24 @@ def run_python(build_dir):
     print("report: " + " ".join(cmd), file=sys.stderr)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     out = {}
+    sampler = None
     for line in proc.stdout.splitlines():
         line = line.strip()
         if not line.startswith("{"):
             continue
         try:
             row = json.loads(line)
+            if row.get("name") == "python_sampler_cpu":
+                sampler = row
+                continue
             out[row["name"]] = float(row["median_ns"])
         except (ValueError, KeyError):
             continue
     notes = [] if proc.returncode == 0 else [f"python_bench.py exited {proc.returncode}: Python rows may be missing"]
+    if sampler is not None:
+        notes.append(f"the progress sampler's own thread: {sampler.get('cpu_pct')}% of one core per rank "
+                     f"({sampler.get('us_per_sample')} us per sample, period {sampler.get('period_s')} s), "
+                     f"measured beside a step loop")
     return out, notes
 
 
