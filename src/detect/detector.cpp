@@ -91,7 +91,7 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs,
   rv.rank = r.rank;
   rv.step = r.step;
   rv.phase = r.phase;
-  bool same_host = obs.one_clock || r.host.empty() || r.host == obs.local_host;
+  bool same_host = on_this_clock(r, obs);
   rv.step_age_ns = age_of(r.step ? r.step_at : r.created, obs.now, same_host);
   rv.phase_age_ns = age_of(r.phase_since, obs.now, same_host);
 
@@ -525,7 +525,7 @@ void Detector::choose_cause(const Observation& obs, Verdict& v, int64_t effectiv
   }
   for (const auto& r : obs.ranks) {
     if (!r.sample) continue;
-    bool here = obs.one_clock || r.host.empty() || r.host == obs.local_host;
+    bool here = on_this_clock(r, obs);
     v.evidence.push_back(
         {"sampler",
          fmt::format("main thread in {} ({} wait){}",

@@ -61,4 +61,10 @@ struct Observation {
   std::map<std::string, int64_t> lapsed_hosts;
 };
 
+// Whether a rank's monotonic stamps are on the observer's own clock (its host's records, or a
+// merged observation the leader rebased): then ages are taken by monotonic time, else by wall.
+inline bool on_this_clock(const contract::RankSnapshot& r, const Observation& obs) {
+  return obs.one_clock || r.host.empty() || r.host == obs.local_host;
+}
+
 }  // namespace stepwatch::detect

@@ -11,10 +11,6 @@ namespace stepwatch::detect {
 
 namespace {
 
-bool same_host(const contract::RankSnapshot& r, const Observation& obs) {
-  return obs.one_clock || r.host.empty() || r.host == obs.local_host;
-}
-
 bool collective_wait(contract::WaitKind w) {
   return w == contract::WaitKind::kCollective || w == contract::WaitKind::kDevice;
 }
@@ -31,9 +27,8 @@ std::string where_text(const std::string& where, contract::WaitKind w) {
 QuietWatch::RankQuiet QuietWatch::look(const contract::RankSnapshot& r,
                                        const Observation& obs) const {
   RankQuiet q;
-  bool here = same_host(r, obs);
+  bool here = on_this_clock(r, obs);
   if (r.sample) {
-    q.has_sample = true;
     q.stale = age_of(r.sample->at, obs.now, here) > kSamplerStaleNs;
     q.waiting = !q.stale && r.sample->wait != contract::WaitKind::kNone;
     q.wait = r.sample->wait;
@@ -77,7 +72,7 @@ void QuietWatch::note(const Poll& poll, bool job_healthy) {
       m.progress_at = at ? *at : obs.now;
     } else if (at && later(*at, m.progress_at)) {
       // A quiet stretch ended: learn it if it was training's own, in a healthy job.
-      int64_t stretch = age_of(m.progress_at, *at, same_host(r, obs));
+      int64_t stretch = age_of(m.progress_at, *at, on_this_clock(r, obs));
       // Evidence at every poll is no quiet at all: the gap between polls is the poll's, not
       // the rank's. A stretch counts once a poll passed without evidence.
       bool learnable = job_healthy && !m.held && !any_labeled && m.step_count > 0 &&
@@ -111,16 +106,10 @@ bool QuietWatch::armed() const {
   return early_ && (spec_budget_ || sampled_steps_ >= kQuietLearnSteps);
 }
 
-std::optional<int64_t> QuietWatch::own_budget() const {
+std::optional<int64_t> QuietWatch::budget_for(int64_t longest) const {
   if (!armed()) return std::nullopt;
   if (spec_budget_) return *spec_budget_;
-  return std::max(floor_, static_cast<int64_t>(kQuietMargin * static_cast<double>(own_max_)));
-}
-
-std::optional<int64_t> QuietWatch::wait_budget() const {
-  if (!armed()) return std::nullopt;
-  if (spec_budget_) return *spec_budget_;
-  return std::max(floor_, static_cast<int64_t>(kQuietMargin * static_cast<double>(wait_max_)));
+  return std::max(floor_, static_cast<int64_t>(kQuietMargin * static_cast<double>(longest)));
 }
 
 int64_t QuietWatch::init_budget() const {
@@ -161,7 +150,7 @@ void QuietWatch::stall_culprits(const Poll& poll, const std::vector<RankQuiet>& 
       const auto& s = *poll.ranks[i]->sample;
       what = fmt::format(
           "its sampler stopped {} ago (a C extension holding the GIL?), last in {}",
-          format_duration(age_of(s.at, poll.obs.now, same_host(*poll.ranks[i], poll.obs))),
+          format_duration(age_of(s.at, poll.obs.now, on_this_clock(*poll.ranks[i], poll.obs))),
           where_text(q.where, q.wait));
     } else {
       what = fmt::format("main thread in {} unchanged", where_text(q.where, q.wait));

@@ -76,8 +76,8 @@ class QuietWatch {
   void judge(const Poll& poll, Verdict& v) const;
 
   // The budgets in force (nullopt: not armed), for status and tests.
-  std::optional<int64_t> own_budget() const;
-  std::optional<int64_t> wait_budget() const;
+  std::optional<int64_t> own_budget() const { return budget_for(own_max_); }
+  std::optional<int64_t> wait_budget() const { return budget_for(wait_max_); }
   int64_t init_budget() const;
   int64_t longest_own_quiet() const { return own_max_; }
   int64_t longest_wait_quiet() const { return wait_max_; }
@@ -96,7 +96,6 @@ class QuietWatch {
   };
   struct RankQuiet {
     int64_t quiet_ns = 0;  // since its last progress
-    bool has_sample = false;
     bool stale = false;    // the sampler itself stopped
     bool waiting = false;  // fresh sampler inside a known wait
     std::string where;
@@ -106,6 +105,8 @@ class QuietWatch {
   void stall_culprits(const Poll& poll, const std::vector<RankQuiet>& qs,
                       const std::vector<size_t>& culprits, int64_t budget, Verdict& v) const;
   bool armed() const;
+  // The budget a stretch of `longest` learns (the spec's when it sets one); nullopt: not armed.
+  std::optional<int64_t> budget_for(int64_t longest) const;
   std::string budget_text(std::optional<int64_t> budget, int64_t longest) const;
 
   bool early_;

@@ -167,7 +167,7 @@ json job_detail_json(const watch::JobState& s) {
       // Where its main thread is, as its progress sampler last said (null: no sampler).
       rj["beacon"]["sample"] = nullptr;
       if (r.sample) {
-        bool here = s.observation.one_clock || r.host.empty() || r.host == s.observation.local_host;
+        bool here = detect::on_this_clock(r, s.observation);
         rj["beacon"]["sample"] = {
             {"wait", contract::wait_kind_name(r.sample->wait)},
             {"where", r.sample->where},

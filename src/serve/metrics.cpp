@@ -89,8 +89,7 @@ std::vector<RankRef> sorted_ranks(const watch::JobState& j) {
   std::vector<RankRef> out;
   for (const auto& r : j.observation.ranks) {
     const std::string& host = r.host.empty() ? j.host : r.host;
-    bool same_host =
-        j.observation.one_clock || r.host.empty() || r.host == j.observation.local_host;
+    bool same_host = detect::on_this_clock(r, j.observation);
     out.push_back(
         {&r, {{"job_id", j.job}, {"rank", std::to_string(r.rank)}, {"host", host}}, same_host});
   }
