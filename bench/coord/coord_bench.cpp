@@ -23,6 +23,7 @@
 #include <memory>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -151,7 +152,7 @@ bool parse(int argc, char** argv, Args& a) {
 }
 
 struct Baseline {
-  double json_us = 0, observe_us = 0;
+  double json_us = 0, parse_us = 0, observe_us = 0;
   size_t json_bytes = 0;
 };
 
@@ -160,7 +161,7 @@ Baseline single_node(int ranks) {
   constexpr int kPolls = 2000;
   detect::testing::SimJob job = node_job("node000", 0, ranks, ranks);
   detect::Detector detector(configured());
-  int64_t json_ns = 0, observe_ns = 0;
+  int64_t json_ns = 0, parse_ns = 0, observe_ns = 0;
   Baseline b;
   for (int i = 0; i < kPolls; ++i) {
     job.advance(kSec);
@@ -171,12 +172,17 @@ Baseline single_node(int ranks) {
     int64_t c1 = thread_cpu_ns();
     detect::Verdict v = detector.observe(obs);
     int64_t c2 = thread_cpu_ns();
+    auto back = coord::summary_from_json(json, "bench");
+    int64_t c3 = thread_cpu_ns();
+    if (!back) throw std::runtime_error(back.error().message);
     json_ns += c1 - c0;
     observe_ns += c2 - c1;
+    parse_ns += c3 - c2;
     b.json_bytes = json.size();
   }
   b.json_us = static_cast<double>(json_ns) / kPolls / kNsPerUs;
   b.observe_us = static_cast<double>(observe_ns) / kPolls / kNsPerUs;
+  b.parse_us = static_cast<double>(parse_ns) / kPolls / kNsPerUs;
   return b;
 }
 
@@ -277,6 +283,10 @@ int main(int argc, char** argv) {
     fmt::print("| measure | value | what it covers |\n|---|---:|---|\n");
     fmt::print("| single node: summary_to_json, {} ranks | {:.1f} us CPU | per poll ({} bytes) |\n",
                args.ranks, base.json_us, base.json_bytes);
+    fmt::print(
+        "| single node: summary_from_json, {} ranks | {:.1f} us CPU | what the leader pays per "
+        "changed summary |\n",
+        args.ranks, base.parse_us);
     fmt::print(
         "| single node: Detector::observe, {} ranks | {:.1f} us CPU | per poll, local only |\n",
         args.ranks, base.observe_us);
