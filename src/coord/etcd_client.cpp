@@ -267,6 +267,8 @@ Result<RangeResult> EtcdClient::range(const std::string& key, const RangeOptions
     json body = key_range(key, options.prefix);
     if (options.limit > 0) body["limit"] = std::to_string(options.limit);
     if (options.keys_only) body["keys_only"] = true;
+    if (options.min_mod_revision > 0)
+      body["min_mod_revision"] = std::to_string(options.min_mod_revision);
     if (options.by_create_rev) {
       body["sort_target"] = "CREATE";
       body["sort_order"] = "ASCEND";

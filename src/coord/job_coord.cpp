@@ -103,29 +103,91 @@ std::optional<std::optional<KeyValue>> JobCoord::read_value(const std::string& k
   return std::optional<KeyValue>{std::move(r->kvs[0])};
 }
 
-bool JobCoord::fill_values(const std::string& prefix, std::vector<KeyValue>& kvs,
-                           const std::function<bool(const KeyValue&)>& need) {
-  constexpr size_t kGetEach = 4;  // more changed values than this: one range of them all
-  std::vector<size_t> wanted;
-  for (size_t i = 0; i < kvs.size(); ++i) {
-    if (need(kvs[i])) wanted.push_back(i);
+bool JobCoord::list_nodes(const std::string& prefix, RangeResult& out, int64_t& changed_since) {
+  RangeOptions keys;
+  keys.prefix = true;
+  keys.by_create_rev = true;
+  keys.keys_only = true;
+  changed_since = 0;
+  if (leads_ && listed_rev_ > 0) {
+    keys.min_mod_revision = listed_rev_ + 1;
+    auto r = session_.etcd().range(prefix, keys);
+    if (!r) {
+      session_.note_failure(r.error());
+      return false;
+    }
+    std::map<std::string, KeyValue> held;
+    for (const KeyValue& kv : listed_) held[kv.key] = kv;
+    for (KeyValue& kv : r->kvs) held[kv.key] = std::move(kv);
+    // Every key now is one held or one changed since: the same count means none went away.
+    if (static_cast<int64_t>(held.size()) == r->count) {
+      out.revision = r->revision;
+      out.count = r->count;
+      out.kvs.clear();
+      for (auto& [key, kv] : held) out.kvs.push_back(std::move(kv));
+      std::stable_sort(out.kvs.begin(), out.kvs.end(), [](const KeyValue& a, const KeyValue& b) {
+        return a.create_revision < b.create_revision;
+      });
+      changed_since = keys.min_mod_revision;
+    }
+    keys.min_mod_revision = 0;
   }
-  if (wanted.empty()) return true;
-  if (wanted.size() > kGetEach) {
-    RangeOptions all;
-    all.prefix = true;
-    all.by_create_rev = true;
-    auto r = session_.etcd().range(prefix, all);
+  if (changed_since == 0) {
+    auto r = session_.etcd().range(prefix, keys);
+    if (!r) {
+      session_.note_failure(r.error());
+      return false;
+    }
+    out = std::move(*r);
+  }
+  listed_ = out.kvs;
+  listed_rev_ = out.revision;
+  return true;
+}
+
+bool JobCoord::fill_values(const std::string& prefix, std::vector<KeyValue>& kvs,
+                           const std::function<bool(const KeyValue&)>& need,
+                           int64_t changed_since) {
+  constexpr size_t kGetEach = 4;  // more changed values than this: one range of them all
+  std::vector<size_t> each;       // read one by one
+  std::vector<size_t> together;   // read in one range, when there are enough of them
+  for (size_t i = 0; i < kvs.size(); ++i) {
+    if (!need(kvs[i])) continue;
+    (kvs[i].mod_revision >= changed_since ? together : each).push_back(i);
+  }
+  if (together.size() <= kGetEach) {
+    each.insert(each.end(), together.begin(), together.end());
+    together.clear();
+  }
+  if (each.empty() && together.empty()) return true;
+  std::vector<bool> gone(kvs.size(), false);
+  if (!together.empty()) {
+    RangeOptions changed;
+    changed.prefix = true;
+    changed.by_create_rev = true;
+    changed.min_mod_revision = changed_since;
+    auto r = session_.etcd().range(prefix, changed);
     if (!r) {
       session_.note_failure(r.error());
       return false;
     }
     values_read_ += r->kvs.size();
-    kvs = std::move(r->kvs);
-    return true;
+    if (changed_since == 0 && each.empty()) {
+      kvs = std::move(r->kvs);
+      return true;
+    }
+    std::map<std::string, KeyValue> fresh;
+    for (KeyValue& kv : r->kvs) fresh[kv.key] = std::move(kv);
+    for (size_t i : together) {
+      auto it = fresh.find(kvs[i].key);
+      if (it == fresh.end()) {
+        gone[i] = true;  // it changed after the listing, and then went away
+      } else {
+        kvs[i] = std::move(it->second);
+      }
+    }
   }
-  std::vector<bool> gone(kvs.size(), false);
-  for (size_t i : wanted) {
+  for (size_t i : each) {
     auto got = read_value(kvs[i].key);
     if (!got) return false;
     if (*got) {
@@ -163,10 +225,13 @@ void JobCoord::read_nodes(Stamp now) {
       return;
     }
     session_.note_ok();
-    if (!fill_values(prefix, r->kvs, [&](const KeyValue& kv) {
-          std::string name = kv.key.substr(prefix.size());
-          return name != session_.options().node && identity(kv, name) && !checked(kv);
-        })) {
+    if (!fill_values(
+            prefix, r->kvs,
+            [&](const KeyValue& kv) {
+              std::string name = kv.key.substr(prefix.size());
+              return name != session_.options().node && identity(kv, name) && !checked(kv);
+            },
+            0)) {
       return;
     }
     if (r->kvs.empty()) {
@@ -184,14 +249,11 @@ void JobCoord::read_nodes(Stamp now) {
   // Leading (or just found to lead, or the first key is no node's): every key, in candidacy
   // order; the first that is a live node's leads. Listed without values (E11: a forged key's
   // megabytes are not read each poll); a value is read when a key that may be a node's changed.
-  RangeOptions all;
-  all.prefix = true;
-  all.by_create_rev = true;
-  all.keys_only = true;
-  auto r = session_.etcd().range(prefix, all);
-  if (!r) {
-    session_.note_failure(r.error());
+  RangeResult listing;
+  int64_t changed_since = 0;
+  if (!list_nodes(prefix, listing, changed_since)) {
     leads_ = false;
+    listed_rev_ = 0;
     return;
   }
   session_.note_ok();
@@ -204,7 +266,7 @@ void JobCoord::read_nodes(Stamp now) {
     return seen != peer_mod_.end() && seen->second == kv.mod_revision && peer != peers_.end() &&
            !peer->second.lapsed_mono_ns;
   };
-  std::vector<KeyValue>& kvs = r->kvs;
+  std::vector<KeyValue>& kvs = listing.kvs;
   std::set<std::string> present;
   std::set<std::string> keys;
   std::map<std::string, NodeSummary> read_now;  // summaries counts() read this poll: read once
@@ -244,11 +306,16 @@ void JobCoord::read_nodes(Stamp now) {
   if (leads_) {
     std::vector<KeyValue> rest(std::make_move_iterator(kvs.begin() + static_cast<long>(next)),
                                std::make_move_iterator(kvs.end()));
-    if (!fill_values(prefix, rest, [&](const KeyValue& kv) {
-          std::string node = kv.key.substr(prefix.size());
-          return node != self && identity(kv, node) && checked(kv) != false && !current(kv, node);
-        })) {
+    if (!fill_values(
+            prefix, rest,
+            [&](const KeyValue& kv) {
+              std::string node = kv.key.substr(prefix.size());
+              return node != self && identity(kv, node) && checked(kv) != false &&
+                     !current(kv, node);
+            },
+            changed_since)) {
       leads_ = false;
+      listed_rev_ = 0;
       return;
     }
     for (const KeyValue& kv : rest) {
@@ -290,6 +357,8 @@ void JobCoord::read_nodes(Stamp now) {
   if (!leads_) {
     peers_.clear();
     peer_mod_.clear();
+    listed_.clear();
+    listed_rev_ = 0;
   }
 }
 

@@ -5,8 +5,9 @@
 //     summary is the job leader. A key counts only under a lease, named as its "node" field
 //     says, and as a summary that reads (summary.h's bounds): anything else under nodes/ (put
 //     without a lease, garbage, a node's summary under another name) neither leads nor is
-//     merged, and is said once (reliability review E2, E3). The leader reads every summary (one
-//     prefix range); the others read only the first key while it counts;
+//     merged, and is said once (reliability review E2, E3). The leader reads what changed since
+//     its last poll (a range from a revision on) and every summary that changed; the others read
+//     only the first key while it counts;
 //   - the leader's fence: the create revision of its own node key. Every leader write compares
 //     it (etcd_ledger.h), so a leader whose lease lapsed (stopped, partitioned) cannot commit.
 // No watch and no held connection per job: each poll asks, and a failed call is a poll's
@@ -70,11 +71,18 @@ class JobCoord {
   std::optional<std::optional<KeyValue>> read_value(const std::string& key);
   // Whether `kv` counted when this value of it was checked; nullopt: not checked yet.
   std::optional<bool> checked(const KeyValue& kv) const;
+  // Every node key of the job (`prefix`), without values, in candidacy order, into `out`.
+  // Leading since the last poll, only what changed since the listing then is read (a range from
+  // that revision on, which also counts every key) and laid over it; a count that differs (a key
+  // went away) or a first poll as leader lists them all. `changed_since` is set to the first
+  // revision the read covered by change (0: listed whole). false: etcd failed (said).
+  bool list_nodes(const std::string& prefix, RangeResult& out, int64_t& changed_since);
   // Reads the values of the keys-only `kvs` (under `prefix`) that `need` names: a get each for a
-  // few, one range of the prefix for more. A key gone meanwhile is dropped, one changed comes
-  // with its new revisions; `kvs` stays in candidacy order. false: etcd failed (said).
+  // few, one range for more: of the keys changed since `changed_since` (every key when 0). A key
+  // gone meanwhile is dropped, one changed comes with its new revisions; `kvs` stays in
+  // candidacy order. false: etcd failed (said).
   bool fill_values(const std::string& prefix, std::vector<KeyValue>& kvs,
-                   const std::function<bool(const KeyValue&)>& need);
+                   const std::function<bool(const KeyValue&)>& need, int64_t changed_since);
   // Whether `kv` counts as node `name`'s key (each value checked once; a bad one said once).
   // When it reads a new value, the summary goes to `parsed` (the leader keeps it: read once).
   bool counts(const KeyValue& kv, const std::string& name,
@@ -96,6 +104,10 @@ class JobCoord {
   std::map<std::string, int64_t> peer_mod_;  // the mod revision of each peer's summary read
   uint64_t puts_ = 0;
   uint64_t values_read_ = 0;
+  // The leader's last listing of the node keys (values left out) and the revision it is
+  // complete at: the next poll reads only what changed since (0: none held).
+  std::vector<KeyValue> listed_;
+  int64_t listed_rev_ = 0;
   std::vector<int> my_ranks_;
 };
 

@@ -33,6 +33,10 @@ struct RangeOptions {
   bool keys_only = false;      // values left empty
   bool by_create_rev = false;  // sorted by create_revision, ascending (else by key)
   bool descending = false;     // sorted by key, descending (with limit: the last keys)
+  // Only keys whose mod revision is at least this (0: every key): what changed since a read at
+  // revision min_mod_revision - 1. `count` still counts every key of the range (etcd prunes
+  // after counting), so a key deleted since then shows as a count smaller than what was held.
+  int64_t min_mod_revision = 0;
 };
 
 // One comparison of a txn.

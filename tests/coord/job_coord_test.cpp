@@ -4,6 +4,7 @@
 // a lease expires exactly when the test says.
 #include "src/coord/job_coord.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -33,7 +34,7 @@ struct Node {
     contract::RankSnapshot r;
     r.job = "train";
     r.rank = rank;
-    r.world_size = 3;
+    r.world_size = world;
     r.step = polls;
     r.step_count = polls;
     s.observation.ranks.push_back(r);
@@ -43,6 +44,7 @@ struct Node {
   JobCoord job;
   uint64_t polls = 0;
   uint64_t signature = 0;
+  int world = 3;
 };
 
 class JobCoordTest : public ::testing::Test {
@@ -229,6 +231,67 @@ TEST_F(JobCoordTest, WhileEtcdIsDownNobodyLeadsOrMayActAndLeadershipComesBackWit
   EXPECT_TRUE(node("a").session.connected());
   EXPECT_TRUE(node("a").job.leads());
   EXPECT_EQ(node("b").job.leader(), "a");
+}
+
+// At scale the leader reads by change: after its first poll as leader, a poll reads only the
+// summaries that changed since the last (one range from a revision on, however many changed),
+// never every node's again; a node whose key went away (its lease expired) shows in the count
+// and is found by one listing of them all.
+TEST(JobCoordAtScale, TheLeaderReadsOnlyWhatChangedAndStillSeesANodeGo) {
+  ManualClock clock;
+  test::MemoryKv kv(clock);
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int i = 0; i < 9; ++i) {
+    nodes.push_back(std::make_unique<Node>(kv, fmt::format("n{}", i)));
+    nodes.back()->world = 9;
+  }
+  auto round = [&](size_t live, size_t changing) {
+    for (size_t i = 0; i < live; ++i)
+      nodes[i]->poll(clock.now(), static_cast<int>(i), i < changing);
+    clock.advance(kNsPerSec);
+  };
+  round(9, 9);
+  round(9, 9);
+  JobCoord& leader = nodes[0]->job;
+  ASSERT_TRUE(leader.leads());
+  ASSERT_EQ(leader.remote().size(), 8u);
+  auto poll = [&](size_t i, bool changed) {
+    nodes[i]->poll(clock.now(), static_cast<int>(i), changed);
+  };
+  for (size_t i = 0; i < 9; ++i) poll(i, i == 0 || i > 2);  // six of the eight others change
+  // The leader's next poll, unchanged: one range of what changed (keys only), one of their
+  // values: six read, not eight.
+  uint64_t reads = leader.values_read();
+  int64_t calls = kv.calls();
+  poll(0, false);
+  EXPECT_EQ(leader.values_read(), reads + 6);
+  EXPECT_EQ(kv.calls() - calls, 2);
+  EXPECT_EQ(leader.remote().size(), 8u);
+  // Nobody changed since: one range, nothing read.
+  reads = leader.values_read();
+  calls = kv.calls();
+  poll(0, false);
+  EXPECT_EQ(leader.values_read(), reads);
+  EXPECT_EQ(kv.calls() - calls, 1);
+  clock.advance(kNsPerSec);
+  // n8 stops: once its lease expires, the count is one short and the leader lists the keys again.
+  for (int s = 0; s < 11; ++s) round(8, 8);
+  ASSERT_TRUE(leader.leads());
+  size_t lapsed = 0, live = 0;
+  for (const Received* r : leader.remote()) {
+    if (r->lapsed_mono_ns) {
+      EXPECT_EQ(r->summary.node, "n8");
+      ++lapsed;
+    } else {
+      ++live;
+    }
+  }
+  EXPECT_EQ(lapsed, 1u);
+  EXPECT_EQ(live, 7u);
+  // It comes back under a new lease: read again, live.
+  for (int s = 0; s < 2; ++s) round(9, 9);
+  for (const Received* r : leader.remote()) EXPECT_FALSE(r->lapsed_mono_ns) << r->summary.node;
+  EXPECT_EQ(leader.remote().size(), 8u);
 }
 
 }  // namespace

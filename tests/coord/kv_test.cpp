@@ -118,6 +118,27 @@ TEST_P(KvTest, RangesByPrefixLimitCreateRevisionAndDescending) {
             std::vector<std::string>{key("p0")});
 }
 
+TEST_P(KvTest, AMinModRevisionRangeReturnsWhatChangedAndCountsEveryKey) {
+  Kv& c = *kv_;
+  MUST(c.put(key("m/a"), "1"));
+  MUST(c.put(key("m/b"), "2"));
+  int64_t seen = MUST(c.put(key("m/c"), "3"));  // a reader held everything up to here
+  MUST(c.put(key("m/a"), "4"));
+  MUST(c.put(key("m/d"), "5"));
+  auto r = MUST(
+      c.range(key("m/"), {.prefix = true, .by_create_rev = true, .min_mod_revision = seen + 1}));
+  // The changed and the new key, in candidacy order, with their values; the count is every key.
+  ASSERT_EQ(keys_of(r), (std::vector<std::string>{key("m/a"), key("m/d")}));
+  EXPECT_EQ(r.kvs[0].value, "4");
+  EXPECT_EQ(r.count, 4);
+  EXPECT_EQ(r.revision, seen + 2);
+  // A deletion shows only in the count.
+  MUST(c.del(key("m/b")));
+  r = MUST(c.range(key("m/"), {.prefix = true, .min_mod_revision = r.revision + 1}));
+  EXPECT_TRUE(r.kvs.empty());
+  EXPECT_EQ(r.count, 3);
+}
+
 TEST_P(KvTest, CompareTargetsAndResultsAsEtcdEvaluatesThem) {
   Kv& c = *kv_;
   for (int i = 0; i < 3; ++i) MUST(c.put(key("filler"), "x"));

@@ -230,6 +230,8 @@ class MemoryKv final : public coord::Kv {
       std::reverse(r.kvs.begin(), r.kvs.end());
     }
     r.count = static_cast<int64_t>(r.kvs.size());
+    std::erase_if(r.kvs,
+                  [&](const coord::KeyValue& kv) { return kv.mod_revision < o.min_mod_revision; });
     if (o.limit > 0 && static_cast<int64_t>(r.kvs.size()) > o.limit) r.kvs.resize(o.limit);
     if (o.keys_only) {
       for (auto& kv : r.kvs) kv.value.clear();
