@@ -168,7 +168,8 @@ Baseline single_node(int ranks) {
     job.step_all(i);
     detect::Observation obs = node_observation(job, "node000", ranks);
     int64_t c0 = thread_cpu_ns();
-    std::string json = summary_to_json(coord::NodeSummary{"node000", uint64_t(i), 0, obs});
+    std::string json =
+        summary_to_json(coord::NodeSummary{"node000", uint64_t(i), 0, obs, std::nullopt, false});
     int64_t c1 = thread_cpu_ns();
     detect::Verdict v = detector.observe(obs);
     int64_t c2 = thread_cpu_ns();
@@ -225,8 +226,11 @@ int main(int argc, char** argv) {
         int64_t c0 = thread_cpu_ns();
         int64_t w0 = wall_ns();
         n->session.tick(now);
-        coord::NodeSummary s{n->name, uint64_t(round), 0, node_observation(n->job, n->name, world)};
-        n->coord.poll(s, uint64_t(round) + 1, now);  // progress changed: a new signature
+        coord::NodeSummary s{
+            n->name, uint64_t(round), 0, node_observation(n->job, n->name, world), std::nullopt,
+            false};
+        // Progress changed (a new signature); not steady: every step is published.
+        n->coord.poll(s, coord::PublishCue{uint64_t(round) + 1, 0, false}, now);
         int64_t c1 = thread_cpu_ns();
         int64_t w1 = wall_ns();
         if (!n->session.connected()) {

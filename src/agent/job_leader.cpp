@@ -11,27 +11,30 @@ namespace stepwatch::agent {
 namespace {
 
 // What changes when the ranks make progress (not their ages, which the leader extrapolates):
-// a summary is published again when this changes.
-uint64_t progress_signature(const detect::Observation& obs) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](uint64_t v) {
+// a summary is published again when this changes. `shape` leaves steps and beats out: what a
+// steady node publishes at once even while it vouches for its ranks.
+coord::PublishCue publish_cue(const detect::Observation& obs, bool steady) {
+  uint64_t shape = 1469598103934665603ULL;
+  uint64_t progress = shape;
+  auto mix = [](uint64_t& h, uint64_t v) {
     h ^= v;
     h *= 1099511628211ULL;
   };
   for (const auto& r : obs.ranks) {
-    mix(static_cast<uint64_t>(r.rank));
-    mix(r.step_count);
-    mix(r.phase_count);
-    mix(r.beat_count);
-    mix(static_cast<uint64_t>(r.status));
-    mix(static_cast<uint64_t>(r.pid));
-    mix(r.incarnation);
+    mix(shape, static_cast<uint64_t>(r.rank));
+    mix(progress, r.step_count);
+    mix(shape, r.phase_count);
+    mix(progress, r.beat_count);
+    mix(shape, static_cast<uint64_t>(r.status));
+    mix(shape, static_cast<uint64_t>(r.pid));
+    mix(shape, r.incarnation);
   }
   for (const auto& p : obs.procs) {
-    mix(static_cast<uint64_t>(p.rank) << 8 | (p.alive ? 1 : 0) | (p.same_process ? 2 : 0));
-    mix(static_cast<uint64_t>(p.state));
+    mix(shape, static_cast<uint64_t>(p.rank) << 8 | (p.alive ? 1 : 0) | (p.same_process ? 2 : 0));
+    mix(shape, static_cast<uint64_t>(p.state));
   }
-  return h;
+  mix(progress, shape);
+  return {progress, shape, steady};
 }
 
 // The nodes with ranks of the job, each once, sorted.
@@ -99,7 +102,7 @@ JobLeader::JobLeader(JobLeaderDeps deps)
     : d_(std::move(deps)),
       session_(d_.session),
       keys_(coord::ledger_keys(session_, d_.job)),
-      coord_(session_, d_.job, d_.publish_interval_ns),
+      coord_(session_, d_.job, d_.publish_interval_ns, d_.steady_window_ns),
       orders_(d_.etcd, session_.bad(), session_.job_key(d_.job), keys_.node, keys_.fence_key),
       history_(d_.etcd, d_.prefix, keys_.fence_key, [this] { return coord_.fence(); }) {}
 
@@ -112,9 +115,10 @@ watch::ClusterState JobLeader::amend(detect::Observation& obs, uint64_t poll_seq
   s.poll_seq = poll_seq;
   for (const auto& r : obs.ranks) s.incarnation = std::max<int64_t>(s.incarnation, r.incarnation);
   s.observation = obs;
-  coord_.poll(s, progress_signature(obs), now);
+  // Steady: this node's own verdict at its last look was healthy (a leader's is the job's).
+  const int64_t incarnation = s.incarnation;
+  coord_.poll(std::move(s), publish_cue(obs, last_state_ == detect::State::kHealthy), now);
   if (coord_.leads()) {
-    int64_t incarnation = s.incarnation;
     int world = 0;
     for (const auto& r : obs.ranks) world = std::max(world, r.world_size);
     if (!led) {
@@ -162,6 +166,7 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
   now_ = now;
   incarnation_ = incarnation;
   seen_ = &seen;
+  last_state_ = v.state;
   if (session_.connected()) follow_orders(v, now);
   if (coord_.leads() && session_.connected() && session_.rejoining(now)) {
     // Every node's lease lapsed with this one's (etcd paused): the others re-publish within a

@@ -85,6 +85,9 @@ struct JobLeaderDeps {
   // The job directory's owner (WatchedJob::dir_uid): the only user whose Slurm job the leader
   // requeues or cancels, whatever the launcher keys in etcd name; nullopt: unknown, none.
   std::optional<uint32_t> owner_uid = std::nullopt;
+  // How long this node's steady summary vouches for its ranks (coord::JobCoord): the publish
+  // interval and two poll intervals; 0: it never vouches, and publishes every step.
+  int64_t steady_window_ns = 0;
 };
 
 class JobLeader {
@@ -180,6 +183,9 @@ class JobLeader {
   // Of the step under way.
   Stamp now_;
   int64_t incarnation_ = 0;
+  // The verdict at this node's last step(): its own ranks' (the job's, leading). Healthy: the
+  // next summary may vouch for them.
+  detect::State last_state_ = detect::State::kStarting;
   const detect::Observation* seen_ = nullptr;
   detect::Verdict
       acted_on_;  // the verdict the job's incident preempted on (state, cause, culprits)

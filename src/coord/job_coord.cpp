@@ -10,14 +10,18 @@
 
 namespace stepwatch::coord {
 
-JobCoord::JobCoord(NodeSession& session, std::string job, int64_t publish_interval_ns)
-    : session_(session), job_(std::move(job)), publish_interval_ns_(publish_interval_ns) {}
+JobCoord::JobCoord(NodeSession& session, std::string job, int64_t publish_interval_ns,
+                   int64_t steady_window_ns)
+    : session_(session),
+      job_(std::move(job)),
+      publish_interval_ns_(publish_interval_ns),
+      steady_window_ns_(steady_window_ns) {}
 
 std::string JobCoord::node_key(const std::string& node) const {
   return session_.job_key(job_, "nodes/" + node);
 }
 
-void JobCoord::poll(const NodeSummary& summary, uint64_t signature, Stamp now) {
+void JobCoord::poll(NodeSummary summary, const PublishCue& cue, Stamp now) {
   my_ranks_.clear();
   for (const auto& r : summary.observation.ranks) my_ranks_.push_back(r.rank);
   if (session_.lease() == 0) {
@@ -25,9 +29,13 @@ void JobCoord::poll(const NodeSummary& summary, uint64_t signature, Stamp now) {
     return;
   }
   bool fresh_lease = published_generation_ != session_.generation();
-  bool changed = published_signature_ != signature;
+  bool vouch = cue.steady && steady_window_ns_ > 0 && !leads_ && leader_reads_steady_;
+  bool changed = !published_cue_ || published_cue_->shape != cue.shape ||
+                 published_steady_ != vouch || (!vouch && published_cue_->progress != cue.progress);
   bool due = !published_mono_ns_ || now.mono_ns - *published_mono_ns_ >= publish_interval_ns_;
   if (fresh_lease || changed || due) {
+    if (vouch) summary.steady_ns = steady_window_ns_;
+    summary.reads_steady = steady_window_ns_ > 0;
     auto rev = session_.etcd().put(node_key(session_.options().node), summary_to_json(summary),
                                    session_.lease());
     if (!rev) {
@@ -39,7 +47,8 @@ void JobCoord::poll(const NodeSummary& summary, uint64_t signature, Stamp now) {
     ++puts_;
     if (fresh_lease) my_create_rev_ = 0;  // learnt from the range below
     published_generation_ = session_.generation();
-    published_signature_ = signature;
+    published_cue_ = cue;
+    published_steady_ = vouch;
     published_mono_ns_ = now.mono_ns;
   }
   read_nodes(now);
@@ -77,7 +86,7 @@ bool JobCoord::counts(const KeyValue& kv, const std::string& name,
   if (name == session_.options().node) return kv.lease != 0 && kv.lease == session_.lease();
   if (auto c = checked(kv)) return *c;
   auto s = candidate(kv, name);
-  checked_mod_[kv.key] = {kv.mod_revision, s.ok()};
+  checked_mod_[kv.key] = {kv.mod_revision, s.ok(), s.ok() && s->reads_steady};
   if (!s) {
     session_.bad().skip(kv, s.error());
     return false;
@@ -88,8 +97,15 @@ bool JobCoord::counts(const KeyValue& kv, const std::string& name,
 
 std::optional<bool> JobCoord::checked(const KeyValue& kv) const {
   auto c = checked_mod_.find(kv.key);
-  if (c == checked_mod_.end() || c->second.first != kv.mod_revision) return std::nullopt;
-  return c->second.second;
+  if (c == checked_mod_.end() || c->second.mod_revision != kv.mod_revision) return std::nullopt;
+  return c->second.counts;
+}
+
+void JobCoord::follow(const KeyValue& kv, const std::string& name) {
+  leader_ = name;
+  leader_fence_ = kv.create_revision;
+  auto c = checked_mod_.find(kv.key);
+  leader_reads_steady_ = c != checked_mod_.end() && c->second.reads_steady;
 }
 
 std::optional<std::optional<KeyValue>> JobCoord::read_value(const std::string& key) {
@@ -236,13 +252,13 @@ void JobCoord::read_nodes(Stamp now) {
     }
     if (r->kvs.empty()) {
       leader_.clear();
+      leader_reads_steady_ = false;
       return;
     }
     const KeyValue& kv = r->kvs[0];
     std::string name = kv.key.substr(prefix.size());
     if (counts(kv, name)) {
-      leader_ = name;
-      leader_fence_ = kv.create_revision;
+      follow(kv, name);
       if (leader_ != session_.options().node) return;
     }
   }
@@ -281,6 +297,7 @@ void JobCoord::read_nodes(Stamp now) {
   leads_ = false;
   leader_.clear();
   leader_fence_ = 0;
+  leader_reads_steady_ = false;
   // 1. The leader: the first key that counts. A value is read only when its key changed, and
   //    none past the leader's unless this node leads.
   size_t next = 0;
@@ -297,8 +314,7 @@ void JobCoord::read_nodes(Stamp now) {
       kv = std::move(**got);
     }
     if (!take(kv, node)) continue;
-    leader_ = node;
-    leader_fence_ = kv.create_revision;
+    follow(kv, node);
     leads_ = node == self;
     if (leads_) my_create_rev_ = kv.create_revision;
   }
@@ -422,7 +438,8 @@ void JobCoord::retire() {
     return;
   }
   session_.note_ok();
-  published_signature_.reset();
+  published_cue_.reset();
+  published_steady_ = false;
   published_mono_ns_.reset();
   leads_ = false;
 }

@@ -28,14 +28,27 @@
 
 namespace stepwatch::coord {
 
+// What the agent's look at the job says about publishing it again.
+struct PublishCue {
+  uint64_t progress = 0;  // the ranks' progress: steps, beats, phases, statuses, processes
+  uint64_t shape = 0;     // the same without steps and beats
+  bool steady = false;    // this node's own verdict on its ranks is healthy
+};
+
 class JobCoord {
  public:
-  // session must outlive it; the poll thread only.
-  JobCoord(NodeSession& session, std::string job, int64_t publish_interval_ns);
+  // session must outlive it; the poll thread only. steady_window_ns: how long a steady summary
+  // vouches for this node's ranks (the publish interval and two polls); 0: never vouch.
+  JobCoord(NodeSession& session, std::string job, int64_t publish_interval_ns,
+           int64_t steady_window_ns = 0);
 
-  // Publishes `summary` when `signature` (the ranks' progress) changed, after a new lease, or
-  // once the publish interval passed; then reads the leader (and, leading, every summary).
-  void poll(const NodeSummary& summary, uint64_t signature, Stamp now);
+  // Publishes `summary` after a new lease, once the publish interval passed, or when `cue`
+  // changed: its shape or steadiness always, its progress unless this node vouches (steady,
+  // following a leader whose summary reads_steady): a steady node's steps alone are not
+  // published. Then reads the leader (and, leading, every summary that changed).
+  void poll(NodeSummary summary, const PublishCue& cue, Stamp now);
+  // Whether this node's last summary vouches for its ranks (steady_ns set).
+  bool vouching() const { return published_steady_; }
 
   bool leads() const { return leads_; }
   const std::string& leader() const { return leader_; }  // "" unknown
@@ -91,15 +104,26 @@ class JobCoord {
   NodeSession& session_;
   std::string job_;
   int64_t publish_interval_ns_;
+  int64_t steady_window_ns_;
   uint64_t published_generation_ = 0;
-  std::optional<uint64_t> published_signature_;
+  std::optional<PublishCue> published_cue_;
+  bool published_steady_ = false;
   std::optional<int64_t> published_mono_ns_;
   int64_t my_create_rev_ = 0;
   bool leads_ = false;
   std::string leader_;
   int64_t leader_fence_ = 0;
-  // key -> the mod revision checked, and whether it counted: a value is checked (and read) once.
-  std::map<std::string, std::pair<int64_t, bool>> checked_mod_;
+  bool leader_reads_steady_ = false;  // the leader's summary says it takes steady ones as current
+  // A key's value as checked: at which mod revision, whether it counted, and whether it reads
+  // steady summaries. A value is checked (and read) once.
+  struct Checked {
+    int64_t mod_revision = 0;
+    bool counts = false;
+    bool reads_steady = false;
+  };
+  std::map<std::string, Checked> checked_mod_;
+  // Takes `kv` (that counts) as the leader's key.
+  void follow(const KeyValue& kv, const std::string& name);
   std::map<std::string, Received> peers_;    // by node; the leader's
   std::map<std::string, int64_t> peer_mod_;  // the mod revision of each peer's summary read
   uint64_t puts_ = 0;

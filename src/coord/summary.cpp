@@ -70,8 +70,11 @@ std::string summary_to_json(const NodeSummary& s) {
   // The observation is written as a trace writes it, embedded as an object, so a node's summary
   // and a recorded trace line are read by the same parser. Spliced in as text: parsing it back
   // into a document only to write it out again cost more than writing it (coord_bench).
-  return fmt::format(R"({{"v":{},"node":{},"poll_seq":{},"incarnation":{},"obs":{}}})",
-                     kSummaryVersion, json(s.node).dump(), s.poll_seq, s.incarnation,
+  std::string steady;
+  if (s.steady_ns) steady = fmt::format(R"(,"steady_ns":{})", *s.steady_ns);
+  if (s.reads_steady) steady += R"(,"reads_steady":true)";
+  return fmt::format(R"({{"v":{},"node":{},"poll_seq":{},"incarnation":{}{},"obs":{}}})",
+                     kSummaryVersion, json(s.node).dump(), s.poll_seq, s.incarnation, steady,
                      trace::observation_to_json(s.observation));
 }
 
@@ -106,6 +109,17 @@ Result<NodeSummary> summary_from_json(std::string_view text, std::string_view so
           fmt::format("field \"poll_seq\" must be a count (>= 0), got {:.80}", seq.dump())};
     s.poll_seq = seq.get<uint64_t>();
     s.incarnation = as_int(need(j, "incarnation"), "incarnation");
+    if (j.contains("steady_ns")) {
+      int64_t steady = as_int(j["steady_ns"], "steady_ns");
+      if (steady <= 0 || steady > kMaxSteadyNs)
+        throw FieldError{Errc::kInvalidField,
+                         fmt::format("field \"steady_ns\" must be more than 0 and at most {} "
+                                     "(an hour), got {}",
+                                     kMaxSteadyNs, steady)};
+      s.steady_ns = steady;
+    }
+    if (j.contains("reads_steady"))
+      s.reads_steady = json_fields::as_bool(j["reads_steady"], "reads_steady");
     // Read in place: never dumped and parsed again (a value of another process, E5).
     const json& o = need(j, "obs");
     if (!o.is_object())
@@ -148,8 +162,12 @@ Merged merge(const detect::Observation& local, const std::string& local_node,
     // The leader's own key read back from etcd is older than its look of this poll.
     if (r == nullptr || r->summary.node == local_node) continue;
     const detect::Observation& ro = r->summary.observation;
-    sources.push_back(
-        {&ro, &r->summary.node, r->received_mono_ns - ro.now.mono_ns, r->received_mono_ns});
+    // A steady node's look stands for now while its promise runs (its ages as published).
+    int64_t as_of = r->received_mono_ns;
+    if (r->summary.steady_ns && !r->lapsed_mono_ns &&
+        now.mono_ns - r->received_mono_ns <= *r->summary.steady_ns)
+      as_of = std::max(as_of, now.mono_ns);
+    sources.push_back({&ro, &r->summary.node, as_of - ro.now.mono_ns, r->received_mono_ns});
     // The job's size is the leader's own ranks' when it knows it: another node's claim does not
     // grow the job (a summary of 3,299 ranks for a job of 2, E11).
     if (local_world <= 0) o.world_size = std::max(o.world_size, ro.world_size);

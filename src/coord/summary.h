@@ -26,15 +26,27 @@ inline constexpr int kSummaryVersion = 1;
 // Bounds on what another node's summary may be: a node of 8 ranks publishes about 10 KB.
 inline constexpr size_t kMaxSummaryBytes = 256 * 1024;
 inline constexpr size_t kMaxSummaryRanks = 256;
+// The longest a node may vouch for its ranks between two summaries (steady_ns).
+inline constexpr int64_t kMaxSteadyNs = 3600 * kNsPerSec;
 
 struct NodeSummary {
   std::string node;                 // the publishing agent's node name
   uint64_t poll_seq = 0;            // the agent's poll counter when it published
   int64_t incarnation = 0;          // the highest incarnation among its ranks
   detect::Observation observation;  // the node's own look: its ranks, processes, GPUs
+  // Set while the node's own verdict on its ranks is healthy: it vouches for them. It publishes
+  // again within this long after this summary, or as soon as its verdict is anything else, and
+  // meanwhile puts no summary for steps alone (docs/multinode.md, "Steady nodes"). Until then the
+  // leader takes this look as current (merge()).
+  std::optional<int64_t> steady_ns;
+  // The publisher, leading, takes steady summaries as current: a node may then vouch. A leader
+  // of an older version (no field) ages every summary from its receipt, so nodes publish every
+  // step to it.
+  bool reads_steady = false;
 };
 
-// JSON, one object: {"v":1,"node":..,"poll_seq":..,"incarnation":..,"obs":{...trace obs...}}.
+// JSON, one object: {"v":1,"node":..,"poll_seq":..,"incarnation":..,"obs":{...trace obs...}},
+// with "steady_ns" and "reads_steady" when set.
 std::string summary_to_json(const NodeSummary& s);
 // Errors name the field at fault and the source (a key) given. Bounded before it is parsed
 // (kMaxSummaryBytes, json_fields::kMaxDepth) and in its ranks (kMaxSummaryRanks).
@@ -54,7 +66,9 @@ struct Received {
 //   - process and GPU facts concatenated (they are keyed by rank);
 //   - a rank listed by two nodes is kept from the summary received last (the local look counts
 //     as received at `now`), and the other reported in `problems`;
-//   - `one_clock` set, and `lapsed_hosts` filled from the lapsed summaries.
+//   - `one_clock` set, and `lapsed_hosts` filled from the lapsed summaries;
+//   - a steady summary (steady_ns) read no longer than steady_ns ago counts as received at
+//     `now`: its node vouches that its ranks go on as they were, so their ages stay as published.
 // `local` is the leader's own observation this poll (rebased by nothing: its clock); a remote
 // summary of `local_node` itself (the leader's own key read back) is ignored. Null entries are
 // skipped. The result's log and job exit code are the local ones.

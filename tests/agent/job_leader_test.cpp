@@ -362,7 +362,7 @@ TEST_F(JobLeaderTest, AFollowerWhoseLeaderOpensNothingPagesItselfPastTheTtl) {
     s.node = "c";
     s.observation = look("c", 2, 5);
     s.observation.ranks[0].world_size = 3;
-    c.poll(s, 1, clock_.now());
+    c.poll(s, coord::PublishCue{1, 1, false}, clock_.now());
   };
   c_polls();  // c leads, and will never judge the job
   turn(*a_, 0, 5, State::kHealthy);

@@ -21,8 +21,9 @@ namespace {
 constexpr int64_t kTtl = 10 * kNsPerSec;
 
 struct Node {
-  Node(Kv& kv, const std::string& name)
-      : session(kv, SessionOptions{"/sw", name, kTtl}), job(session, "train", 5 * kNsPerSec) {}
+  Node(Kv& kv, const std::string& name, int64_t steady_window = 0)
+      : session(kv, SessionOptions{"/sw", name, kTtl}),
+        job(session, "train", 5 * kNsPerSec, steady_window) {}
   // One poll of the agent's loop for this job: the lease first, then publish and read.
   // `changed`: its summary differs from the last one (else it is put only when due).
   void poll(Stamp now, int rank, bool changed = true) {
@@ -38,13 +39,15 @@ struct Node {
     r.step = polls;
     r.step_count = polls;
     s.observation.ranks.push_back(r);
-    job.poll(s, signature, now);
+    job.poll(std::move(s), PublishCue{signature, shape, steady}, now);
   }
   NodeSession session;
   JobCoord job;
   uint64_t polls = 0;
   uint64_t signature = 0;
   int world = 3;
+  bool steady = false;  // its own verdict is healthy
+  uint64_t shape = 0;
 };
 
 class JobCoordTest : public ::testing::Test {
@@ -231,6 +234,66 @@ TEST_F(JobCoordTest, WhileEtcdIsDownNobodyLeadsOrMayActAndLeadershipComesBackWit
   EXPECT_TRUE(node("a").session.connected());
   EXPECT_TRUE(node("a").job.leads());
   EXPECT_EQ(node("b").job.leader(), "a");
+}
+
+// A steady node (its own verdict healthy) following a leader that reads steady summaries
+// vouches for its ranks: its steps alone are not published, only what changes their shape, a
+// verdict that is no longer healthy, and the publish interval. To a leader that does not read
+// them (an older version), it publishes every step, as before.
+TEST(JobCoordSteady, AVouchingNodePublishesChangesNotSteps) {
+  ManualClock clock;
+  test::MemoryKv kv(clock);
+  const int64_t window = 7 * kNsPerSec;
+  Node a(kv, "a", window), b(kv, "b", window);
+  b.steady = true;
+  auto round = [&] {
+    a.poll(clock.now(), 0);
+    b.poll(clock.now(), 1);  // a step every poll
+    clock.advance(kNsPerSec);
+  };
+  round();  // b does not know its leader when it publishes: not vouching yet
+  EXPECT_FALSE(b.job.vouching());
+  round();  // now it does, and says so
+  ASSERT_EQ(b.job.leader(), "a");
+  EXPECT_TRUE(b.job.vouching());
+  uint64_t puts = b.job.puts();
+  for (int i = 0; i < 4; ++i) round();
+  EXPECT_EQ(b.job.puts(), puts) << "four steps, none published";
+  round();  // the publish interval (5 s) since its last put
+  EXPECT_EQ(b.job.puts(), puts + 1);
+  // The leader holds b's summary as steady, with the window it vouches for.
+  ASSERT_EQ(a.job.remote().size(), 1u);
+  EXPECT_EQ(a.job.remote()[0]->summary.steady_ns, window);
+  // A change of shape (a phase, a process) is published at once.
+  puts = b.job.puts();
+  b.shape = 1;
+  round();
+  EXPECT_EQ(b.job.puts(), puts + 1);
+  round();
+  EXPECT_EQ(b.job.puts(), puts + 1);
+  // Its verdict is no longer healthy: published at once, and then every step.
+  b.steady = false;
+  round();
+  EXPECT_FALSE(b.job.vouching());
+  puts = b.job.puts();
+  round();
+  EXPECT_FALSE(a.job.remote()[0]->summary.steady_ns.has_value()) << "read by a's next poll";
+  round();
+  EXPECT_EQ(b.job.puts(), puts + 2);
+
+  // A leader that does not read steady summaries (window 0, an older stepwatch): b publishes
+  // every step, steady or not.
+  test::MemoryKv kv2(clock);
+  Node old(kv2, "old"), c(kv2, "c", window);
+  c.steady = true;
+  for (int i = 0; i < 3; ++i) {
+    old.poll(clock.now(), 0);
+    c.poll(clock.now(), 1);
+    clock.advance(kNsPerSec);
+  }
+  ASSERT_EQ(c.job.leader(), "old");
+  EXPECT_FALSE(c.job.vouching());
+  EXPECT_EQ(c.job.puts(), 3u);
 }
 
 // At scale the leader reads by change: after its first poll as leader, a poll reads only the

@@ -44,7 +44,7 @@ struct Node {
     std::erase_if(o.ranks, [&](const contract::RankSnapshot& r) { return !mine.count(r.rank); });
     return o;
   }
-  NodeSummary summary(uint64_t seq) const { return {name, seq, 0, observe()}; }
+  NodeSummary summary(uint64_t seq) const { return {name, seq, 0, observe(), std::nullopt, false}; }
 
   std::string name;
   SimJob job;
@@ -107,6 +107,17 @@ TEST(Summary, JsonRoundTripsTheObservation) {
   ASSERT_EQ(o.gpus.size(), 1u);
   EXPECT_EQ(*o.gpus[0].sm_util_pct, 99);
   EXPECT_EQ(summary_to_json(*back), text) << "a second trip changes nothing";
+  EXPECT_FALSE(back->steady_ns.has_value()) << "not written, not read";
+  EXPECT_FALSE(back->reads_steady);
+
+  s.steady_ns = 7 * kSec;
+  s.reads_steady = true;
+  text = summary_to_json(s);
+  back = summary_from_json(text, kKey);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->steady_ns, 7 * kSec);
+  EXPECT_TRUE(back->reads_steady);
+  EXPECT_EQ(summary_to_json(*back), text);
 }
 
 TEST(Summary, BadInputsNameTheSourceAndTheField) {
@@ -141,6 +152,16 @@ TEST(Summary, BadInputsNameTheSourceAndTheField) {
        "field \"obs\": field \"job\" is missing"},
       {R"({"v":1,"node":"b","poll_seq":1,"incarnation":0,"obs":{"type":"header","version":1}})",
        "field \"obs\" must be an observation"},
+      {R"({"v":1,"node":"b","poll_seq":1,"incarnation":0,"steady_ns":0,)" + obs + "}",
+       "field \"steady_ns\" must be more than 0", Errc::kInvalidField},
+      {R"({"v":1,"node":"b","poll_seq":1,"incarnation":0,"steady_ns":-5,)" + obs + "}",
+       "field \"steady_ns\" must be more than 0", Errc::kInvalidField},
+      {R"({"v":1,"node":"b","poll_seq":1,"incarnation":0,"steady_ns":3600000000001,)" + obs + "}",
+       "at most 3600000000000 (an hour), got 3600000000001", Errc::kInvalidField},
+      {R"({"v":1,"node":"b","poll_seq":1,"incarnation":0,"steady_ns":"5s",)" + obs + "}",
+       "field \"steady_ns\" must be an integer"},
+      {R"({"v":1,"node":"b","poll_seq":1,"incarnation":0,"reads_steady":1,)" + obs + "}",
+       "field \"reads_steady\" must be"},
   };
   for (const auto& c : cases) {
     auto r = summary_from_json(c.text, kKey);
@@ -168,7 +189,7 @@ TEST(Summary, ValuesPastTheBoundsAreRefused) {
   ASSERT_FALSE(nested.ok());
   EXPECT_TRUE(has(nested.error().message, "nested deeper than 32 levels"))
       << nested.error().message;
-  NodeSummary big{"b", 1, 0, {}};
+  NodeSummary big{"b", 1, 0, {}, std::nullopt, false};
   for (int i = 0; i < 300; ++i) {
     contract::RankSnapshot r;
     r.job = "j";
@@ -238,6 +259,37 @@ TEST(Merge, ARemoteRanksAgeIsItsAgeWhenPublishedPlusSinceReceived) {
   EXPECT_EQ(v.ranks[0].step_age_ns, 2 * kSec);
   EXPECT_EQ(v.ranks[1].step_age_ns, 5 * kSec) << "not 3 s (as published), not an hour (by wall)";
   EXPECT_EQ(v.state, detect::State::kHealthy) << v.summary;
+}
+
+// A steady node vouches for its ranks: while its promise runs, the leader takes its look as
+// current (ages as published); once the promise ran out with nothing new, they age from receipt
+// as any summary's, so a node that went quiet is not vouched for past its window.
+TEST(Merge, ASteadyNodesLookStandsForNowUntilItsPromiseRunsOut) {
+  TwoNodes n;
+  n.advance(kSec);
+  n.a.job.step_all(0);
+  n.b.job.step_all(0);
+  n.advance(kSec);  // b's step is 1 s old when it publishes
+  Received rb{n.b.summary(1), n.now().mono_ns, std::nullopt};
+  rb.summary.steady_ns = 7 * kSec;
+  Received plain = rb;
+  plain.summary.steady_ns.reset();
+  auto age_of_b = [&](const Received& r) {
+    Merged m = merge(n.a.observe(), "a", {&r}, n.now());
+    const contract::RankSnapshot* b = rank_of(m.observation, 1);
+    EXPECT_NE(b, nullptr);
+    return b ? n.now().mono_ns - b->step_at.mono_ns : -1;
+  };
+  n.advance(4 * kSec);
+  EXPECT_EQ(age_of_b(rb), kSec) << "within the promise: as published";
+  EXPECT_EQ(age_of_b(plain), 5 * kSec) << "not steady: published plus since received";
+  Received gone = rb;
+  gone.lapsed_mono_ns = n.now().mono_ns - kSec;
+  EXPECT_EQ(age_of_b(gone), 5 * kSec) << "a lapsed node vouches for nothing";
+  n.advance(3 * kSec);  // 7 s since received: the last instant of the promise
+  EXPECT_EQ(age_of_b(rb), kSec);
+  n.advance(1);
+  EXPECT_EQ(age_of_b(rb), 8 * kSec + 1) << "past the promise: from receipt, nothing vouched";
 }
 
 TEST(Merge, ALapsedNodesRanksAreRankSilentNamedByHost) {
