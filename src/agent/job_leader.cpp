@@ -10,33 +10,6 @@ namespace stepwatch::agent {
 
 namespace {
 
-// What changes when the ranks make progress (not their ages, which the leader extrapolates):
-// a summary is published again when this changes. `shape` leaves steps and beats out: what a
-// steady node publishes at once even while it vouches for its ranks.
-coord::PublishCue publish_cue(const detect::Observation& obs, bool steady) {
-  uint64_t shape = 1469598103934665603ULL;
-  uint64_t progress = shape;
-  auto mix = [](uint64_t& h, uint64_t v) {
-    h ^= v;
-    h *= 1099511628211ULL;
-  };
-  for (const auto& r : obs.ranks) {
-    mix(shape, static_cast<uint64_t>(r.rank));
-    mix(progress, r.step_count);
-    mix(shape, r.phase_count);
-    mix(progress, r.beat_count);
-    mix(shape, static_cast<uint64_t>(r.status));
-    mix(shape, static_cast<uint64_t>(r.pid));
-    mix(shape, r.incarnation);
-  }
-  for (const auto& p : obs.procs) {
-    mix(shape, static_cast<uint64_t>(p.rank) << 8 | (p.alive ? 1 : 0) | (p.same_process ? 2 : 0));
-    mix(shape, static_cast<uint64_t>(p.state));
-  }
-  mix(progress, shape);
-  return {progress, shape, steady};
-}
-
 // The nodes with ranks of the job, each once, sorted.
 std::vector<std::string> nodes_of(const detect::Observation* obs) {
   std::set<std::string> nodes;
@@ -117,7 +90,7 @@ watch::ClusterState JobLeader::amend(detect::Observation& obs, uint64_t poll_seq
   s.observation = obs;
   // Steady: this node's own verdict at its last look was healthy (a leader's is the job's).
   const int64_t incarnation = s.incarnation;
-  coord_.poll(std::move(s), publish_cue(obs, last_state_ == detect::State::kHealthy), now);
+  coord_.poll(std::move(s), coord::publish_cue(obs, last_state_ == detect::State::kHealthy), now);
   if (coord_.leads()) {
     int world = 0;
     for (const auto& r : obs.ranks) world = std::max(world, r.world_size);
@@ -167,6 +140,7 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
   incarnation_ = incarnation;
   seen_ = &seen;
   last_state_ = v.state;
+  coord_.settle(v.state == detect::State::kHealthy, now);
   if (session_.connected()) follow_orders(v, now);
   if (coord_.leads() && session_.connected() && session_.rejoining(now)) {
     // Every node's lease lapsed with this one's (etcd paused): the others re-publish within a

@@ -85,8 +85,8 @@ struct JobLeaderDeps {
   // The job directory's owner (WatchedJob::dir_uid): the only user whose Slurm job the leader
   // requeues or cancels, whatever the launcher keys in etcd name; nullopt: unknown, none.
   std::optional<uint32_t> owner_uid = std::nullopt;
-  // How long this node's steady summary vouches for its ranks (coord::JobCoord): the publish
-  // interval and two poll intervals; 0: it never vouches, and publishes every step.
+  // How long this node's steady summary vouches for its ranks (coord::JobCoord): two publish
+  // intervals and two poll intervals; 0: it never vouches, and publishes every step.
   int64_t steady_window_ns = 0;
 };
 

@@ -10,6 +10,33 @@
 
 namespace stepwatch::coord {
 
+// What changes when the ranks make progress (not their ages, which the leader extrapolates):
+// a summary is published again when this changes. `shape` leaves steps and beats out: what a
+// steady node publishes at once even while it vouches for its ranks.
+PublishCue publish_cue(const detect::Observation& obs, bool steady) {
+  uint64_t shape = 1469598103934665603ULL;
+  uint64_t progress = shape;
+  auto mix = [](uint64_t& h, uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ULL;
+  };
+  for (const auto& r : obs.ranks) {
+    mix(shape, static_cast<uint64_t>(r.rank));
+    mix(progress, r.step_count);
+    mix(shape, r.phase_count);
+    mix(progress, r.beat_count);
+    mix(shape, static_cast<uint64_t>(r.status));
+    mix(shape, static_cast<uint64_t>(r.pid));
+    mix(shape, r.incarnation);
+  }
+  for (const auto& p : obs.procs) {
+    mix(shape, static_cast<uint64_t>(p.rank) << 8 | (p.alive ? 1 : 0) | (p.same_process ? 2 : 0));
+    mix(shape, static_cast<uint64_t>(p.state));
+  }
+  mix(progress, shape);
+  return {progress, shape, steady};
+}
+
 JobCoord::JobCoord(NodeSession& session, std::string job, int64_t publish_interval_ns,
                    int64_t steady_window_ns)
     : session_(session),
@@ -29,29 +56,48 @@ void JobCoord::poll(NodeSummary summary, const PublishCue& cue, Stamp now) {
     return;
   }
   bool fresh_lease = published_generation_ != session_.generation();
-  bool vouch = cue.steady && steady_window_ns_ > 0 && !leads_ && leader_reads_steady_;
+  // Leading, this node reads steady summaries itself: its own is read only by the followers
+  // (who it is) and, were it to lose the lead, by the next leader.
+  bool vouch = cue.steady && steady_window_ns_ > 0 && (leads_ || leader_reads_steady_);
   bool changed = !published_cue_ || published_cue_->shape != cue.shape ||
                  published_steady_ != vouch || (!vouch && published_cue_->progress != cue.progress);
-  bool due = !published_mono_ns_ || now.mono_ns - *published_mono_ns_ >= publish_interval_ns_;
+  // A steady node's re-put says only that it is still steady (its lease says it is alive):
+  // every other publish interval.
+  const int64_t every =
+      vouch && published_steady_ ? 2 * publish_interval_ns_ : publish_interval_ns_;
+  bool due = !published_mono_ns_ || now.mono_ns - *published_mono_ns_ >= every;
   if (fresh_lease || changed || due) {
-    if (vouch) summary.steady_ns = steady_window_ns_;
-    summary.reads_steady = steady_window_ns_ > 0;
-    auto rev = session_.etcd().put(node_key(session_.options().node), summary_to_json(summary),
-                                   session_.lease());
-    if (!rev) {
-      session_.note_failure(rev.error());
-      leads_ = false;
-      return;
-    }
-    session_.note_ok();
-    ++puts_;
+    if (!put(summary, cue, vouch, now)) return;
     if (fresh_lease) my_create_rev_ = 0;  // learnt from the range below
-    published_generation_ = session_.generation();
-    published_cue_ = cue;
-    published_steady_ = vouch;
-    published_mono_ns_ = now.mono_ns;
   }
+  look_ = std::move(summary);
   read_nodes(now);
+}
+
+bool JobCoord::put(NodeSummary& summary, const PublishCue& cue, bool vouch, Stamp now) {
+  summary.steady_ns = vouch ? std::optional<int64_t>(steady_window_ns_) : std::nullopt;
+  summary.reads_steady = steady_window_ns_ > 0;
+  std::string text = summary_to_json(summary);
+  auto rev = session_.etcd().put(node_key(session_.options().node), text, session_.lease());
+  if (!rev) {
+    session_.note_failure(rev.error());
+    leads_ = false;
+    return false;
+  }
+  session_.note_ok();
+  ++puts_;
+  published_generation_ = session_.generation();
+  published_cue_ = cue;
+  published_steady_ = vouch;
+  published_mono_ns_ = now.mono_ns;
+  return true;
+}
+
+void JobCoord::settle(bool steady, Stamp now) {
+  if (!published_steady_ || steady || !look_ || session_.lease() == 0) return;
+  PublishCue cue = published_cue_.value_or(PublishCue{});
+  cue.steady = false;
+  put(*look_, cue, false, now);
 }
 
 Status JobCoord::identity(const KeyValue& kv, const std::string& name) const {
@@ -224,12 +270,40 @@ bool JobCoord::fill_values(const std::string& prefix, std::vector<KeyValue>& kvs
   return true;
 }
 
+bool JobCoord::follow_known(const std::string& prefix, Stamp now) {
+  const std::string& self = session_.options().node;
+  if (leader_.empty() || leader_ == self || leader_fence_ == 0 || !line_listed_mono_ns_ ||
+      now.mono_ns - *line_listed_mono_ns_ >= kRelistLineNs)
+    return false;
+  RangeOptions key_only;
+  key_only.keys_only = true;
+  auto r = session_.etcd().range(prefix + leader_, key_only);
+  if (!r) {
+    session_.note_failure(r.error());
+    return true;  // etcd failed: said, and nothing more this poll
+  }
+  session_.note_ok();
+  // Gone, or put anew (a new lease, so at the back of the line): the line is listed again.
+  if (r->kvs.empty() || r->kvs[0].create_revision != leader_fence_) return false;
+  if (!fill_values(
+          prefix, r->kvs, [&](const KeyValue& kv) { return identity(kv, leader_) && !checked(kv); },
+          0))
+    return true;
+  if (r->kvs.empty()) return false;
+  const KeyValue& kv = r->kvs[0];
+  if (!counts(kv, leader_)) return false;
+  follow(kv, leader_);
+  return true;
+}
+
 void JobCoord::read_nodes(Stamp now) {
   std::string prefix = session_.job_key(job_, "nodes/");
   bool was_leader = leads_;
+  if (!leads_ && follow_known(prefix, now)) return;
   if (!leads_) {
     // A follower reads the first key only, while it is a live node's summary: the leader.
     // Listed without its value, read only when it changed.
+    line_listed_mono_ns_ = now.mono_ns;
     RangeOptions first;
     first.prefix = true;
     first.by_create_rev = true;

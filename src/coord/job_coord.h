@@ -7,7 +7,7 @@
 //     without a lease, garbage, a node's summary under another name) neither leads nor is
 //     merged, and is said once (reliability review E2, E3). The leader reads what changed since
 //     its last poll (a range from a revision on) and every summary that changed; the others read
-//     only the first key while it counts;
+//     the leader's key while it counts, and list the line (the first key) when it does not;
 //   - the leader's fence: the create revision of its own node key. Every leader write compares
 //     it (etcd_ledger.h), so a leader whose lease lapsed (stopped, partitioned) cannot commit.
 // No watch and no held connection per job: each poll asks, and a failed call is a poll's
@@ -35,18 +35,29 @@ struct PublishCue {
   bool steady = false;    // this node's own verdict on its ranks is healthy
 };
 
+// The cue of a node's look at the job: progress and shape hashed from its ranks' records and
+// processes (not their ages, which the leader extrapolates).
+PublishCue publish_cue(const detect::Observation& obs, bool steady);
+
 class JobCoord {
  public:
   // session must outlive it; the poll thread only. steady_window_ns: how long a steady summary
-  // vouches for this node's ranks (the publish interval and two polls); 0: never vouch.
+  // vouches for this node's ranks; 0: never vouch. A steady summary is put again every two
+  // publish intervals, so the window must hold that and the polls of both ends (the agent's:
+  // two publish intervals and two polls).
   JobCoord(NodeSession& session, std::string job, int64_t publish_interval_ns,
            int64_t steady_window_ns = 0);
 
-  // Publishes `summary` after a new lease, once the publish interval passed, or when `cue`
-  // changed: its shape or steadiness always, its progress unless this node vouches (steady,
-  // following a leader whose summary reads_steady): a steady node's steps alone are not
-  // published. Then reads the leader (and, leading, every summary that changed).
+  // Publishes `summary` after a new lease, once the publish interval passed (two while it stays
+  // steady), or when `cue` changed: its shape or steadiness always, its progress unless this node
+  // vouches (steady, and leading or following a leader whose summary reads_steady): a steady
+  // node's steps alone are not published. Then reads the leader (and, leading, every summary
+  // that changed).
   void poll(NodeSummary summary, const PublishCue& cue, Stamp now);
+  // After this poll's verdict on this node's ranks: a node whose last summary vouched for them
+  // and whose verdict is no longer healthy publishes this poll's look again at once, not
+  // vouching, rather than a poll later. The look is the one poll() was given.
+  void settle(bool steady, Stamp now);
   // Whether this node's last summary vouches for its ranks (steady_ns set).
   bool vouching() const { return published_steady_; }
 
@@ -74,6 +85,13 @@ class JobCoord {
 
  private:
   void read_nodes(Stamp now);
+  // A follower that knows its leader reads that one key (a get costs etcd one key; the first key
+  // in create order costs it the whole prefix, since etcd sorts before it limits). false: the
+  // line must be listed (the key went, was put anew or no longer counts, or kRelistLineNs
+  // passed since the line was last listed, for a key ahead of the leader that became a node's).
+  // true: done for this poll (the leader read, or etcd failed: said).
+  bool follow_known(const std::string& prefix, Stamp now);
+  static constexpr int64_t kRelistLineNs = 60 * kNsPerSec;
   // Whether `kv` may be node `name`'s key at all, from the key alone (no value needed): a node
   // name, under a lease.
   Status identity(const KeyValue& kv, const std::string& name) const;
@@ -114,6 +132,11 @@ class JobCoord {
   std::string leader_;
   int64_t leader_fence_ = 0;
   bool leader_reads_steady_ = false;  // the leader's summary says it takes steady ones as current
+  std::optional<int64_t> line_listed_mono_ns_;  // when a follower last listed the line
+  std::optional<NodeSummary> look_;             // the look of this poll, until the next (settle())
+  // Puts `summary` as this node's, its envelope set (vouching or not); false: etcd failed
+  // (said).
+  bool put(NodeSummary& summary, const PublishCue& cue, bool vouch, Stamp now);
   // A key's value as checked: at which mod revision, whether it counted, and whether it reads
   // steady summaries. A value is checked (and read) once.
   struct Checked {

@@ -32,26 +32,33 @@ int64_t shifted(int64_t mono_ns, int64_t offset_ns) {
 // Puts one rank of a node's observation on the leader's clock and names its node. A rank the
 // node timed monotonically (its own records) moves by `offset_ns`; one it could only time by
 // wall (another host's JSONL) keeps only its wall stamps, as it had on the node.
+// `vouched_ns` moves the stamps of progress (steps, beats, losses, updates, the sampler's)
+// further on: a steady node vouches that they go on as they were (summary.h). Stamps of events
+// (creation, a phase's start, a checkpoint's commit) are never moved by it: a phase's age is its
+// own, whatever the node vouches.
 void rebase(contract::RankSnapshot& r, const std::string& observer_host, int64_t offset_ns,
-            const std::string& node) {
+            int64_t vouched_ns, const std::string& node) {
   bool timed = r.host.empty() || r.host == observer_host;
   auto fix = [&](int64_t& mono_ns) { mono_ns = timed ? shifted(mono_ns, offset_ns) : 0; };
+  auto progress = [&](int64_t& mono_ns) {
+    mono_ns = timed ? shifted(mono_ns, offset_ns + vouched_ns) : 0;
+  };
   fix(r.created.mono_ns);
-  fix(r.step_at.mono_ns);
+  progress(r.step_at.mono_ns);
   fix(r.phase_since.mono_ns);
-  if (r.beat_at) fix(r.beat_at->mono_ns);
+  if (r.beat_at) progress(r.beat_at->mono_ns);
   if (r.checkpoint) fix(r.checkpoint->at.mono_ns);
-  fix(r.loss_at.mono_ns);
-  fix(r.updated.mono_ns);
-  fix(r.updated_mono_ns);
+  progress(r.loss_at.mono_ns);
+  progress(r.updated.mono_ns);
+  progress(r.updated_mono_ns);
   if (r.sample) {
-    fix(r.sample->at.mono_ns);
-    fix(r.sample->moved_at.mono_ns);
+    progress(r.sample->at.mono_ns);
+    progress(r.sample->moved_at.mono_ns);
   }
   // The step ring is monotonic only, and the detector learns intervals from its differences: an
   // entry that became unknown would read as a huge interval. Unknown entries are the oldest
   // ones (the ring is in time order), so dropping them keeps "the last n commits" true.
-  for (auto& m : r.recent) fix(m.mono_ns);
+  for (auto& m : r.recent) progress(m.mono_ns);
   std::erase_if(r.recent, [](const contract::StepMark& m) { return m.mono_ns == 0; });
   r.host = node;
 }
@@ -62,6 +69,7 @@ struct Source {
   const std::string* node;
   int64_t offset_ns;    // onto the leader's clock
   int64_t received_ns;  // when the leader received it (the local look: now)
+  int64_t vouched_ns;   // how much further its stamps of progress move (a steady node's)
 };
 
 }  // namespace
@@ -157,17 +165,18 @@ Merged merge(const detect::Observation& local, const std::string& local_node,
   int local_world = local.world_size;  // 0: from its ranks' records
   for (const auto& r : local.ranks) local_world = std::max(local_world, r.world_size);
   o.world_size = local_world;
-  std::vector<Source> sources{{&local, &local_node, 0, now.mono_ns}};
+  std::vector<Source> sources{{&local, &local_node, 0, now.mono_ns, 0}};
   for (const Received* r : remote) {
     // The leader's own key read back from etcd is older than its look of this poll.
     if (r == nullptr || r->summary.node == local_node) continue;
     const detect::Observation& ro = r->summary.observation;
-    // A steady node's look stands for now while its promise runs (its ages as published).
-    int64_t as_of = r->received_mono_ns;
+    // A steady node's progress stands for now while its promise runs (its ages as published).
+    int64_t vouched = 0;
     if (r->summary.steady_ns && !r->lapsed_mono_ns &&
         now.mono_ns - r->received_mono_ns <= *r->summary.steady_ns)
-      as_of = std::max(as_of, now.mono_ns);
-    sources.push_back({&ro, &r->summary.node, as_of - ro.now.mono_ns, r->received_mono_ns});
+      vouched = std::max<int64_t>(0, now.mono_ns - r->received_mono_ns);
+    sources.push_back({&ro, &r->summary.node, r->received_mono_ns - ro.now.mono_ns,
+                       r->received_mono_ns, vouched});
     // The job's size is the leader's own ranks' when it knows it: another node's claim does not
     // grow the job (a summary of 3,299 ranks for a job of 2, E11).
     if (local_world <= 0) o.world_size = std::max(o.world_size, ro.world_size);
@@ -213,7 +222,7 @@ Merged merge(const detect::Observation& local, const std::string& local_node,
     for (const auto& r : src.obs->ranks) {
       if (outside(r.rank) || owner.at(r.rank) != i || !taken.insert(r.rank).second) continue;
       o.ranks.push_back(r);
-      rebase(o.ranks.back(), src.obs->local_host, src.offset_ns, *src.node);
+      rebase(o.ranks.back(), src.obs->local_host, src.offset_ns, src.vouched_ns, *src.node);
     }
     // Process and GPU facts follow their rank's record; those of ranks known only as processes
     // (an uninstrumented trainer) are kept from every node.

@@ -67,8 +67,9 @@ struct Received {
 //   - a rank listed by two nodes is kept from the summary received last (the local look counts
 //     as received at `now`), and the other reported in `problems`;
 //   - `one_clock` set, and `lapsed_hosts` filled from the lapsed summaries;
-//   - a steady summary (steady_ns) read no longer than steady_ns ago counts as received at
-//     `now`: its node vouches that its ranks go on as they were, so their ages stay as published.
+//   - a steady summary (steady_ns) read no longer than steady_ns ago vouches for its ranks'
+//     progress: the stamps of steps, beats, losses, updates and samples keep the ages they had
+//     when published; those of events (a phase's start, a checkpoint, creation) age as any.
 // `local` is the leader's own observation this poll (rebased by nothing: its clock); a remote
 // summary of `local_node` itself (the leader's own key read back) is ignored. Null entries are
 // skipped. The result's log and job exit code are the local ones.

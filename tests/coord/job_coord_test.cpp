@@ -243,7 +243,7 @@ TEST_F(JobCoordTest, WhileEtcdIsDownNobodyLeadsOrMayActAndLeadershipComesBackWit
 TEST(JobCoordSteady, AVouchingNodePublishesChangesNotSteps) {
   ManualClock clock;
   test::MemoryKv kv(clock);
-  const int64_t window = 7 * kNsPerSec;
+  const int64_t window = 12 * kNsPerSec;
   Node a(kv, "a", window), b(kv, "b", window);
   b.steady = true;
   auto round = [&] {
@@ -257,9 +257,9 @@ TEST(JobCoordSteady, AVouchingNodePublishesChangesNotSteps) {
   ASSERT_EQ(b.job.leader(), "a");
   EXPECT_TRUE(b.job.vouching());
   uint64_t puts = b.job.puts();
-  for (int i = 0; i < 4; ++i) round();
-  EXPECT_EQ(b.job.puts(), puts) << "four steps, none published";
-  round();  // the publish interval (5 s) since its last put
+  for (int i = 0; i < 9; ++i) round();
+  EXPECT_EQ(b.job.puts(), puts) << "nine steps, none published";
+  round();  // two publish intervals (10 s) since its last put: still steady, said again
   EXPECT_EQ(b.job.puts(), puts + 1);
   // The leader holds b's summary as steady, with the window it vouches for.
   ASSERT_EQ(a.job.remote().size(), 1u);
@@ -271,10 +271,18 @@ TEST(JobCoordSteady, AVouchingNodePublishesChangesNotSteps) {
   EXPECT_EQ(b.job.puts(), puts + 1);
   round();
   EXPECT_EQ(b.job.puts(), puts + 1);
-  // Its verdict is no longer healthy: published at once, and then every step.
+  // Its verdict turns unhealthy on a poll's look: settle() puts that look at once, not vouching,
+  // and then every step is published.
+  puts = b.job.puts();
+  b.job.settle(true, clock.now());
+  EXPECT_EQ(b.job.puts(), puts) << "still healthy: nothing";
+  b.job.settle(false, clock.now());
+  EXPECT_EQ(b.job.puts(), puts + 1);
+  EXPECT_FALSE(b.job.vouching());
+  b.job.settle(false, clock.now());
+  EXPECT_EQ(b.job.puts(), puts + 1) << "once";
   b.steady = false;
   round();
-  EXPECT_FALSE(b.job.vouching());
   puts = b.job.puts();
   round();
   EXPECT_FALSE(a.job.remote()[0]->summary.steady_ns.has_value()) << "read by a's next poll";
@@ -294,6 +302,40 @@ TEST(JobCoordSteady, AVouchingNodePublishesChangesNotSteps) {
   ASSERT_EQ(c.job.leader(), "old");
   EXPECT_FALSE(c.job.vouching());
   EXPECT_EQ(c.job.puts(), 3u);
+}
+
+// A follower that knows its leader reads that one key each poll, not the line: etcd reads the
+// whole prefix to find its first key in create order. When the leader's key goes, the line is
+// listed again and the next in it leads.
+TEST(JobCoordAtScale, AFollowerReadsItsLeadersKeyNotTheWholeLine) {
+  ManualClock clock;
+  test::MemoryKv kv(clock);
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int i = 0; i < 6; ++i) {
+    nodes.push_back(std::make_unique<Node>(kv, fmt::format("n{}", i)));
+    nodes.back()->world = 6;
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < nodes.size(); ++i) nodes[i]->poll(clock.now(), static_cast<int>(i));
+    clock.advance(kNsPerSec);
+  }
+  ASSERT_TRUE(nodes[0]->job.leads());
+  Node& f = *nodes[5];
+  ASSERT_EQ(f.job.leader(), "n0");
+  int64_t scanned = kv.keys_scanned();
+  f.poll(clock.now(), 5);
+  EXPECT_EQ(kv.keys_scanned() - scanned, 1) << "one key read, not the six of the line";
+  EXPECT_EQ(f.job.leader(), "n0");
+  // n0 stops; once its lease expired, f finds its key gone, lists the line, and follows n1.
+  for (int s = 0; s < 12; ++s) {
+    for (size_t i = 1; i < nodes.size(); ++i) nodes[i]->poll(clock.now(), static_cast<int>(i));
+    clock.advance(kNsPerSec);
+  }
+  EXPECT_TRUE(nodes[1]->job.leads());
+  EXPECT_EQ(f.job.leader(), "n1");
+  scanned = kv.keys_scanned();
+  f.poll(clock.now(), 5);
+  EXPECT_EQ(kv.keys_scanned() - scanned, 1);
 }
 
 // At scale the leader reads by change: after its first poll as leader, a poll reads only the

@@ -282,6 +282,16 @@ TEST(Merge, ASteadyNodesLookStandsForNowUntilItsPromiseRunsOut) {
   };
   n.advance(4 * kSec);
   EXPECT_EQ(age_of_b(rb), kSec) << "within the promise: as published";
+  {
+    // A phase's start is no progress: it ages as in any summary, steady or not (a job-wide
+    // phase mark moved on would restart every other rank's clock).
+    Merged m = merge(n.a.observe(), "a", {&rb}, n.now());
+    const contract::RankSnapshot* b = rank_of(m.observation, 1);
+    ASSERT_NE(b, nullptr);
+    Merged p = merge(n.a.observe(), "a", {&plain}, n.now());
+    EXPECT_EQ(b->phase_since.mono_ns, rank_of(p.observation, 1)->phase_since.mono_ns);
+    EXPECT_EQ(b->created.mono_ns, rank_of(p.observation, 1)->created.mono_ns);
+  }
   EXPECT_EQ(age_of_b(plain), 5 * kSec) << "not steady: published plus since received";
   Received gone = rb;
   gone.lapsed_mono_ns = n.now().mono_ns - kSec;

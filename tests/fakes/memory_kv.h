@@ -6,8 +6,10 @@
 // runs the same scripts against it and a real etcd, so where the two differ a test says so.
 //
 // Beyond etcd: set_down(true) makes every call fail as an unreachable etcd does (Errc::kIo), and
-// calls() counts the calls made (load tests). Thread-safe: several clients may share one. Call it
-// through a coord::Kv& (the defaults of the arguments are the interface's).
+// calls() counts the calls made (load tests), and keys_scanned() the keys etcd would have read
+// to answer the ranges (etcd 3.4 reads a whole range before it sorts and limits it). Thread-safe:
+// several clients may share one. Call it through a coord::Kv& (the defaults of the arguments are
+// the interface's).
 #pragma once
 
 #include <fmt/format.h>
@@ -34,6 +36,10 @@ class MemoryKv final : public coord::Kv {
   int64_t calls() const {
     std::lock_guard lock(mu_);
     return calls_;
+  }
+  int64_t keys_scanned() const {
+    std::lock_guard lock(mu_);
+    return scanned_;
   }
   int64_t revision() const {
     std::lock_guard lock(mu_);
@@ -230,6 +236,7 @@ class MemoryKv final : public coord::Kv {
       std::reverse(r.kvs.begin(), r.kvs.end());
     }
     r.count = static_cast<int64_t>(r.kvs.size());
+    scanned_ += r.count;
     std::erase_if(r.kvs,
                   [&](const coord::KeyValue& kv) { return kv.mod_revision < o.min_mod_revision; });
     if (o.limit > 0 && static_cast<int64_t>(r.kvs.size()) > o.limit) r.kvs.resize(o.limit);
@@ -281,6 +288,7 @@ class MemoryKv final : public coord::Kv {
   mutable std::mutex mu_;
   bool down_ = false;
   int64_t calls_ = 0;
+  mutable int64_t scanned_ = 0;
   int64_t revision_ = 1;  // an empty etcd is at revision 1
   int64_t next_lease_ = 0x694d0000000001;
   std::map<std::string, coord::KeyValue> kvs_;
