@@ -499,17 +499,23 @@ void JobLeader::share_view(watch::JobState& state, Stamp now) {
     d_.node.problem(fmt::format("job {}: the leader's view: {}", d_.job, v.error().message));
     return;
   }
-  if (!*v || (*v)->leader != coord_.leader()) return;  // none yet, or an earlier leader's
+  const coord::JobView* view = *v;
+  if (!view || view->leader != coord_.leader()) return;  // none yet, or an earlier leader's
   // The job's verdict is the leader's; ages are as the leader last judged them, and its ranks'
-  // monotonic stamps are of the leader's clock: shown by wall time here.
-  own_ = std::move(state.observation);
+  // monotonic stamps are of the leader's clock: shown by wall time here. A large job's view is
+  // compact (no ranks' records): this node shows its own ranks under the job's verdict.
   showing_view_ = true;
-  state.verdict = std::move((*v)->verdict);
-  state.observation = std::move((*v)->observation);
-  state.observation.one_clock = false;
-  state.observation.local_host.clear();
+  state.verdict = view->verdict;
+  if (view->compact) {
+    own_ = state.observation;
+  } else {
+    own_ = std::move(state.observation);
+    state.observation = view->observation;
+    state.observation.one_clock = false;
+    state.observation.local_host.clear();
+  }
   // Every node as the leader knows it, its summary ages as of the leader's look.
-  if (state.cluster && !(*v)->nodes.empty()) state.cluster->nodes = std::move((*v)->nodes);
+  if (state.cluster && !view->nodes.empty()) state.cluster->nodes = view->nodes;
 }
 
 bool JobLeader::unattended(const detect::Verdict& v, Stamp now) {

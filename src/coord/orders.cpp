@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "src/common/json_fields.h"
 #include "src/coord/records.h"
@@ -230,9 +231,34 @@ JobOrders::roster() {
   return Out{{incarnation, std::move(nodes)}};
 }
 
-Status JobOrders::write_view(const JobView& v, int64_t fence) {
-  if (fence == 0) return Error{Errc::kBusy, "not the leader: no view"};
-  json obs = json::parse(trace::observation_to_json(v.observation));
+namespace {
+
+// The view as written: whole, or compact (JobView::compact).
+std::string view_json(const JobView& v, bool compact) {
+  json obs;
+  detect::Verdict verdict;
+  const detect::Verdict* judged = &v.verdict;
+  if (compact) {
+    detect::Observation none;
+    none.now = v.observation.now;
+    none.world_size = v.observation.world_size;
+    obs = json::parse(trace::observation_to_json(none));
+    verdict = v.verdict;
+    verdict.ranks.clear();
+    std::set<int> culprits;
+    for (const auto& c : v.verdict.culprits) culprits.insert(c.rank);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const auto& r : v.verdict.ranks) {
+        if (verdict.ranks.size() >= kCompactViewRanks) break;
+        bool culprit = culprits.count(r.rank) > 0;
+        if (pass == 0 ? culprit : !culprit && r.state != detect::State::kHealthy)
+          verdict.ranks.push_back(r);
+      }
+    }
+    judged = &verdict;
+  } else {
+    obs = json::parse(trace::observation_to_json(v.observation));
+  }
   obs.erase("type");
   json nodes = json::array();
   for (const auto& n : v.nodes) {
@@ -244,26 +270,46 @@ Status JobOrders::write_view(const JobView& v, int64_t fence) {
   }
   json j = {{"leader", v.leader},
             {"at_wall_ns", v.at_wall_ns},
-            {"verdict", json::parse(trace::verdict_to_json(v.verdict))},
+            {"verdict", json::parse(trace::verdict_to_json(*judged))},
             {"obs", obs},
             {"nodes", nodes}};
-  auto t =
-      etcd_.txn({Compare::create_rev(fence_key_, fence)}, {TxnOp::put(base_ + "view", j.dump())});
+  if (compact) j["compact"] = true;
+  return j.dump();
+}
+
+}  // namespace
+
+Status JobOrders::write_view(const JobView& v, int64_t fence) {
+  if (fence == 0) return Error{Errc::kBusy, "not the leader: no view"};
+  std::string text = view_json(v, v.compact);
+  if (!v.compact && text.size() > kMaxViewBytes) text = view_json(v, true);
+  auto t = etcd_.txn({Compare::create_rev(fence_key_, fence)}, {TxnOp::put(base_ + "view", text)});
   if (!t) return t.error();
   if (!t->succeeded) return Error{Errc::kBusy, "the job's view was refused by the fence"};
   return {};
 }
 
-Result<std::optional<JobView>> JobOrders::view() {
+Result<const JobView*> JobOrders::view() {
+  RangeOptions key_only;
+  key_only.keys_only = true;
+  auto listed = etcd_.range(base_ + "view", key_only);
+  if (!listed) return listed.error();
+  if (listed->kvs.empty()) {
+    view_.reset();
+    view_mod_ = 0;
+    return nullptr;
+  }
+  if (listed->kvs[0].mod_revision == view_mod_) return view_ ? &*view_ : nullptr;
   auto r = etcd_.range(base_ + "view");
   if (!r) return r.error();
-  if (r->kvs.empty()) return std::optional<JobView>{};
+  if (r->kvs.empty()) return nullptr;
   const KeyValue& kv = r->kvs[0];
   JobView v;
   auto st = read_record(kv, "a view", [&](const json& j) {
     using namespace json_fields;
     v.leader = as_str(need(j, "leader"), "leader");
     v.at_wall_ns = as_int(need(j, "at_wall_ns"), "at_wall_ns");
+    opt(j, "compact", v.compact, as_bool);
     if (const json* ns = present(j, "nodes")) {
       if (!ns->is_array()) throw FieldError{Errc::kParse, "field \"nodes\" must be a list"};
       for (const auto& n : *ns) {
@@ -288,11 +334,14 @@ Result<std::optional<JobView>> JobOrders::view() {
     if (!o) throw FieldError{Errc::kParse, "obs: " + o.error().message};
     v.observation = std::move(*o);
   });
+  view_mod_ = kv.mod_revision;
   if (!st) {
     bad_.skip(kv, st.error());
-    return std::optional<JobView>{};
+    view_.reset();
+    return nullptr;
   }
-  return std::optional<JobView>{std::move(v)};
+  view_ = std::move(v);
+  return &*view_;
 }
 
 runbook::ActReport merged_report(const std::vector<Done>& dones,

@@ -18,9 +18,11 @@
 //   launchers/<node>           a `stepwatch run --coord` on that node (under its lease).
 //   roster                     {"incarnation","nodes":{node:[ranks]}}: every node the leader
 //                              knew ranks on, so a next leader names a dead leader's ranks.
-//   view                       {"leader","at_wall_ns","verdict":{...},"obs":{...}}: the
-//                              leader's verdict on the whole job and its merged ranks, for the
-//                              other nodes' status, API and dashboard.
+//   view                       {"leader","at_wall_ns","verdict":{...},"obs":{...},"nodes":[..],
+//                              "compact"}: the leader's verdict on the whole job and its merged
+//                              ranks, for the other nodes' status, API and dashboard; compact
+//                              (no ranks' records, only the ranks not judged healthy) for a
+//                              large job.
 #pragma once
 
 #include <cstdint>
@@ -75,7 +77,13 @@ struct JobView {
   detect::Verdict verdict;
   detect::Observation observation;      // every node's ranks, each with its node as host
   std::vector<watch::NodeState> nodes;  // every node as the leader knows it
+  // Written without the ranks' records, and with only the ranks the verdict does not call
+  // healthy (culprits first, at most kCompactViewRanks): the whole view of a large job would
+  // be past kMaxViewBytes (8,000 ranks: megabytes, past etcd's own request limit).
+  bool compact = false;
 };
+inline constexpr size_t kMaxViewBytes = 256 * 1024;
+inline constexpr size_t kCompactViewRanks = 256;
 
 // The job's keys, and this node (whose node key fences the leader's writes).
 class JobOrders {
@@ -112,9 +120,11 @@ class JobOrders {
                       int64_t fence);
   Result<std::optional<std::pair<int64_t, std::map<std::string, std::vector<int>>>>> roster();
 
-  // The leader's view (fenced); the others read it.
+  // The leader's view (fenced), compact past kMaxViewBytes; the others read it: its value only
+  // when it changed since the last read here (a get without the value first). nullptr: none
+  // (or one that does not read); else valid until the next call.
   Status write_view(const JobView& v, int64_t fence);
-  Result<std::optional<JobView>> view();
+  Result<const JobView*> view();
 
  private:
   Kv& etcd_;
@@ -122,6 +132,9 @@ class JobOrders {
   std::string base_;
   std::string node_;
   std::string fence_key_;
+  // The view as last read here, and the mod revision it was read at (0: none).
+  std::optional<JobView> view_;
+  int64_t view_mod_ = 0;
 };
 
 // The merged report of every node's Done, as the leader's runbook reads it.

@@ -2,9 +2,11 @@
 // written once, the leader's fenced by its node key.
 #include "src/coord/orders.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "src/coord/etcd_client.h"
+#include "tests/fakes/memory_kv.h"
 #include "tests/support/etcd_server.h"
 
 namespace stepwatch::coord {
@@ -112,8 +114,91 @@ TEST_F(OrdersTest, ABadKeyIsSkippedAndSaidOnceNeverAFailedListing) {
                   .ok());
   auto view = a.view();
   ASSERT_TRUE(view.ok()) << view.error().message;
-  EXPECT_FALSE(view->has_value());
+  EXPECT_EQ(*view, nullptr);
   EXPECT_EQ(bad_.total(), 8u);
+}
+
+// The view of a 1,000-node job would be megabytes (past etcd's request limit): written compact,
+// with the verdict and only the ranks it does not call healthy, culprits first. A node reads
+// the view's value only when it changed.
+TEST_F(OrdersTest, ALargeJobsViewIsCompactAndReadOnlyWhenItChanged) {
+  JobOrders a = on("a"), b = on("b");
+  JobView v;
+  v.leader = "a";
+  v.at_wall_ns = 5;
+  v.verdict.state = detect::State::kStalled;
+  v.verdict.culprits.push_back({7999, "no step"});
+  for (int r = 0; r < 8000; ++r) {
+    contract::RankSnapshot s;
+    s.job = "j";
+    s.rank = r;
+    s.world_size = 8000;
+    s.host = fmt::format("node{:04}", r / 8);
+    s.phase = "train";
+    s.step = 100;
+    s.step_count = 101;
+    for (int k = 0; k < 16; ++k) s.recent.push_back({85 + k, 1'000'000'000LL * k});
+    v.observation.ranks.push_back(s);
+    detect::RankVerdict rv;
+    rv.rank = r;
+    rv.state = r >= 7990 ? detect::State::kStalled : detect::State::kHealthy;
+    v.verdict.ranks.push_back(rv);
+  }
+  v.observation.world_size = 8000;
+  for (int n = 0; n < 1000; ++n)
+    v.nodes.push_back({fmt::format("node{:04}", n), n == 0, false, 1, {}});
+  ASSERT_TRUE(a.write_view(v, fence_).ok());
+  auto stored = client_->range("/sw/jobs/j/view");
+  ASSERT_TRUE(stored.ok() && stored->kvs.size() == 1u);
+  EXPECT_LE(stored->kvs[0].value.size(), kMaxViewBytes);
+  auto read = b.view();
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  ASSERT_NE(*read, nullptr);
+  const JobView& got = **read;
+  EXPECT_TRUE(got.compact);
+  EXPECT_TRUE(got.observation.ranks.empty());
+  EXPECT_EQ(got.verdict.state, detect::State::kStalled);
+  ASSERT_EQ(got.verdict.ranks.size(), 10u) << "only the ranks not judged healthy";
+  EXPECT_EQ(got.verdict.ranks[0].rank, 7999) << "the culprit first";
+  EXPECT_EQ(got.nodes.size(), 1000u);
+  // A small job's view is whole.
+  v.observation.ranks.resize(16);
+  v.verdict.ranks.resize(16);
+  v.observation.world_size = 16;
+  ASSERT_TRUE(a.write_view(v, fence_).ok());
+  read = b.view();
+  ASSERT_TRUE(read.ok() && *read);
+  EXPECT_FALSE((*read)->compact);
+  EXPECT_EQ((*read)->observation.ranks.size(), 16u);
+}
+
+// A follower reads the view each poll: one get without the value while it is unchanged.
+TEST(OrdersView, AnUnchangedViewIsNotReadAgain) {
+  ManualClock clock;
+  test::MemoryKv kv(clock);
+  BadRecords bad;
+  auto fence = kv.put("/sw/jobs/j/nodes/a", "{}", 0);
+  ASSERT_TRUE(fence.ok());
+  JobOrders a(kv, bad, "/sw/jobs/j/", "a", "/sw/jobs/j/nodes/a");
+  JobOrders b(kv, bad, "/sw/jobs/j/", "b", "/sw/jobs/j/nodes/b");
+  JobView v;
+  v.leader = "a";
+  v.verdict.summary = "first";
+  ASSERT_TRUE(a.write_view(v, *fence).ok());
+  int64_t calls = kv.calls();
+  auto first = b.view();
+  ASSERT_TRUE(first.ok() && *first);
+  EXPECT_EQ(kv.calls() - calls, 2) << "listed, then its value";
+  calls = kv.calls();
+  auto same = b.view();
+  ASSERT_TRUE(same.ok() && *same);
+  EXPECT_EQ((*same)->verdict.summary, "first");
+  EXPECT_EQ(kv.calls() - calls, 1) << "listed only";
+  v.verdict.summary = "second";
+  ASSERT_TRUE(a.write_view(v, *fence).ok());
+  auto changed = b.view();
+  ASSERT_TRUE(changed.ok() && *changed);
+  EXPECT_EQ((*changed)->verdict.summary, "second");
 }
 
 TEST_F(OrdersTest, EachNodeReportsOnceAndTheMergeNamesWhoDidNot) {
