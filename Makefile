@@ -92,6 +92,7 @@ bench: deps
 	./build/release/bench/probe_bench --fake-nvml build/release/tests/probe/fake_nvml/libnvidia-ml.so
 	./build/release/bench/agent_bench
 	./build/release/bench/coord/coord_bench
+	./build/release/bench/coord/coord_scale_bench
 	/usr/bin/python3 bench/multinode_latency.py --build-dir build/release
 
 format:
