@@ -90,6 +90,12 @@ watch::ClusterState JobLeader::amend(detect::Observation& obs, uint64_t poll_seq
   s.observation = obs;
   // Steady: this node's own verdict at its last look was healthy (a leader's is the job's).
   const int64_t incarnation = s.incarnation;
+  if (d_.read_ahead && !coord_.leads() && session_.connected()) {
+    std::vector<coord::Read> reads = coord_.next_reads(now);
+    for (auto& r : orders_.poll_reads()) reads.push_back(std::move(r));
+    // Failed: nothing held, and each read is made on its own (and fails or not) as before.
+    if (reads.size() > 1) (void)d_.read_ahead->prefetch(reads);
+  }
   coord_.poll(std::move(s), coord::publish_cue(obs, last_state_ == detect::State::kHealthy), now);
   if (coord_.leads()) {
     int world = 0;
@@ -167,6 +173,7 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
     stop_leading();
   }
   if (deliveries_) deliveries_->reap(now);
+  if (d_.read_ahead) d_.read_ahead->forget();
   seen_ = nullptr;
 }
 

@@ -88,6 +88,9 @@ struct JobLeaderDeps {
   // How long this node's steady summary vouches for its ranks (coord::JobCoord): two publish
   // intervals and two poll intervals; 0: it never vouches, and publishes every step.
   int64_t steady_window_ns = 0;
+  // The poll thread's read ahead under `etcd` (null: none): a following node's reads of a poll
+  // (its leader's key, the view, the orders) go to etcd as one request.
+  coord::ReadAhead* read_ahead = nullptr;
 };
 
 class JobLeader {

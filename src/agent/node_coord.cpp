@@ -22,7 +22,8 @@ NodeCoord::NodeCoord(const CoordConfig& c, std::shared_ptr<coord::Kv> kv)
       api_kv(kv ? kv : std::make_shared<coord::EtcdClient>(etcd_options(c))),
       // Two requests' time: a poll of hundreds of jobs on a healthy etcd spends a few ms.
       budget(*poll_kv, 2 * c.request_timeout_ns, [] { return mono_now_ns(); }),
-      etcd(budget),
+      read_ahead(budget),
+      etcd(read_ahead),
       session(etcd, coord::SessionOptions{c.prefix, c.node_name, c.lease_ttl_ns}),
       api_etcd(*api_kv),
       history(etcd, c.prefix, "", [] { return int64_t{0}; }) {}

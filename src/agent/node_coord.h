@@ -13,6 +13,7 @@
 #include "src/coord/etcd_ledger.h"
 #include "src/coord/kv.h"
 #include "src/coord/poll_budget.h"
+#include "src/coord/read_ahead.h"
 #include "src/coord/session.h"
 
 namespace stepwatch::agent {
@@ -25,7 +26,9 @@ struct NodeCoord {
   // Every call of the poll thread under one budget per poll: a hung etcd costs a poll one
   // request_timeout, not one per job (E8). The agent re-arms it at the top of each poll.
   coord::PollBudget budget;
-  coord::Kv& etcd;  // the poll thread's: the budget
+  // A job's reads of a poll in one request, where its leader host prefetches them (JobLeader).
+  coord::ReadAhead read_ahead;
+  coord::Kv& etcd;  // the poll thread's: read ahead, within the budget
   coord::NodeSession session;
   std::mutex api_mu;
   coord::Kv& api_etcd;        // the API threads' (guarded by api_mu)

@@ -114,6 +114,23 @@ json key_range(const std::string& key, bool prefix) {
   return json{{"key", b64_encode(from)}, {"range_end", b64_encode(prefix_end(key))}};
 }
 
+// A RangeRequest, for /v3/kv/range and a txn's request_range alike.
+json range_request(const std::string& key, const RangeOptions& options) {
+  json body = key_range(key, options.prefix);
+  if (options.limit > 0) body["limit"] = std::to_string(options.limit);
+  if (options.keys_only) body["keys_only"] = true;
+  if (options.min_mod_revision > 0)
+    body["min_mod_revision"] = std::to_string(options.min_mod_revision);
+  if (options.by_create_rev) {
+    body["sort_target"] = "CREATE";
+    body["sort_order"] = "ASCEND";
+  } else if (options.descending) {
+    body["sort_target"] = "KEY";
+    body["sort_order"] = "DESCEND";
+  }
+  return body;
+}
+
 RangeResult parse_range(const json& reply, int64_t fallback_revision) {
   RangeResult r;
   r.revision = header_revision(reply);
@@ -168,7 +185,7 @@ json to_json(const TxnOp& op) {
     case TxnOp::Kind::kDelete:
       return json{{"request_delete_range", key_range(op.key, op.prefix)}};
     case TxnOp::Kind::kRange:
-      return json{{"request_range", key_range(op.key, op.prefix)}};
+      return json{{"request_range", range_request(op.key, op.range)}};
   }
   throw std::invalid_argument("unknown TxnOp kind");
 }
@@ -264,19 +281,7 @@ Result<int64_t> EtcdClient::put(const std::string& key, const std::string& value
 
 Result<RangeResult> EtcdClient::range(const std::string& key, const RangeOptions& options) {
   return impl_->guard<RangeResult>("/v3/kv/range", [&]() -> Result<RangeResult> {
-    json body = key_range(key, options.prefix);
-    if (options.limit > 0) body["limit"] = std::to_string(options.limit);
-    if (options.keys_only) body["keys_only"] = true;
-    if (options.min_mod_revision > 0)
-      body["min_mod_revision"] = std::to_string(options.min_mod_revision);
-    if (options.by_create_rev) {
-      body["sort_target"] = "CREATE";
-      body["sort_order"] = "ASCEND";
-    } else if (options.descending) {
-      body["sort_target"] = "KEY";
-      body["sort_order"] = "DESCEND";
-    }
-    auto reply = impl_->post("/v3/kv/range", body);
+    auto reply = impl_->post("/v3/kv/range", range_request(key, options));
     if (!reply) return reply.error();
     return parse_range(*reply, 0);
   });

@@ -270,14 +270,27 @@ bool JobCoord::fill_values(const std::string& prefix, std::vector<KeyValue>& kvs
   return true;
 }
 
+bool JobCoord::follows_known(Stamp now) const {
+  return !leads_ && !leader_.empty() && leader_ != session_.options().node && leader_fence_ != 0 &&
+         line_listed_mono_ns_ && now.mono_ns - *line_listed_mono_ns_ < kRelistLineNs;
+}
+
+namespace {
+RangeOptions key_only() {
+  RangeOptions o;
+  o.keys_only = true;
+  return o;
+}
+}  // namespace
+
+std::vector<Read> JobCoord::next_reads(Stamp now) const {
+  if (session_.lease() == 0 || !follows_known(now)) return {};
+  return {Read{node_key(leader_), key_only()}};
+}
+
 bool JobCoord::follow_known(const std::string& prefix, Stamp now) {
-  const std::string& self = session_.options().node;
-  if (leader_.empty() || leader_ == self || leader_fence_ == 0 || !line_listed_mono_ns_ ||
-      now.mono_ns - *line_listed_mono_ns_ >= kRelistLineNs)
-    return false;
-  RangeOptions key_only;
-  key_only.keys_only = true;
-  auto r = session_.etcd().range(prefix + leader_, key_only);
+  if (!follows_known(now)) return false;
+  auto r = session_.etcd().range(prefix + leader_, key_only());
   if (!r) {
     session_.note_failure(r.error());
     return true;  // etcd failed: said, and nothing more this poll

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/coord/read_ahead.h"
 #include "src/coord/session.h"
 #include "src/coord/summary.h"
 #include "src/watch/job_state.h"
@@ -58,6 +59,9 @@ class JobCoord {
   // and whose verdict is no longer healthy publishes this poll's look again at once, not
   // vouching, rather than a poll later. The look is the one poll() was given.
   void settle(bool steady, Stamp now);
+  // The read the next poll() starts with, for a read ahead (read_ahead.h): a follower that knows
+  // its leader reads that key; none otherwise.
+  std::vector<Read> next_reads(Stamp now) const;
   // Whether this node's last summary vouches for its ranks (steady_ns set).
   bool vouching() const { return published_steady_; }
 
@@ -91,6 +95,8 @@ class JobCoord {
   // passed since the line was last listed, for a key ahead of the leader that became a node's).
   // true: done for this poll (the leader read, or etcd failed: said).
   bool follow_known(const std::string& prefix, Stamp now);
+  // Whether the next poll reads the leader's key alone (follow_known()).
+  bool follows_known(Stamp now) const;
   static constexpr int64_t kRelistLineNs = 60 * kNsPerSec;
   // Whether `kv` may be node `name`'s key at all, from the key alone (no value needed): a node
   // name, under a lease.

@@ -15,13 +15,18 @@ Compare Compare::value_is(std::string key, std::string value) {
 }
 
 TxnOp TxnOp::put(std::string key, std::string value, int64_t lease) {
-  return TxnOp{Kind::kPut, std::move(key), std::move(value), lease, false};
+  return TxnOp{Kind::kPut, std::move(key), std::move(value), lease, false, {}};
 }
 TxnOp TxnOp::del(std::string key, bool prefix) {
-  return TxnOp{Kind::kDelete, std::move(key), {}, 0, prefix};
+  return TxnOp{Kind::kDelete, std::move(key), {}, 0, prefix, {}};
 }
 TxnOp TxnOp::get(std::string key, bool prefix) {
-  return TxnOp{Kind::kRange, std::move(key), {}, 0, prefix};
+  RangeOptions options;
+  options.prefix = prefix;
+  return read(std::move(key), options);
+}
+TxnOp TxnOp::read(std::string key, RangeOptions options) {
+  return TxnOp{Kind::kRange, std::move(key), {}, 0, options.prefix, options};
 }
 
 bool fence_held(const TxnResult& t, int64_t fence) {

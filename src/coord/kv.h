@@ -37,6 +37,8 @@ struct RangeOptions {
   // revision min_mod_revision - 1. `count` still counts every key of the range (etcd prunes
   // after counting), so a key deleted since then shows as a count smaller than what was held.
   int64_t min_mod_revision = 0;
+
+  bool operator==(const RangeOptions&) const = default;
 };
 
 // One comparison of a txn.
@@ -61,11 +63,13 @@ struct TxnOp {
   std::string key;
   std::string value;    // kPut
   int64_t lease = 0;    // kPut: 0 for none
-  bool prefix = false;  // kDelete, kRange: every key that starts with `key`
+  bool prefix = false;  // kDelete: every key that starts with `key`
+  RangeOptions range;   // kRange (its `prefix`: every key that starts with `key`)
 
   static TxnOp put(std::string key, std::string value, int64_t lease = 0);
   static TxnOp del(std::string key, bool prefix = false);
   static TxnOp get(std::string key, bool prefix = false);
+  static TxnOp read(std::string key, RangeOptions options);
 };
 
 struct TxnResult {

@@ -78,10 +78,25 @@ Result<Order> JobOrders::order_of(const KeyValue& kv) {
   return o;
 }
 
+namespace {
+RangeOptions every_key() {
+  RangeOptions o;
+  o.prefix = true;
+  return o;
+}
+RangeOptions without_values() {
+  RangeOptions o;
+  o.keys_only = true;
+  return o;
+}
+}  // namespace
+
+std::vector<Read> JobOrders::poll_reads() const {
+  return {Read{base_ + "view", without_values()}, Read{base_ + "orders/", every_key()}};
+}
+
 Result<std::vector<Order>> JobOrders::orders() {
-  RangeOptions all;
-  all.prefix = true;
-  auto r = etcd_.range(base_ + "orders/", all);
+  auto r = etcd_.range(base_ + "orders/", every_key());
   if (!r) return r.error();
   std::vector<Order> out;
   for (const auto& kv : r->kvs) {
@@ -290,9 +305,7 @@ Status JobOrders::write_view(const JobView& v, int64_t fence) {
 }
 
 Result<const JobView*> JobOrders::view() {
-  RangeOptions key_only;
-  key_only.keys_only = true;
-  auto listed = etcd_.range(base_ + "view", key_only);
+  auto listed = etcd_.range(base_ + "view", without_values());
   if (!listed) return listed.error();
   if (listed->kvs.empty()) {
     view_.reset();

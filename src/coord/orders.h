@@ -34,6 +34,7 @@
 #include "src/common/result.h"
 #include "src/coord/incarnation.h"
 #include "src/coord/kv.h"
+#include "src/coord/read_ahead.h"
 #include "src/coord/records.h"
 #include "src/detect/observation.h"
 #include "src/detect/verdict.h"
@@ -125,6 +126,9 @@ class JobOrders {
   // (or one that does not read); else valid until the next call.
   Status write_view(const JobView& v, int64_t fence);
   Result<const JobView*> view();
+  // What a following node reads of these keys each poll (the view, the orders), for a read
+  // ahead (read_ahead.h).
+  std::vector<Read> poll_reads() const;
 
  private:
   Kv& etcd_;

@@ -91,13 +91,24 @@ class ScriptedNode final : public JobNode {
 class JobLeaderTest : public ::testing::Test {
  protected:
   struct Node {
-    Node(coord::Kv& kv, const std::string& name, const spec::JobSpec& spec)
+    Node(coord::Kv& kv, const std::string& name, const spec::JobSpec& spec,
+         coord::ReadAhead* read_ahead = nullptr)
         : name(name),
           session(kv, coord::SessionOptions{kPrefix, name, kTtl}),
           history(kv, kPrefix, "", [] { return int64_t{0}; }),
           node(name),
-          leader(JobLeaderDeps{
-              "pretrain", spec, kv, session, kNsPerSec, history, kPrefix, {}, node}) {}
+          leader(JobLeaderDeps{"pretrain",
+                               spec,
+                               kv,
+                               session,
+                               kNsPerSec,
+                               history,
+                               kPrefix,
+                               {},
+                               node,
+                               std::nullopt,
+                               read_ahead ? 4 * kNsPerSec : 0,
+                               read_ahead}) {}
     std::string name;
     coord::NodeSession session;
     coord::EtcdHistory history;
@@ -200,6 +211,38 @@ TEST_F(JobLeaderTest, TheFirstToPublishLeadsAndMergesEveryNodesRanks) {
   cb = turn(*b_, 1, 6, detect::State::kHealthy);
   EXPECT_EQ(b_->seen.ranks.size(), 1u) << "a follower judges nothing but its own";
   EXPECT_TRUE(a_->node.problems.empty()) << a_->node.problems.front();
+}
+
+// A following node's reads of a poll (its leader's key, the leader's view, the job's orders)
+// go to etcd as one request, as the agent wires it (its etcd is the read ahead).
+TEST_F(JobLeaderTest, AFollowersPollIsOneRequestToEtcd) {
+  coord::ReadAhead ahead(kv_);
+  Node c(ahead, "c", spec_, &ahead);
+  c.node.pid = 3000;
+  for (int i = 0; i < 4; ++i) {
+    round(detect::State::kHealthy, detect::State::kHealthy);
+    turn(c, 1, 5, detect::State::kHealthy);
+  }
+  ASSERT_EQ(c.leader.leader(), "a");
+  // A poll as the agent makes it: the look (published, the leader read), the leader's view
+  // shown, then the runbook's turn (the orders read).
+  auto poll = [&] {
+    Stamp now = clock_.now();
+    c.session.tick(now);
+    c.seen = look("c", 1, 5);
+    c.leader.amend(c.seen, ++polls_, now);
+    watch::JobState state;
+    c.leader.share_view(state, now);
+    c.leader.step(verdict(detect::State::kHealthy), c.seen, 0, now);
+  };
+  advance(0.5);
+  poll();  // whatever is due (a keepalive, a put) goes now
+  const int64_t calls = kv_.calls();
+  const uint64_t answered = ahead.answered();
+  poll();  // nothing due, nothing new to publish
+  EXPECT_EQ(kv_.calls() - calls, 1) << "one txn of its three reads";
+  EXPECT_EQ(ahead.answered() - answered, 3u);
+  EXPECT_EQ(c.leader.leader(), "a");
 }
 
 TEST_F(JobLeaderTest, TheLeaderOpensTheJobsOneIncidentAndAFollowerOpensNone) {

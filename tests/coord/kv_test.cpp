@@ -139,6 +139,25 @@ TEST_P(KvTest, AMinModRevisionRangeReturnsWhatChangedAndCountsEveryKey) {
   EXPECT_EQ(r.count, 3);
 }
 
+// A txn's ranges take a range's options: several reads of a poll in one request.
+TEST_P(KvTest, ATxnsRangesTakeTheirOptions) {
+  Kv& c = *kv_;
+  MUST(c.put(key("t/a"), "1"));
+  MUST(c.put(key("t/b"), "2"));
+  MUST(c.put(key("u"), "3"));
+  auto t = MUST(c.txn(
+      {}, {TxnOp::read(key("t/"), {.prefix = true, .keys_only = true}), TxnOp::read(key("u"), {}),
+           TxnOp::read(key("t/"), {.prefix = true, .limit = 1, .descending = true})}));
+  EXPECT_TRUE(t.succeeded);
+  ASSERT_EQ(t.ranges.size(), 3u);
+  ASSERT_EQ(keys_of(t.ranges[0]), (std::vector<std::string>{key("t/a"), key("t/b")}));
+  EXPECT_EQ(t.ranges[0].kvs[0].value, "") << "keys only";
+  ASSERT_EQ(t.ranges[1].kvs.size(), 1u);
+  EXPECT_EQ(t.ranges[1].kvs[0].value, "3");
+  EXPECT_EQ(keys_of(t.ranges[2]), std::vector<std::string>{key("t/b")});
+  EXPECT_EQ(t.ranges[2].count, 2);
+}
+
 TEST_P(KvTest, CompareTargetsAndResultsAsEtcdEvaluatesThem) {
   Kv& c = *kv_;
   for (int i = 0; i < 3; ++i) MUST(c.put(key("filler"), "x"));
