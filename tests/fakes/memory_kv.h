@@ -101,7 +101,7 @@ class MemoryKv final : public coord::Kv {
           erase(op.key, op.prefix);
           break;
         case coord::TxnOp::Kind::kRange:
-          r.ranges.push_back(read(op.key, {.prefix = op.prefix}));
+          r.ranges.push_back(read(op.key, op.range));
           break;
       }
     }
