@@ -125,6 +125,13 @@ watch::ClusterState JobLeader::amend(detect::Observation& obs, uint64_t poll_seq
   return c;
 }
 
+std::vector<std::string> JobLeader::run_nodes() const {
+  // The roster of the run (every node the leader knew ranks on), else the nodes of the last look.
+  std::vector<std::string> out;
+  for (const auto& [node, ranks] : roster_written_) out.push_back(node);
+  return out.empty() ? nodes_of(seen_) : out;
+}
+
 void JobLeader::keep_roster(const detect::Observation& merged, bool took_over) {
   std::map<std::string, std::vector<int>> nodes;
   int64_t incarnation = 0;
@@ -208,7 +215,8 @@ void JobLeader::lead(const detect::Verdict& v, Stamp now) {
                         [this] { return d_.node.job_page(acted_on_); },
                         [this] { return incident_.get(); },
                         [this](const std::string& line) { d_.node.problem(line); },
-                        d_.owner_uid};
+                        d_.owner_uid,
+                        [this] { return run_nodes(); }};
     owner_ = runbook::make_resume_owner(d_.spec);
     resume_host_ = std::make_unique<LeaderResume>(std::move(rd));
     resume_ = std::make_unique<runbook::Resume>(runbook::ResumePolicy::from_spec(d_.job, d_.spec),

@@ -155,6 +155,8 @@ class JobLeader {
     std::promise<runbook::ActReport> done;
   };
 
+  // Every node with ranks of the running incarnation (the roster; the last look's before one).
+  std::vector<std::string> run_nodes() const;
   void keep_roster(const detect::Observation& merged, bool took_over);
   void follow_orders(const detect::Verdict& v, Stamp now);
   // Why this node does not carry out `o` (nullopt: it does). An order is carried out only when

@@ -1,7 +1,11 @@
 #include "src/agent/leader_resume.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <set>
+
+#include "src/common/duration.h"
 #include "src/common/log.h"
 
 namespace stepwatch::agent {
@@ -113,6 +117,54 @@ void LeaderResume::close(int64_t incident, Stamp now, const std::string& resolut
     d_.problem(fmt::format("job {}: its incident in etcd: {}", d_.job, st.error().message));
 }
 
+std::optional<runbook::AfterPreempt> LeaderResume::wait_for_launchers(
+    const runbook::NextIncarnation& next, Stamp now) {
+  auto launchers = d_.orders.launchers();
+  if (!launchers) {
+    d_.problem(fmt::format("job {}: its launchers in etcd: {}", d_.job, launchers.error().message));
+    return runbook::AfterPreempt{false, "", true};  // tried again next turn
+  }
+  std::set<std::string> live;
+  for (const auto& l : *launchers) {
+    if (l.leased) live.insert(l.node);
+  }
+  std::vector<std::string> missing;
+  for (const auto& n : d_.nodes()) {
+    if (!live.count(n)) missing.push_back(n);
+  }
+  if (missing.empty()) {
+    if (missing_since_mono_ns_)
+      log(LogLevel::kInfo, "every node of the job has its launcher again: the next incarnation");
+    missing_since_mono_ns_.reset();
+    said_missing_.clear();
+    paged_missing_ = false;
+    return std::nullopt;
+  }
+  const std::string names = fmt::format("{}", fmt::join(missing, ", "));
+  if (!missing_since_mono_ns_) missing_since_mono_ns_ = now.mono_ns;
+  if (names != said_missing_) {
+    said_missing_ = names;
+    std::string line = fmt::format(
+        "incarnation {} waits for node(s) {}: no `stepwatch run --coord` registered there (not "
+        "started, dead, or gave up); paging if it is not there within {}",
+        next.incarnation, names, format_duration(kWholeRestartWaitNs));
+    log(LogLevel::kWarn, line);
+    note(false, line);
+  }
+  if (!paged_missing_ && now.mono_ns - *missing_since_mono_ns_ >= kWholeRestartWaitNs) {
+    paged_missing_ = true;
+    std::string why = fmt::format(
+        "job {} cannot restart whole: no `stepwatch run --coord` on node(s) {} for {} (not "
+        "started, dead, or gave up); incarnation {} waits for it",
+        d_.job, names, format_duration(now.mono_ns - *missing_since_mono_ns_), next.incarnation);
+    log(LogLevel::kError, why);
+    note(false, why);
+    runbook::send_after_preempt_page(d_.deliveries, d_.pagers, d_.page(), d_.job, next.incident,
+                                     d_.incarnation(), "page", "restart-blocked", why, now.wall_ns);
+  }
+  return runbook::AfterPreempt{false, "", true};
+}
+
 bool LeaderResume::advance(const coord::JobIncarnation& from, const coord::IncarnationRecord& to) {
   auto moved = d_.orders.advance(from, to, d_.fence());
   if (moved && *moved) return true;
@@ -165,6 +217,7 @@ runbook::AfterPreempt LeaderResume::apply(const runbook::ResumePlan& plan,
   to.by = d_.node;
   to.at_ns = now.wall_ns;
   if (plan.kind == Kind::kRelaunch) {
+    if (auto wait = wait_for_launchers(next, now)) return *wait;
     if (!advance(*from, to)) return {false, ""};
     log(LogLevel::kInfo,
         fmt::format("incarnation {} -> {}{}: its `stepwatch run --coord` launchers relaunch it",

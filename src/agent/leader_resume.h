@@ -43,7 +43,14 @@ struct LeaderResumeDeps {
   std::function<runbook::Incident*()> incident;
   std::function<void(const std::string&)> problem;  // a read or write of etcd failed
   std::optional<uint32_t> owner_uid;  // the job directory's owner (runbook::BatchJob::owner_uid)
+  // Every node with ranks of the running incarnation: each must have its launcher before the
+  // incarnation moves.
+  std::function<std::vector<std::string>()> nodes;
 };
+
+// How long the next incarnation waits for a node's missing launcher before the leader pages that
+// the job cannot restart whole (it waits on after the page).
+inline constexpr int64_t kWholeRestartWaitNs = 2 * 60 * kNsPerSec;
 
 class LeaderResume final : public runbook::ResumeHost {
  public:
@@ -71,8 +78,17 @@ class LeaderResume final : public runbook::ResumeHost {
   // Moves the incarnation key from `from` to `to` (fenced CAS); false, said in the log, when the
   // counter moved meanwhile, the fence failed or etcd did not answer.
   bool advance(const coord::JobIncarnation& from, const coord::IncarnationRecord& to);
+  // Every node of the job must have its `stepwatch run --coord` (a launcher key under its lease)
+  // before the incarnation moves: a node without one would be missing from the next
+  // incarnation until its rendezvous timed out. nullopt: every one has; else wait (said once per
+  // set of missing nodes, paged once after kWholeRestartWaitNs, "restart-blocked").
+  std::optional<runbook::AfterPreempt> wait_for_launchers(const runbook::NextIncarnation& next,
+                                                          Stamp now);
 
   LeaderResumeDeps d_;
+  std::optional<int64_t> missing_since_mono_ns_;
+  std::string said_missing_;
+  bool paged_missing_ = false;
 };
 
 }  // namespace stepwatch::agent

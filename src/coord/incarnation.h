@@ -58,6 +58,9 @@ struct LauncherRecord {
   std::string scheduler;
   std::string scheduler_job;
   std::optional<int64_t> scheduler_restarts;
+  // Not in the record: whether its key is under a lease (a live launcher's is; one put without
+  // a lease is nobody's). Set where the key is read (JobOrders::launchers).
+  bool leased = false;
 };
 
 // The Slurm batch job that the launchers of `incarnation` run in, and the restart count they

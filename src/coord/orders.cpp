@@ -203,6 +203,7 @@ Result<std::vector<LauncherRecord>> JobOrders::launchers() {
     if (!l) bad_.skip(kv, l.error());
     LauncherRecord rec = l ? std::move(*l) : LauncherRecord{};
     if (rec.node.empty() && kv.key.size() > dir.size()) rec.node = kv.key.substr(dir.size());
+    rec.leased = kv.lease != 0;
     out.push_back(std::move(rec));
   }
   return out;

@@ -73,8 +73,17 @@ Status add_node_fault(PageMessage& m, HistoryLedger& history, const std::string&
 void send_storm_page(PageDeliveries& deliveries, const std::vector<spec::Pager>& pagers,
                      PageMessage m, const std::string& job, int64_t incident, int64_t incarnation,
                      const std::string& why, int64_t now_wall_ns) {
-  m.severity = "warning";
-  m.state = "restart-storm";
+  send_after_preempt_page(deliveries, pagers, std::move(m), job, incident, incarnation, "warning",
+                          "restart-storm", why, now_wall_ns);
+}
+
+void send_after_preempt_page(PageDeliveries& deliveries, const std::vector<spec::Pager>& pagers,
+                             PageMessage m, const std::string& job, int64_t incident,
+                             int64_t incarnation, const std::string& severity,
+                             const std::string& state, const std::string& why,
+                             int64_t now_wall_ns) {
+  m.severity = severity;
+  m.state = state;
   m.summary = why;
   m.incident_id = std::to_string(incident);
   m.incarnation = static_cast<int>(incarnation);

@@ -94,6 +94,13 @@ Status add_node_fault(PageMessage& m, HistoryLedger& history, const std::string&
 // The same from a report already read.
 void add_node_fault(PageMessage& m, const NodeFaultReport& report, std::string_view scheduler);
 
+// A page about what follows a preempt, sent to `pagers` as an escalation of `incident`: `m` (the
+// host's page for the verdict the job was preempted on) with `severity`, `state` and `why`.
+void send_after_preempt_page(PageDeliveries& deliveries, const std::vector<spec::Pager>& pagers,
+                             PageMessage m, const std::string& job, int64_t incident,
+                             int64_t incarnation, const std::string& severity,
+                             const std::string& state, const std::string& why, int64_t now_wall_ns);
+
 // The page of a restart storm that holds automatic resume: `m` (the host's page for the verdict
 // the job was preempted on, with its suspects) becomes a warning, state "restart-storm", that
 // says `why`, for `incident` and `incarnation`; sent to `pagers` as an escalation of the incident.

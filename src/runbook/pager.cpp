@@ -145,9 +145,10 @@ std::string page_json(const PageMessage& m) {
 std::string alertmanager_json(const PageMessage& m) {
   // Label values identify the alert (Alertmanager deduplicates on them); an empty value means
   // "no label", so empty ones are left out and cause is "none" rather than "".
-  const char* alertname = m.state == "dead"            ? "StepwatchRankDead"
-                          : m.state == "restart-storm" ? "StepwatchRestartStorm"
-                                                       : "StepwatchJobStalled";
+  const char* alertname = m.state == "dead"              ? "StepwatchRankDead"
+                          : m.state == "restart-storm"   ? "StepwatchRestartStorm"
+                          : m.state == "restart-blocked" ? "StepwatchRestartBlocked"
+                                                         : "StepwatchJobStalled";
   json labels = {{"alertname", alertname},
                  {"job_id", m.job},
                  {"state", m.state},

@@ -392,6 +392,16 @@ class AgentCoordPreemptTest : public AgentCoordTest {
     if (j.value("hold_incident", 0) == 0) return std::nullopt;
     return j;
   }
+  // Each node's `stepwatch run --coord`, registered under a lease as a live one is.
+  static void live_launchers(coord::EtcdClient& etcd) {
+    auto lease = etcd.grant(600);
+    ASSERT_TRUE(lease.ok()) << lease.error().message;
+    for (const char* n : {"a", "b"}) {
+      ASSERT_TRUE(
+          etcd.put(fmt::format("/stepwatch/v1/jobs/pretrain/launchers/{}", n), "{}", lease->id)
+              .ok());
+    }
+  }
   // The seeded history, a launcher, incarnation 2 hung on both nodes and storm_incarnations = 3:
   // both agents polled past the ack timeout until the storm holds the job (its two pages sent)
   // and both ranks have ended.
@@ -399,7 +409,7 @@ class AgentCoordPreemptTest : public AgentCoordTest {
       test::EtcdServer& etcd, coord::EtcdClient& client, test::Receiver& rx) {
     write_preempt_specs(rx.url(), "[node_fault]\nstorm_incarnations = 3\n");
     seed_history(client);
-    EXPECT_TRUE(client.put("/stepwatch/v1/jobs/pretrain/launchers/a", "{}").ok());
+    live_launchers(client);
     pid_t r0 = hung_rank("a", 0, 2);
     pid_t r1 = hung_rank("b", 1, 2);
     auto a = open_preempting("a", etcd.endpoint());
@@ -452,8 +462,9 @@ TEST_F(AgentCoordPreemptTest, EachNodeEndsItsOwnRankOnceAndTheJobMovesToItsNextI
   pid_t r0 = hung_rank("a", 0);
   pid_t r1 = hung_rank("b", 1);
   coord::EtcdClient etcd_client(coord::EtcdOptions{{etcd.endpoint()}, "", kNsPerSec});
-  // A `stepwatch run --coord` of the job is registered: relaunching is someone's job.
-  ASSERT_TRUE(etcd_client.put("/stepwatch/v1/jobs/pretrain/launchers/a", "{}").ok());
+  // A `stepwatch run --coord` of the job on each node, under its lease: relaunching is someone's
+  // job, on every node.
+  live_launchers(etcd_client);
   auto a = open_preempting("a", etcd.endpoint());
   auto b = open_preempting("b", etcd.endpoint());
   std::this_thread::sleep_for(400ms);

@@ -329,6 +329,60 @@ TEST_F(JobLeaderTest, EveryNodeCarriesOutThePreemptOrderOnceAndTheLeaderGathersT
   EXPECT_EQ(rx_.count(), 1u);
 }
 
+// The next incarnation moves only once every node of the job has its launcher under a lease: a
+// node without one would be missing from it. The leader waits, pages once after
+// kWholeRestartWaitNs that the job cannot restart whole (naming the node), and moves on once the
+// launcher is back. A launcher key put without a lease is nobody's.
+TEST_F(JobLeaderTest, TheIncarnationMovesOnlyOnceEveryNodeHasALiveLauncher) {
+  using detect::State;
+  coord::Kv& kv = kv_;
+  const std::string launchers = std::string(kPrefix) + "/jobs/pretrain/launchers/";
+  auto lease = kv.grant(3600);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(kv.put(launchers + "a", "{}", lease->id).ok());
+  ASSERT_TRUE(kv.put(launchers + "b", "{}").ok());  // no lease: not a live launcher
+  turn(*a_, 0, 5, State::kHealthy);
+  turn(*b_, 1, 5, State::kHealthy);
+  round(State::kStalled, State::kStalled);  // a opens and pages
+  ASSERT_TRUE(rx_.wait_for(1));
+  for (int i = 0; i < 12; ++i) round(State::kStalled, State::kStalled);  // ordered, carried out
+  ASSERT_EQ(a_->node.acted_for.size(), 1u);
+  ASSERT_EQ(b_->node.acted_for.size(), 1u);
+  auto incarnation = [&] {
+    auto r = coord::read_incarnation(kv_, coord::incarnation_key(kPrefix, "pretrain"));
+    EXPECT_TRUE(r.ok());
+    return r ? r->record.incarnation : -1;
+  };
+  EXPECT_EQ(incarnation(), 0) << "b has no live launcher";
+  auto open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_TRUE(open->is_open());
+  // Two minutes on: paged once that it cannot restart whole, naming b.
+  const int64_t waiting_from = clock_.now().mono_ns;
+  while (rx_.count() < 2 && clock_.now().mono_ns - waiting_from < kWholeRestartWaitNs + kNsPerSec)
+    round(State::kStalled, State::kStalled);
+  ASSERT_TRUE(rx_.wait_for(2));
+  EXPECT_GE(clock_.now().mono_ns - waiting_from, kWholeRestartWaitNs - 10 * kNsPerSec)
+      << "not before the wait ran out";
+  auto page = rx_.body(rx_.count() - 1);
+  EXPECT_NE(page.find("cannot restart whole"), std::string::npos) << page;
+  EXPECT_NE(page.find("node(s) b"), std::string::npos) << page;
+  EXPECT_NE(page.find("restart-blocked"), std::string::npos) << page;
+  for (int i = 0; i < 3; ++i) round(State::kStalled, State::kStalled);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rx_.count(), 2u) << "paged once";
+  EXPECT_EQ(incarnation(), 0);
+  // b's launcher comes back under its lease: the next incarnation moves, the incident closes.
+  ASSERT_TRUE(kv.put(launchers + "b", "{}", lease->id).ok());
+  round(State::kStalled, State::kStalled);
+  EXPECT_EQ(incarnation(), 1);
+  open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_FALSE(open->is_open());
+  EXPECT_NE(open->resolution.find("relaunched as incarnation 1"), std::string::npos)
+      << open->resolution;
+}
+
 // E1: anyone who can write under the prefix could put an order. A node carries one out only when
 // the job's leader of now signed it with its fence and it names the job's open incident in etcd;
 // a forged one is said once and neither carried out nor reported. `collect = false` holds.

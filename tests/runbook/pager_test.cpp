@@ -220,6 +220,14 @@ TEST(AlertmanagerJson, OneAlertWithLabelsAnnotationsAndStart) {
   EXPECT_EQ(d2["labels"]["alertname"], "StepwatchRankDead");
   EXPECT_EQ(d2["labels"]["cause"], "none");
   EXPECT_FALSE(d2["labels"].contains("owner"));
+
+  // What follows a preempt has alerts of its own, routed apart from the stall.
+  for (auto [state, name] : {std::pair{"restart-storm", "StepwatchRestartStorm"},
+                             std::pair{"restart-blocked", "StepwatchRestartBlocked"}}) {
+    PageMessage m = sample_message();
+    m.state = state;
+    EXPECT_EQ(json::parse(alertmanager_json(m))[0]["labels"]["alertname"], name) << state;
+  }
 }
 
 TEST(AlertmanagerJson, AlertsUrl) {
