@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/coord/bench_measures.h"
 #include "src/common/log.h"
 #include "src/coord/etcd_client.h"
 #include "src/coord/job_coord.h"
@@ -38,49 +39,20 @@
 #include "tests/support/etcd_server.h"
 
 using namespace stepwatch;
+using stepwatch::bench::mean;
+using stepwatch::bench::percentile;
+using stepwatch::bench::process_cpu_ns;
+using stepwatch::bench::thread_cpu_ns;
 
 namespace {
 
 constexpr int64_t kSec = kNsPerSec;
 constexpr const char* kJob = "bench";
 
-int64_t thread_cpu_ns() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec * kSec + t.tv_nsec;
-}
-
 int64_t wall_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// utime + stime of a process, from /proc/<pid>/stat (fields after the last ')').
-int64_t process_cpu_ns(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(text.substr(close + 2));
-  std::string field;
-  int64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoll(field);
-    if (i == 15) stime = std::stoll(field);
-  }
-  return (utime + stime) * kSec / sysconf(_SC_CLK_TCK);
-}
-
-double mean(const std::vector<double>& v) {
-  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 detect::Config configured() {

@@ -61,6 +61,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/coord/bench_measures.h"
 #include "src/common/clock.h"
 #include "src/common/log.h"
 #include "src/coord/etcd_client.h"
@@ -73,6 +74,10 @@
 #include "tests/support/etcd_server.h"
 
 using namespace stepwatch;
+using stepwatch::bench::mean;
+using stepwatch::bench::percentile;
+using stepwatch::bench::process_cpu_ns;
+using stepwatch::bench::thread_cpu_ns;
 
 namespace {
 
@@ -87,32 +92,10 @@ constexpr int kMaxWarmupRounds = 30;
 // Between the command to measure and the first measured round: every worker has read it.
 constexpr int64_t kStartLeadNs = 200 * kNsPerMs;
 
-int64_t thread_cpu_ns() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec * kSec + t.tv_nsec;
-}
-
 void sleep_until(int64_t mono_ns) {
   timespec t{static_cast<time_t>(mono_ns / kSec), static_cast<long>(mono_ns % kSec)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, nullptr) == EINTR) {
   }
-}
-
-// utime + stime of a process, from /proc/<pid>/stat (fields after the last ')').
-int64_t process_cpu_ns(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(text.substr(close + 2));
-  std::string field;
-  int64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoll(field);
-    if (i == 15) stime = std::stoll(field);
-  }
-  return (utime + stime) * kSec / sysconf(_SC_CLK_TCK);
 }
 
 // VmRSS of a process in bytes, from /proc/<pid>/status (0: gone).
@@ -123,17 +106,6 @@ int64_t process_rss_bytes(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;  // "... kB"
   }
   return 0;
-}
-
-double mean(const std::vector<double>& v) {
-  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // As coord_bench's: a 1 s step job (the poll interval), grace from the default spec.

@@ -275,22 +275,14 @@ bool JobCoord::follows_known(Stamp now) const {
          line_listed_mono_ns_ && now.mono_ns - *line_listed_mono_ns_ < kRelistLineNs;
 }
 
-namespace {
-RangeOptions key_only() {
-  RangeOptions o;
-  o.keys_only = true;
-  return o;
-}
-}  // namespace
-
 std::vector<Read> JobCoord::next_reads(Stamp now) const {
   if (session_.lease() == 0 || !follows_known(now)) return {};
-  return {Read{node_key(leader_), key_only()}};
+  return {Read{node_key(leader_), RangeOptions{.keys_only = true}}};
 }
 
 bool JobCoord::follow_known(const std::string& prefix, Stamp now) {
   if (!follows_known(now)) return false;
-  auto r = session_.etcd().range(prefix + leader_, key_only());
+  auto r = session_.etcd().range(prefix + leader_, RangeOptions{.keys_only = true});
   if (!r) {
     session_.note_failure(r.error());
     return true;  // etcd failed: said, and nothing more this poll

@@ -78,25 +78,13 @@ Result<Order> JobOrders::order_of(const KeyValue& kv) {
   return o;
 }
 
-namespace {
-RangeOptions every_key() {
-  RangeOptions o;
-  o.prefix = true;
-  return o;
-}
-RangeOptions without_values() {
-  RangeOptions o;
-  o.keys_only = true;
-  return o;
-}
-}  // namespace
-
 std::vector<Read> JobOrders::poll_reads() const {
-  return {Read{base_ + "view", without_values()}, Read{base_ + "orders/", every_key()}};
+  return {Read{base_ + "view", RangeOptions{.keys_only = true}},
+          Read{base_ + "orders/", RangeOptions{.prefix = true}}};
 }
 
 Result<std::vector<Order>> JobOrders::orders() {
-  auto r = etcd_.range(base_ + "orders/", every_key());
+  auto r = etcd_.range(base_ + "orders/", RangeOptions{.prefix = true});
   if (!r) return r.error();
   std::vector<Order> out;
   for (const auto& kv : r->kvs) {
@@ -306,7 +294,7 @@ Status JobOrders::write_view(const JobView& v, int64_t fence) {
 }
 
 Result<const JobView*> JobOrders::view() {
-  auto listed = etcd_.range(base_ + "view", without_values());
+  auto listed = etcd_.range(base_ + "view", RangeOptions{.keys_only = true});
   if (!listed) return listed.error();
   if (listed->kvs.empty()) {
     view_.reset();

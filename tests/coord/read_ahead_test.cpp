@@ -9,17 +9,6 @@
 namespace stepwatch::coord {
 namespace {
 
-RangeOptions keys_only() {
-  RangeOptions o;
-  o.keys_only = true;
-  return o;
-}
-RangeOptions under() {
-  RangeOptions o;
-  o.prefix = true;
-  return o;
-}
-
 class ReadAheadTest : public ::testing::Test {
  protected:
   ReadAheadTest() : kv_(clock_), ahead_(kv_) {
@@ -36,13 +25,15 @@ class ReadAheadTest : public ::testing::Test {
 TEST_F(ReadAheadTest, PrefetchedReadsCostOneRequestAndAnswerOnce) {
   Kv& kv = ahead_;
   int64_t calls = kv_.calls();
-  ASSERT_TRUE(
-      ahead_.prefetch({{"/j/nodes/a", keys_only()}, {"/j/view", {}}, {"/j/orders/", under()}})
-          .ok());
+  ASSERT_TRUE(ahead_
+                  .prefetch({{"/j/nodes/a", RangeOptions{.keys_only = true}},
+                             {"/j/view", {}},
+                             {"/j/orders/", RangeOptions{.prefix = true}}})
+                  .ok());
   EXPECT_EQ(kv_.calls() - calls, 1);
-  auto a = kv.range("/j/nodes/a", keys_only());
+  auto a = kv.range("/j/nodes/a", RangeOptions{.keys_only = true});
   auto v = kv.range("/j/view", {});
-  auto o = kv.range("/j/orders/", under());
+  auto o = kv.range("/j/orders/", RangeOptions{.prefix = true});
   EXPECT_EQ(kv_.calls() - calls, 1) << "all three answered from the one txn";
   EXPECT_EQ(ahead_.answered(), 3u);
   ASSERT_TRUE(a.ok() && a->kvs.size() == 1u);
@@ -59,7 +50,7 @@ TEST_F(ReadAheadTest, PrefetchedReadsCostOneRequestAndAnswerOnce) {
 
 TEST_F(ReadAheadTest, AReadWithOtherOptionsOrKeysGoesToEtcd) {
   Kv& kv = ahead_;
-  ASSERT_TRUE(ahead_.prefetch({{"/j/view", keys_only()}}).ok());
+  ASSERT_TRUE(ahead_.prefetch({{"/j/view", RangeOptions{.keys_only = true}}}).ok());
   int64_t calls = kv_.calls();
   auto full = kv.range("/j/view", {});  // the value: not what was prefetched
   ASSERT_TRUE(full.ok() && full->kvs.size() == 1u);
@@ -67,7 +58,7 @@ TEST_F(ReadAheadTest, AReadWithOtherOptionsOrKeysGoesToEtcd) {
   EXPECT_EQ(kv_.calls() - calls, 1);
   EXPECT_EQ(ahead_.answered(), 0u);
   ahead_.forget();
-  auto listed = kv.range("/j/view", keys_only());  // forgotten: to etcd
+  auto listed = kv.range("/j/view", RangeOptions{.keys_only = true});  // forgotten: to etcd
   EXPECT_EQ(kv_.calls() - calls, 2);
   EXPECT_EQ(ahead_.answered(), 0u);
 }
@@ -75,21 +66,25 @@ TEST_F(ReadAheadTest, AReadWithOtherOptionsOrKeysGoesToEtcd) {
 // A write through it to a key a held read covers drops that read: never older than its own write.
 TEST_F(ReadAheadTest, AWriteToAHeldKeyDropsItsRead) {
   Kv& kv = ahead_;
-  ASSERT_TRUE(ahead_.prefetch({{"/j/view", {}}, {"/j/orders/", under()}, {"/j/nodes/a", {}}}).ok());
+  ASSERT_TRUE(
+      ahead_
+          .prefetch(
+              {{"/j/view", {}}, {"/j/orders/", RangeOptions{.prefix = true}}, {"/j/nodes/a", {}}})
+          .ok());
   ASSERT_TRUE(kv.put("/j/view", "view 2").ok());
   ASSERT_TRUE(kv.txn({}, {TxnOp::put("/j/orders/8", "order 8")}, {}).ok());
   ASSERT_TRUE(kv.put("/j/nodes/b", "summary b").ok());  // another key: a's read stays
   auto v = kv.range("/j/view", {});
   ASSERT_TRUE(v.ok() && v->kvs.size() == 1u);
   EXPECT_EQ(v->kvs[0].value, "view 2");
-  auto o = kv.range("/j/orders/", under());
+  auto o = kv.range("/j/orders/", RangeOptions{.prefix = true});
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->kvs.size(), 2u);
   ASSERT_TRUE(kv.range("/j/nodes/a", {}).ok());
   EXPECT_EQ(ahead_.answered(), 1u) << "only a's read was still good";
-  ASSERT_TRUE(ahead_.prefetch({{"/j/orders/", under()}}).ok());
+  ASSERT_TRUE(ahead_.prefetch({{"/j/orders/", RangeOptions{.prefix = true}}}).ok());
   ASSERT_TRUE(kv.del("/j/", true).ok());  // a prefix covering it
-  o = kv.range("/j/orders/", under());
+  o = kv.range("/j/orders/", RangeOptions{.prefix = true});
   ASSERT_TRUE(o.ok());
   EXPECT_TRUE(o->kvs.empty());
 }

@@ -1,0 +1,42 @@
+// What both coordination benches measure with (coord_bench, coord_scale_bench): this thread's
+// CPU, another process's CPU (etcd's), and the mean and a percentile of samples.
+#pragma once
+
+#include <sys/types.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "src/common/clock.h"
+#include "src/common/proc_stat.h"
+
+namespace stepwatch::bench {
+
+inline int64_t thread_cpu_ns() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * kNsPerSec + t.tv_nsec;
+}
+
+// utime + stime of a process (0 once it is gone).
+inline int64_t process_cpu_ns(pid_t pid) {
+  auto st = read_proc_stat("/proc", pid);
+  if (!st) return 0;
+  return static_cast<int64_t>(st->utime_ticks + st->stime_ticks) * kNsPerSec / sysconf(_SC_CLK_TCK);
+}
+
+inline double mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+inline double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace stepwatch::bench
