@@ -1,5 +1,6 @@
 // What both coordination benches measure with (coord_bench, coord_scale_bench): this thread's
-// CPU, another process's CPU (etcd's), and the mean and a percentile of samples.
+// CPU, another process's CPU (etcd's), the mean and a percentile of samples, and the detector
+// they judge the simulated job with.
 #pragma once
 
 #include <sys/types.h>
@@ -12,6 +13,8 @@
 
 #include "src/common/clock.h"
 #include "src/common/proc_stat.h"
+#include "src/detect/detector.h"
+#include "src/detect/spec_adapter.h"
 
 namespace stepwatch::bench {
 
@@ -37,6 +40,16 @@ inline double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
   return v[std::min(i, v.size() - 1)];
+}
+
+// A job of one step per `interval_ns`, judged from its first step (no warm-up), grace and the
+// rest from the default spec.
+inline detect::Config detector_config(int64_t interval_ns) {
+  detect::Config c = detect::default_config();
+  c.expected_interval_ns = interval_ns;
+  c.init_budget_ns = 60 * kNsPerSec;
+  c.warmup_steps = 0;
+  return c;
 }
 
 }  // namespace stepwatch::bench

@@ -55,14 +55,6 @@ int64_t wall_ns() {
       .count();
 }
 
-detect::Config configured() {
-  detect::Config c = detect::default_config();
-  c.expected_interval_ns = kSec;
-  c.init_budget_ns = 60 * kSec;
-  c.warmup_steps = 0;
-  return c;
-}
-
 // One node's ranks of the job: global ranks [first, first + ranks), named by the node.
 detect::testing::SimJob node_job(const std::string& node, int first, int ranks, int world) {
   detect::testing::SimJob job(ranks);
@@ -132,7 +124,7 @@ struct Baseline {
 Baseline single_node(int ranks) {
   constexpr int kPolls = 2000;
   detect::testing::SimJob job = node_job("node000", 0, ranks, ranks);
-  detect::Detector detector(configured());
+  detect::Detector detector(bench::detector_config(kSec));
   int64_t json_ns = 0, parse_ns = 0, observe_ns = 0;
   Baseline b;
   for (int i = 0; i < kPolls; ++i) {
@@ -177,7 +169,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < args.nodes; ++i)
       nodes.push_back(std::make_unique<SimNode>(server.endpoint(), fmt::format("node{:03}", i),
                                                 i * args.ranks, args.ranks, world));
-    detect::Detector leader_detector(configured());
+    detect::Detector leader_detector(bench::detector_config(kSec));
 
     std::vector<double> follower_cpu_us, follower_wall_us, leader_poll_us, merge_us, observe_us,
         round_ms;

@@ -108,15 +108,6 @@ int64_t process_rss_bytes(pid_t pid) {
   return 0;
 }
 
-// As coord_bench's: a 1 s step job (the poll interval), grace from the default spec.
-detect::Config configured(int64_t poll_ns) {
-  detect::Config c = detect::default_config();
-  c.expected_interval_ns = poll_ns;
-  c.init_budget_ns = 60 * kSec;
-  c.warmup_steps = 0;
-  return c;
-}
-
 struct Args {
   std::vector<int> nodes = {2, 100, 300, 1000};
   int ranks = 8;
@@ -210,7 +201,7 @@ struct SimNode {
         etcd(coord::EtcdOptions{{endpoint}, "", 2 * kSec}),
         session(etcd, coord::SessionOptions{"/stepwatch/v1", name, 10 * kSec}),
         coord(session, kJob, kPublishNs, args.steady_window_ns()),
-        own(configured(args.poll_ns())) {}
+        own(bench::detector_config(args.poll_ns())) {}
 
   std::string name;
   bool stops;  // its last rank stops stepping at the stop time
@@ -335,7 +326,7 @@ class Worker {
     }
     coord::Merged m = coord::merge(obs, n.name, n.coord.remote(), now);
     int64_t c2 = thread_cpu_ns();
-    auto it = detectors_.try_emplace(n.name, configured(args_.poll_ns())).first;
+    auto it = detectors_.try_emplace(n.name, bench::detector_config(args_.poll_ns())).first;
     detect::Verdict v = it->second.observe(m.observation);
     int64_t c3 = thread_cpu_ns();
     int64_t seen = mono_now_ns();
