@@ -32,10 +32,11 @@ int64_t shifted(int64_t mono_ns, int64_t offset_ns) {
 // Puts one rank of a node's observation on the leader's clock and names its node. A rank the
 // node timed monotonically (its own records) moves by `offset_ns`; one it could only time by
 // wall (another host's JSONL) keeps only its wall stamps, as it had on the node.
-// `vouched_ns` moves the stamps of progress (steps, beats, losses, updates, the sampler's)
-// further on: a steady node vouches that they go on as they were (summary.h). Stamps of events
-// (creation, a phase's start, a checkpoint's commit) are never moved by it: a phase's age is its
-// own, whatever the node vouches.
+// `vouched_ns` moves the stamps of committed progress (steps, beats, losses) further on: a
+// steady node vouches that they go on as they were (summary.h). Nothing else moves with them:
+// not events (creation, a phase's start, a checkpoint's commit: a phase's age is its own), and
+// not the evidence inside a step (the record's update, the sampler's moves), which the early
+// rule reads as published, so that a rank quiet inside a long step on a steady node still ages.
 void rebase(contract::RankSnapshot& r, const std::string& observer_host, int64_t offset_ns,
             int64_t vouched_ns, const std::string& node) {
   bool timed = r.host.empty() || r.host == observer_host;
@@ -49,11 +50,11 @@ void rebase(contract::RankSnapshot& r, const std::string& observer_host, int64_t
   if (r.beat_at) progress(r.beat_at->mono_ns);
   if (r.checkpoint) fix(r.checkpoint->at.mono_ns);
   progress(r.loss_at.mono_ns);
-  progress(r.updated.mono_ns);
-  progress(r.updated_mono_ns);
+  fix(r.updated.mono_ns);
+  fix(r.updated_mono_ns);
   if (r.sample) {
-    progress(r.sample->at.mono_ns);
-    progress(r.sample->moved_at.mono_ns);
+    fix(r.sample->at.mono_ns);
+    fix(r.sample->moved_at.mono_ns);
   }
   // The step ring is monotonic only, and the detector learns intervals from its differences: an
   // entry that became unknown would read as a huge interval. Unknown entries are the oldest
@@ -170,7 +171,7 @@ Merged merge(const detect::Observation& local, const std::string& local_node,
     // The leader's own key read back from etcd is older than its look of this poll.
     if (r == nullptr || r->summary.node == local_node) continue;
     const detect::Observation& ro = r->summary.observation;
-    // A steady node's progress stands for now while its promise runs (its ages as published).
+    // A steady node's steps stand for now while its promise runs (their ages as published).
     int64_t vouched = 0;
     if (r->summary.steady_ns && !r->lapsed_mono_ns &&
         now.mono_ns - r->received_mono_ns <= *r->summary.steady_ns)

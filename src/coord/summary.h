@@ -68,8 +68,10 @@ struct Received {
 //     as received at `now`), and the other reported in `problems`;
 //   - `one_clock` set, and `lapsed_hosts` filled from the lapsed summaries;
 //   - a steady summary (steady_ns) read no longer than steady_ns ago vouches for its ranks'
-//     progress: the stamps of steps, beats, losses, updates and samples keep the ages they had
-//     when published; those of events (a phase's start, a checkpoint, creation) age as any.
+//     committed progress: the stamps of steps, beats and losses keep the ages they had when
+//     published. Every other stamp ages as in any summary: events (a phase's start, a
+//     checkpoint, creation) and the evidence inside a step (the record's update, the sampler's
+//     moves), so the early rule still sees a rank quiet inside a long step.
 // `local` is the leader's own observation this poll (rebased by nothing: its clock); a remote
 // summary of `local_node` itself (the leader's own key read back) is ignored. Null entries are
 // skipped. The result's log and job exit code are the local ones.

@@ -269,6 +269,7 @@ TEST(Merge, ASteadyNodesLookStandsForNowUntilItsPromiseRunsOut) {
   n.advance(kSec);
   n.a.job.step_all(0);
   n.b.job.step_all(0);
+  n.b.job.sample(1, 7, contract::WaitKind::kNone, "forward (model.py:3)");
   n.advance(kSec);  // b's step is 1 s old when it publishes
   Received rb{n.b.summary(1), n.now().mono_ns, std::nullopt};
   rb.summary.steady_ns = 7 * kSec;
@@ -291,6 +292,12 @@ TEST(Merge, ASteadyNodesLookStandsForNowUntilItsPromiseRunsOut) {
     Merged p = merge(n.a.observe(), "a", {&plain}, n.now());
     EXPECT_EQ(b->phase_since.mono_ns, rank_of(p.observation, 1)->phase_since.mono_ns);
     EXPECT_EQ(b->created.mono_ns, rank_of(p.observation, 1)->created.mono_ns);
+    // Nor is the evidence inside a step (the early rule reads it): a rank that went quiet on a
+    // steady node still ages at the leader.
+    EXPECT_GT(b->updated_mono_ns, 0);
+    EXPECT_EQ(b->updated_mono_ns, rank_of(p.observation, 1)->updated_mono_ns);
+    ASSERT_TRUE(b->sample && rank_of(p.observation, 1)->sample);
+    EXPECT_EQ(b->sample->moved_at.mono_ns, rank_of(p.observation, 1)->sample->moved_at.mono_ns);
   }
   EXPECT_EQ(age_of_b(plain), 5 * kSec) << "not steady: published plus since received";
   Received gone = rb;
