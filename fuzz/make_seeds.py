@@ -209,6 +209,8 @@ def coord_seeds():
     records = {
         "summary": (0, '{"v":1,"node":"a","poll_seq":7,"incarnation":0,"obs":' + obs + '}'),
         "summary-renamed": (0, '{"v":1,"node":"vm","poll_seq":7,"incarnation":0,"obs":' + obs + '}'),
+        "summary-steady": (0, '{"v":1,"node":"a","poll_seq":7,"incarnation":0,"steady_ns":12000000000,'
+                           '"reads_steady":true,"obs":' + obs + '}'),
         "summary-deep": (0, '{"v":1,"node":"a","poll_seq":1,"incarnation":0,"obs":{"type":"obs","deep":'
                          + "[" * 200 + "]" * 200 + "}}"),
         "order": (1, '{"incident":7,"incarnation":0,"collect":true,"by":"a","fence":5,"at_ns":1}'),
@@ -220,6 +222,8 @@ def coord_seeds():
         "roster": (3, '{"incarnation":0,"nodes":{"a":[0],"b":[1]}}'),
         "view": (4, '{"leader":"a","at_wall_ns":1,"verdict":{"state":"healthy","cause":"none","ranks":[]},'
                     '"obs":' + obs + ',"nodes":[{"node":"a","leader":true,"ranks":[0]}]}'),
+        "view-compact": (4, '{"leader":"a","at_wall_ns":1,"verdict":{"state":"stalled","cause":"collective",'
+                            '"ranks":[]},"obs":{"now":[1,1],"ranks":[]},"nodes":[],"compact":true}'),
         "incarnation": (5, '{"incarnation":1,"resume_from":"step_20","incident":7,"by":"a","at_ns":1}'),
         "launcher": (6, '{"node":"a","pid":1,"incarnation":0,"started_at_ns":1,"scheduler":"slurm",'
                         '"scheduler_job":"4242","scheduler_restarts":0}'),
