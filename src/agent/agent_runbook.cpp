@@ -165,7 +165,8 @@ std::unique_ptr<JobLeader> Agent::make_leader(WatchedJob& t) {
   return std::make_unique<JobLeader>(JobLeaderDeps{
       t.job, t.spec, coord_->etcd, coord_->session, coord_->config.publish_interval_ns,
       coord_->history, coord_->config.prefix, deps_.pager, *t.host, t.dir_uid,
-      2 * (coord_->config.publish_interval_ns + config_.poll_interval_ns), &coord_->read_ahead});
+      2 * (coord_->config.publish_interval_ns + config_.poll_interval_ns), &coord_->read_ahead,
+      coord_->config.restart_wait_ns});
 }
 
 void Agent::step_runbook(WatchedJob& t, const detect::Verdict& v, Stamp now) {

@@ -47,9 +47,9 @@ constexpr std::string_view kKeys[] = {"beacon_roots",
                                       "max_store_size",
                                       "coord"};
 
-constexpr std::string_view kCoordKeys[] = {"endpoints", "prefix",           "lease_ttl",
-                                           "node_name", "publish_interval", "request_timeout",
-                                           "token_file"};
+constexpr std::string_view kCoordKeys[] = {"endpoints",  "prefix",           "lease_ttl",
+                                           "node_name",  "publish_interval", "request_timeout",
+                                           "token_file", "restart_wait"};
 
 using spec::TomlReader;
 using spec::TomlType;
@@ -131,6 +131,7 @@ void read_coord(TomlReader& in, const TomlValue& table, CoordConfig& c) {
         } else {
           int64_t* out = key == "lease_ttl"          ? &c.lease_ttl_ns
                          : key == "publish_interval" ? &c.publish_interval_ns
+                         : key == "restart_wait"     ? &c.restart_wait_ns
                                                      : &c.request_timeout_ns;
           if (!in.get_duration(v, k, out, Zero::kRefuse)) return;
           if (key == "lease_ttl" && (*out < kNsPerSec || *out % kNsPerSec != 0)) {

@@ -16,6 +16,7 @@
 namespace stepwatch::agent {
 
 inline constexpr int kDefaultPort = 9465;
+inline constexpr int64_t kDefaultRestartWaitNs = 2 * 60 * kNsPerSec;  // [coord] restart_wait
 
 // [coord]: multi-node coordination through etcd v3 (docs/multinode.md). Without the section the
 // agent is a single-node agent, exactly as before.
@@ -29,8 +30,11 @@ struct CoordConfig {
   // A job's summary is published when its ranks' progress changes and at least this often.
   int64_t publish_interval_ns = 5 * kNsPerSec;
   int64_t request_timeout_ns = 2 * kNsPerSec;  // per etcd request and endpoint
-  std::string token_file;                      // an etcd auth token (0600), sent with every request
-  std::string token;                           // read from token_file by load_agent_config
+  // How long a job's next incarnation waits for a node (its launcher missing, its cleanup not
+  // done) before its leader pages that the job cannot restart whole; it waits on after the page.
+  int64_t restart_wait_ns = kDefaultRestartWaitNs;
+  std::string token_file;  // an etcd auth token (0600), sent with every request
+  std::string token;       // read from token_file by load_agent_config
 };
 
 struct AgentConfig {

@@ -216,12 +216,15 @@ void JobLeader::lead(const detect::Verdict& v, Stamp now) {
                         [this] { return incident_.get(); },
                         [this](const std::string& line) { d_.node.problem(line); },
                         d_.owner_uid,
-                        [this] { return run_nodes(); }};
+                        [this] { return run_nodes(); },
+                        d_.restart_wait_ns,
+                        d_.spec.runbook.resume_owner == spec::ResumeOwner::kKubernetes};
     owner_ = runbook::make_resume_owner(d_.spec);
     resume_host_ = std::make_unique<LeaderResume>(std::move(rd));
     resume_ = std::make_unique<runbook::Resume>(runbook::ResumePolicy::from_spec(d_.job, d_.spec),
                                                 *owner_, *resume_host_);
     take_up_storm_hold();  // one a previous leader marked stands
+    if (!resume_->holding()) take_up_barrier();
   }
   // The incarnation alone tells runs apart: wall clocks of other hosts are not compared.
   incident_->set_run(incarnation_, 0);
@@ -477,6 +480,21 @@ void JobLeader::take_up_storm_hold() {
     take_up_storm_hold(*held, "preempted under a previous leader");
 }
 
+void JobLeader::take_up_barrier() {
+  auto at = resume_host_->pending_barrier();
+  if (!at) return;
+  d_.node.log(
+      LogLevel::kInfo,
+      fmt::format("incident {}: taking up the start barrier of incarnation {} that {} set",
+                  at->incident, at->incarnation, at->by.empty() ? "a previous leader" : at->by));
+  runbook::NextIncarnation next;
+  next.incarnation = at->incarnation;
+  next.incident = at->incident;
+  if (!at->resume_from.empty())
+    next.from = runbook::ResumePoint{at->resume_from, at->resume_step.value_or(0), ""};
+  resume_->take_up_hand_over(std::move(next), "preempted under a previous leader");
+}
+
 void JobLeader::take_up_storm_hold(const coord::IncarnationRecord& held, const std::string& done) {
   d_.node.log(
       LogLevel::kInfo,
@@ -493,9 +511,15 @@ void JobLeader::share_view(watch::JobState& state, Stamp now) {
   showing_view_ = false;
   if (!session_.connected()) return;
   if (coord_.leads()) {
+    const std::string waiting = resume_host_ ? resume_host_->waiting() : std::string();
+    if (!waiting.empty()) {
+      // The next incarnation waits for a node: part of the job's verdict, on every node.
+      state.verdict.evidence.push_back(
+          {"restart", waiting, -1, now.mono_ns - resume_host_->waiting_since_mono_ns()});
+    }
     const std::string said =
-        fmt::format("{}/{} {}", detect::state_name(state.verdict.state),
-                    detect::cause_name(state.verdict.cause), state.verdict.summary);
+        fmt::format("{}/{} {} {}", detect::state_name(state.verdict.state),
+                    detect::cause_name(state.verdict.cause), state.verdict.summary, waiting);
     bool due =
         !view_written_mono_ns_ || now.mono_ns - *view_written_mono_ns_ >= d_.publish_interval_ns;
     if (said == view_written_ && !due) return;

@@ -91,6 +91,9 @@ struct JobLeaderDeps {
   // The poll thread's read ahead under `etcd` (null: none): a following node's reads of a poll
   // (its leader's key, the view, the orders) go to etcd as one request.
   coord::ReadAhead* read_ahead = nullptr;
+  // [coord] restart_wait: how long the next incarnation waits for a node before the leader pages
+  // that the job cannot restart whole (LeaderResumeDeps::restart_wait_ns).
+  int64_t restart_wait_ns = kDefaultRestartWaitNs;
 };
 
 class JobLeader {
@@ -176,6 +179,9 @@ class JobLeader {
   // A new leader: a hold a previous leader marked in the incarnation key stands (until the ack).
   void take_up_storm_hold();
   void take_up_storm_hold(const coord::IncarnationRecord& held, const std::string& done);
+  // A new leader: a start barrier a previous leader set and did not release is released here
+  // once every node is ready (the incident closes then).
+  void take_up_barrier();
   const std::string& node_name() const { return keys_.node; }
 
   JobLeaderDeps d_;

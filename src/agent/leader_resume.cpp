@@ -3,10 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <set>
+#include <map>
 
 #include "src/common/duration.h"
 #include "src/common/log.h"
+#include "src/spec/spec.h"
 
 namespace stepwatch::agent {
 
@@ -15,6 +16,9 @@ namespace {
 std::string from_text(const runbook::NextIncarnation& next) {
   return next.from ? " from " + next.from->id : "";
 }
+
+constexpr std::string_view kNoLauncher =
+    " (no `stepwatch run --coord` under a lease: not started, dead, or gave up)";
 
 }  // namespace
 
@@ -117,52 +121,157 @@ void LeaderResume::close(int64_t incident, Stamp now, const std::string& resolut
     d_.problem(fmt::format("job {}: its incident in etcd: {}", d_.job, st.error().message));
 }
 
-std::optional<runbook::AfterPreempt> LeaderResume::wait_for_launchers(
-    const runbook::NextIncarnation& next, Stamp now) {
-  auto launchers = d_.orders.launchers();
-  if (!launchers) {
-    d_.problem(fmt::format("job {}: its launchers in etcd: {}", d_.job, launchers.error().message));
-    return runbook::AfterPreempt{false, "", true};  // tried again next turn
-  }
-  std::set<std::string> live;
-  for (const auto& l : *launchers) {
-    if (l.leased) live.insert(l.node);
-  }
-  std::vector<std::string> missing;
-  for (const auto& n : d_.nodes()) {
-    if (!live.count(n)) missing.push_back(n);
-  }
-  if (missing.empty()) {
-    if (missing_since_mono_ns_)
-      log(LogLevel::kInfo, "every node of the job has its launcher again: the next incarnation");
-    missing_since_mono_ns_.reset();
-    said_missing_.clear();
-    paged_missing_ = false;
+std::optional<coord::IncarnationRecord> LeaderResume::pending_barrier() {
+  auto at = d_.orders.incarnation();
+  if (!at || !at->record.barrier || at->record.incident == 0 || !at->record.scheduler.empty())
     return std::nullopt;
-  }
+  auto started = d_.orders.start();
+  if (!started || (*started && (*started)->incarnation >= at->record.incarnation))
+    return std::nullopt;
+  return at->record;
+}
+
+void LeaderResume::waited_for_none() {
+  missing_since_mono_ns_.reset();
+  said_missing_.clear();
+  paged_missing_ = false;
+  waiting_.clear();
+}
+
+runbook::AfterPreempt LeaderResume::wait_on(const runbook::NextIncarnation& next,
+                                            const std::vector<std::string>& missing, LogLevel level,
+                                            Stamp now) {
   const std::string names = fmt::format("{}", fmt::join(missing, ", "));
   if (!missing_since_mono_ns_) missing_since_mono_ns_ = now.mono_ns;
+  const int64_t waited = now.mono_ns - *missing_since_mono_ns_;
+  waiting_ = fmt::format("incarnation {} waits for node(s) {}", next.incarnation, names);
   if (names != said_missing_) {
     said_missing_ = names;
-    std::string line = fmt::format(
-        "incarnation {} waits for node(s) {}: no `stepwatch run --coord` registered there (not "
-        "started, dead, or gave up); paging if it is not there within {}",
-        next.incarnation, names, format_duration(kWholeRestartWaitNs));
-    log(LogLevel::kWarn, line);
-    note(false, line);
+    std::string line =
+        fmt::format("incarnation {} waits for node(s) {}; paging if not there within {}",
+                    next.incarnation, names, format_duration(d_.restart_wait_ns));
+    log(level, line);
+    if (level >= LogLevel::kWarn) note(false, line);
   }
-  if (!paged_missing_ && now.mono_ns - *missing_since_mono_ns_ >= kWholeRestartWaitNs) {
+  if (!paged_missing_ && waited >= d_.restart_wait_ns) {
     paged_missing_ = true;
     std::string why = fmt::format(
-        "job {} cannot restart whole: no `stepwatch run --coord` on node(s) {} for {} (not "
-        "started, dead, or gave up); incarnation {} waits for it",
-        d_.job, names, format_duration(now.mono_ns - *missing_since_mono_ns_), next.incarnation);
+        "job {} cannot restart whole: incarnation {} waits for node(s) {} for {}; it starts as "
+        "soon as they are there",
+        d_.job, next.incarnation, names, format_duration(waited));
     log(LogLevel::kError, why);
     note(false, why);
     runbook::send_after_preempt_page(d_.deliveries, d_.pagers, d_.page(), d_.job, next.incident,
                                      d_.incarnation(), "page", "restart-blocked", why, now.wall_ns);
   }
   return runbook::AfterPreempt{false, "", true};
+}
+
+std::optional<runbook::AfterPreempt> LeaderResume::wait_for_launchers(
+    const runbook::NextIncarnation& next, Stamp now, bool& barrier) {
+  auto launchers = d_.orders.launchers();
+  if (!launchers) {
+    d_.problem(fmt::format("job {}: its launchers in etcd: {}", d_.job, launchers.error().message));
+    return runbook::AfterPreempt{false, "", true};  // tried again next turn
+  }
+  std::map<std::string, const coord::LauncherRecord*> live;
+  for (const auto& l : *launchers) {
+    if (l.leased) live[l.node] = &l;
+  }
+  std::vector<std::string> missing;
+  barrier = true;
+  for (const auto& n : d_.nodes()) {
+    auto it = live.find(n);
+    if (it == live.end()) {
+      missing.push_back(n + std::string(kNoLauncher));
+    } else if (!it->second->barrier) {
+      barrier = false;  // a launcher of an earlier version launches as soon as it reads the move
+    }
+  }
+  if (missing.empty()) {
+    if (missing_since_mono_ns_)
+      log(LogLevel::kInfo, "every node of the job has its launcher again: the next incarnation");
+    waited_for_none();
+    return std::nullopt;
+  }
+  return wait_on(next, missing, LogLevel::kWarn, now);
+}
+
+runbook::AfterPreempt LeaderResume::start_together(const coord::IncarnationRecord& at,
+                                                   const runbook::NextIncarnation& next,
+                                                   const std::string& done, Stamp now) {
+  const std::string resolved =
+      fmt::format("{}; relaunched as incarnation {}{}; every node started it together", done,
+                  at.incarnation, from_text(next));
+  auto started = d_.orders.start();
+  auto launchers =
+      started ? d_.orders.launchers() : Result<std::vector<coord::LauncherRecord>>(started.error());
+  if (!launchers) {
+    d_.problem(
+        fmt::format("job {}: its start barrier in etcd: {}", d_.job, launchers.error().message));
+    return {false, "", true};
+  }
+  if (*started && (*started)->incarnation >= at.incarnation) {
+    waited_for_none();
+    return {true, resolved};  // released already (by a previous leader)
+  }
+  std::map<std::string, const coord::LauncherRecord*> live;
+  for (const auto& l : *launchers) {
+    if (l.leased) live[l.node] = &l;
+  }
+  // The run's nodes as the move found them (the leader's own view shrinks as they clean up).
+  std::vector<std::string> nodes = at.nodes.empty() ? d_.nodes() : at.nodes;
+  std::vector<std::string> missing;
+  for (const auto& n : nodes) {
+    auto it = live.find(n);
+    if (it == live.end()) {
+      missing.push_back(n + std::string(kNoLauncher));
+    } else if (it->second->ready != at.incarnation) {
+      missing.push_back(n + " (cleaning up: its old processes, its rendezvous port)");
+    }
+  }
+  if (!missing.empty()) return wait_on(next, missing, LogLevel::kInfo, now);
+  coord::StartRecord s{at.incarnation, d_.node, now.wall_ns, nodes};
+  auto released = d_.orders.release(s, d_.fence());
+  if (!released || !*released) {
+    log(LogLevel::kWarn,
+        fmt::format("the start barrier of incarnation {} was not written ({}): tried again",
+                    at.incarnation, released ? "the fence failed" : released.error().message));
+    return {false, "", true};
+  }
+  const std::string took =
+      missing_since_mono_ns_
+          ? fmt::format(" after {}", format_duration(now.mono_ns - *missing_since_mono_ns_))
+          : "";
+  log(LogLevel::kInfo, fmt::format("incarnation {}: every node ({}) is ready{}: started together",
+                                   at.incarnation, fmt::join(nodes, ", "), took));
+  waited_for_none();
+  return {true, resolved};
+}
+
+runbook::AfterPreempt LeaderResume::exit_every_launcher(int code,
+                                                        const runbook::NextIncarnation& next,
+                                                        const std::string& resolution, Stamp now) {
+  auto from = d_.orders.incarnation();
+  if (!from) {
+    d_.problem(fmt::format("job {}: its incarnation in etcd: {}", d_.job, from.error().message));
+    return {false, "", true};  // tried again next turn
+  }
+  if (from->record.incarnation != next.incarnation - 1) return {true, resolution};
+  coord::IncarnationRecord to;
+  to.incarnation = next.incarnation;
+  to.incident = next.incident;
+  to.by = d_.node;
+  to.at_ns = now.wall_ns;
+  to.scheduler = "kubernetes";
+  to.exit_code = code;
+  if (!advance(*from, to)) return {false, "", true};
+  std::string said = fmt::format(
+      "its launchers exit with {} so that Kubernetes does not restart it (its pod failure "
+      "policy fails the job on {} and {})",
+      code, spec::kExitStopped, spec::kExitGaveUp);
+  log(LogLevel::kInfo, said);
+  return {true, fmt::format("{}; {}", resolution, said)};
 }
 
 bool LeaderResume::advance(const coord::JobIncarnation& from, const coord::IncarnationRecord& to) {
@@ -181,10 +290,13 @@ runbook::AfterPreempt LeaderResume::apply(const runbook::ResumePlan& plan,
   using Kind = runbook::ResumePlan::Kind;
   switch (plan.kind) {
     case Kind::kStopped:
-    case Kind::kCancelled:
+    case Kind::kCancelled: {
       if (!plan.detail.empty()) log(LogLevel::kInfo, "runbook.resume = false: " + plan.detail);
-      return {true, fmt::format("{}; runbook.resume = false: {}", done,
-                                plan.detail.empty() ? "left to its owner" : plan.detail)};
+      std::string resolution = fmt::format("{}; runbook.resume = false: {}", done,
+                                           plan.detail.empty() ? "left to its owner" : plan.detail);
+      if (d_.stop_by_exit) return exit_every_launcher(spec::kExitStopped, next, resolution, now);
+      return {true, resolution};
+    }
     case Kind::kNotResumed:
       log(LogLevel::kInfo, plan.detail);
       return {true, fmt::format("{}; {}", done, plan.detail)};
@@ -192,6 +304,7 @@ runbook::AfterPreempt LeaderResume::apply(const runbook::ResumePlan& plan,
       log(LogLevel::kWarn, plan.detail + ": the incident stays open");
       return {false, ""};
     case Kind::kGaveUp:
+      if (d_.stop_by_exit) return exit_every_launcher(spec::kExitGaveUp, next, plan.detail, now);
       return {true, plan.detail};
     case Kind::kRelaunch:
     case Kind::kExit:
@@ -203,6 +316,9 @@ runbook::AfterPreempt LeaderResume::apply(const runbook::ResumePlan& plan,
   if (!from) {
     d_.problem(fmt::format("job {}: its incarnation in etcd: {}", d_.job, from.error().message));
     if (plan.kind != Kind::kRequeued) return {false, "", true};  // tried again next turn
+  } else if (plan.kind == Kind::kRelaunch && from->record.incarnation == next.incarnation &&
+             from->record.barrier && from->record.incident == next.incident) {
+    return start_together(from->record, next, done, now);  // moved here: the barrier follows
   } else if (from->record.incarnation != next.incarnation - 1) {
     return {true,
             fmt::format("{}; incarnation {} was started already", done, from->record.incarnation)};
@@ -217,10 +333,20 @@ runbook::AfterPreempt LeaderResume::apply(const runbook::ResumePlan& plan,
   to.by = d_.node;
   to.at_ns = now.wall_ns;
   if (plan.kind == Kind::kRelaunch) {
-    if (auto wait = wait_for_launchers(next, now)) return *wait;
+    if (auto wait = wait_for_launchers(next, now, to.barrier)) return *wait;
+    if (to.barrier) to.nodes = d_.nodes();
     if (!advance(*from, to)) return {false, ""};
+    if (to.barrier) {
+      // The incident stays open until every node is ready and the barrier is written.
+      log(LogLevel::kInfo,
+          fmt::format("incarnation {} -> {}{}: its `stepwatch run --coord` launchers clean up, "
+                      "and start it together once every node is ready",
+                      next.incarnation - 1, next.incarnation, from_text(next)));
+      return {false, "", true};
+    }
     log(LogLevel::kInfo,
-        fmt::format("incarnation {} -> {}{}: its `stepwatch run --coord` launchers relaunch it",
+        fmt::format("incarnation {} -> {}{}: its `stepwatch run --coord` launchers relaunch it "
+                    "(as soon as each is clean: one of them starts no incarnation at a barrier)",
                     next.incarnation - 1, next.incarnation, from_text(next)));
     return {true, fmt::format("{}; relaunched as incarnation {}{}", done, next.incarnation,
                               from_text(next))};

@@ -44,6 +44,10 @@ std::string launcher_key(std::string_view prefix, std::string_view job, std::str
   return launchers_prefix(prefix, job) + std::string(node);
 }
 
+std::string start_key(std::string_view prefix, std::string_view job) {
+  return fmt::format("{}/jobs/{}/start", prefix, job);
+}
+
 std::string incarnation_to_json(const IncarnationRecord& r) {
   json j{{"incarnation", r.incarnation},
          {"resume_from", r.resume_from},
@@ -60,6 +64,8 @@ std::string incarnation_to_json(const IncarnationRecord& r) {
     j["hold_resume_from"] = r.hold_resume_from;
     if (r.hold_resume_step) j["hold_resume_step"] = *r.hold_resume_step;
   }
+  if (r.barrier) j["barrier"] = true;
+  if (!r.nodes.empty()) j["nodes"] = r.nodes;
   return j.dump();
 }
 
@@ -86,6 +92,8 @@ Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::stri
         if (code) r.exit_code = static_cast<int>(*code);
         opt(j, "resume_step", r.resume_step, as_int);
         opt(j, "hold_resume_step", r.hold_resume_step, as_int);
+        opt(j, "barrier", r.barrier, json_fields::as_bool);
+        opt(j, "nodes", r.nodes, json_fields::as_strs);
         if (r.incarnation < 0) {
           throw json_fields::FieldError{
               Errc::kParse,
@@ -102,6 +110,8 @@ std::string launcher_to_json(const LauncherRecord& r) {
   if (!r.scheduler.empty()) j["scheduler"] = r.scheduler;
   if (!r.scheduler_job.empty()) j["scheduler_job"] = r.scheduler_job;
   if (r.scheduler_restarts) j["scheduler_restarts"] = *r.scheduler_restarts;
+  if (r.barrier) j["barrier"] = true;
+  if (r.ready) j["ready"] = *r.ready;
   return j.dump();
 }
 
@@ -116,7 +126,24 @@ Result<LauncherRecord> launcher_from_json(std::string_view text, std::string_vie
         opt(j, "scheduler", r.scheduler, as_str);
         opt(j, "scheduler_job", r.scheduler_job, slurm_job_id);
         opt(j, "scheduler_restarts", r.scheduler_restarts, as_int);
+        opt(j, "barrier", r.barrier, json_fields::as_bool);
+        opt(j, "ready", r.ready, as_int);
       });
+}
+
+std::string start_to_json(const StartRecord& r) {
+  return json{{"incarnation", r.incarnation}, {"by", r.by}, {"at_ns", r.at_ns}, {"nodes", r.nodes}}
+      .dump();
+}
+
+Result<StartRecord> start_from_json(std::string_view text, std::string_view source) {
+  return json_fields::read_object<StartRecord>(text, source, [](const json& j, StartRecord& r) {
+    need(j, "incarnation");
+    opt(j, "incarnation", r.incarnation, as_int);
+    opt(j, "by", r.by, as_str);
+    opt(j, "at_ns", r.at_ns, as_int);
+    opt(j, "nodes", r.nodes, json_fields::as_strs);
+  });
 }
 
 Result<SchedulerRun> slurm_run_of(const std::vector<LauncherRecord>& launchers,

@@ -2,18 +2,26 @@
 //   <prefix>/jobs/<job>/incarnation {"incarnation":N,"resume_from","resume_step","incident","by",
 //                                          "at_ns","scheduler","scheduler_job","exit_code",
 //                                          "hold_incident","hold","hold_resume_from",
-//                                          "hold_resume_step"}
+//                                          "hold_resume_step","barrier","nodes"}
 //       written by the job's leader, by CAS on its mod revision; absent means 0. "scheduler":
 //       "slurm" when the leader had Slurm requeue the job: the launchers leave the relaunch to
 //       Slurm; with "exit_code" ([slurm] requeue = "exit") they exit with it, and Slurm's
 //       RequeueExit requeues the batch job. "hold_incident" (N unchanged): a restart storm holds
 //       the next incarnation until that incident is acked; the launchers wait for it without
-//       their resume_wait limit. Under Slurm a launcher whose SLURM_RESTART_COUNT is above N moves
-//       it up (CAS);
+//       their resume_wait limit. "barrier": the launchers start N together, once the start key
+//       says N (below). Under Slurm a launcher whose SLURM_RESTART_COUNT is above N moves it up
+//       (CAS);
 //   <prefix>/jobs/<job>/launchers/<node>  {"node","pid","incarnation","started_at_ns",
-//                                          "scheduler","scheduler_job","scheduler_restarts"}
+//                                          "scheduler","scheduler_job","scheduler_restarts",
+//                                          "barrier","ready"}
 //       each node's `stepwatch run --coord`, under its own lease: while one exists, relaunching
 //       the job is someone's job. Under Slurm it names the batch job and its restart count.
+//       "barrier": it starts an incarnation at the start barrier; "ready": N, the incarnation it
+//       waits at the barrier for, its cleanup done (the previous one's processes gone, the
+//       rendezvous port free);
+//   <prefix>/jobs/<job>/start               {"incarnation":N,"by","at_ns","nodes"}
+//       the start barrier: written by the leader (fenced) once every node of the run is ready
+//       for N; the launchers waiting for N launch it.
 // Both are read leniently: only "incarnation" is required (a newer writer may add fields).
 #pragma once
 
@@ -46,6 +54,13 @@ struct IncarnationRecord {
   std::string hold;
   std::string hold_resume_from;
   std::optional<int64_t> hold_resume_step;
+  // The launchers start it at the start barrier (every launcher of the run said it can): each
+  // waits, its cleanup done, until the start key names this incarnation. false (and every
+  // record written before the barrier): each launches as soon as its own cleanup is done.
+  bool barrier = false;
+  // With barrier: every node of the run as the move found it, each of which must be ready (the
+  // leader's own view of the run shrinks as the nodes clean their old ranks' beacons up).
+  std::vector<std::string> nodes;
 };
 
 struct LauncherRecord {
@@ -58,9 +73,22 @@ struct LauncherRecord {
   std::string scheduler;
   std::string scheduler_job;
   std::optional<int64_t> scheduler_restarts;
+  bool barrier = false;  // it starts an incarnation with "barrier" at the start key
+  // The incarnation it waits at the start barrier for, its cleanup done; nullopt while it is not
+  // waiting there.
+  std::optional<int64_t> ready;
   // Not in the record: whether its key is under a lease (a live launcher's is; one put without
   // a lease is nobody's). Set where the key is read (JobOrders::launchers).
   bool leased = false;
+};
+
+// The start barrier (the start key): the incarnation the leader started, and the nodes that were
+// ready for it.
+struct StartRecord {
+  int64_t incarnation = 0;
+  std::string by;
+  int64_t at_ns = 0;
+  std::vector<std::string> nodes;
 };
 
 // The Slurm batch job that the launchers of `incarnation` run in, and the restart count they
@@ -76,12 +104,15 @@ Result<SchedulerRun> slurm_run_of(const std::vector<LauncherRecord>& launchers,
 std::string incarnation_key(std::string_view prefix, std::string_view job);
 std::string launchers_prefix(std::string_view prefix, std::string_view job);  // ends with '/'
 std::string launcher_key(std::string_view prefix, std::string_view job, std::string_view node);
+std::string start_key(std::string_view prefix, std::string_view job);
 
 std::string incarnation_to_json(const IncarnationRecord& r);
 // Errors name `source` (the key) and the field at fault.
 Result<IncarnationRecord> incarnation_from_json(std::string_view text, std::string_view source);
 std::string launcher_to_json(const LauncherRecord& r);
 Result<LauncherRecord> launcher_from_json(std::string_view text, std::string_view source);
+std::string start_to_json(const StartRecord& r);
+Result<StartRecord> start_from_json(std::string_view text, std::string_view source);
 
 // The incarnation key as read: `mod_revision` 0 when the key is absent (incarnation 0), else
 // what a CAS from this record compares.

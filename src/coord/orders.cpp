@@ -197,6 +197,26 @@ Result<std::vector<LauncherRecord>> JobOrders::launchers() {
   return out;
 }
 
+Result<std::optional<StartRecord>> JobOrders::start() {
+  auto r = etcd_.range(base_ + "start");
+  if (!r) return r.error();
+  if (r->kvs.empty()) return std::optional<StartRecord>();
+  auto s = start_from_json(r->kvs[0].value, "etcd key " + r->kvs[0].key);
+  if (!s) {
+    bad_.skip(r->kvs[0], s.error());
+    return std::optional<StartRecord>();
+  }
+  return std::optional<StartRecord>(std::move(*s));
+}
+
+Result<bool> JobOrders::release(const StartRecord& s, int64_t fence) {
+  if (fence == 0) return false;
+  auto t = etcd_.txn({Compare::create_rev(fence_key_, fence)},
+                     {TxnOp::put(base_ + "start", start_to_json(s))});
+  if (!t) return t.error();
+  return t->succeeded;
+}
+
 Status JobOrders::write_roster(int64_t incarnation,
                                const std::map<std::string, std::vector<int>>& nodes,
                                int64_t fence) {

@@ -15,7 +15,10 @@
 //                              "at_ns"}: moved
 //                              N -> N+1 once, by the leader (fenced, CAS on its revision), after
 //                              every node reported; `stepwatch run --coord` relaunches on it.
-//   launchers/<node>           a `stepwatch run --coord` on that node (under its lease).
+//   launchers/<node>           a `stepwatch run --coord` on that node (under its lease), and
+//                              the incarnation it is ready to start at the barrier.
+//   start                      {"incarnation","by","at_ns","nodes"}: the start barrier,
+//                              written by the leader (fenced) once every node is ready for it.
 //   roster                     {"incarnation","nodes":{node:[ranks]}}: every node the leader
 //                              knew ranks on, so a next leader names a dead leader's ranks.
 //   view                       {"leader","at_wall_ns","verdict":{...},"obs":{...},"nodes":[..],
@@ -114,6 +117,10 @@ class JobOrders {
   // The `stepwatch run --coord` launchers registered for the job. A record that does not parse
   // still counts as a launcher (named by its key, no scheduler fields).
   Result<std::vector<LauncherRecord>> launchers();
+  // The start barrier as last released (nullopt: never; one that does not read is said to `bad`
+  // and read as never). release() writes it, fenced: false when the fence failed.
+  Result<std::optional<StartRecord>> start();
+  Result<bool> release(const StartRecord& s, int64_t fence);
 
   // The roster: nodes and their ranks, for an incarnation. Written by the leader (fenced) when
   // it changed.

@@ -80,6 +80,10 @@ void Resume::take_up(NextIncarnation next, int64_t since_wall_ns, std::string do
   hold_ = Hold{std::move(next), since_wall_ns, std::move(done)};
 }
 
+void Resume::take_up_hand_over(NextIncarnation next, std::string done) {
+  hold_ = Hold{std::move(next), 0, std::move(done), /*released=*/true, /*storm=*/false};
+}
+
 void Resume::poll(Stamp now) {
   if (!hold_) return;
   const int64_t incident = hold_->next.incident;

@@ -110,6 +110,9 @@ class Resume : private OwnerNotes {
   bool holding() const { return hold_.has_value(); }
   // A hold another watcher marked (a previous leader): it stands until an ack after `since`.
   void take_up(NextIncarnation next, int64_t since_wall_ns, std::string done);
+  // A hand-over another watcher began and did not finish (a previous leader's start barrier):
+  // tried again each turn until the host's apply() closes the incident.
+  void take_up_hand_over(NextIncarnation next, std::string done);
   // Forgets the hold (this host no longer owns the job: the next one takes it up).
   void drop() { hold_.reset(); }
   const ResumeOwner& owner() const { return owner_; }

@@ -4,13 +4,19 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "src/common/duration.h"
 #include "src/common/proc_stat.h"
 #include "src/contract/names.h"
 #include "src/coord/etcd_ledger.h"
+#include "src/coord/orders.h"
 #include "src/probe/procfs.h"
 #include "src/runbook/hygiene.h"
 #include "src/runbook/scheduler.h"
@@ -34,6 +40,40 @@ coord::SessionOptions session_options(const LauncherOptions& o) {
   return s;
 }
 
+// Renews the launcher's lease from a thread of its own while the launcher's thread waits in a
+// cleanup (a grace of SIGTERM to SIGKILL, the rendezvous port): past the lease's TTL its key
+// would lapse, and the job's leader would count the node's launcher as gone. The launcher's
+// thread makes no etcd call meanwhile (the session is one thread's at a time).
+class LeaseKeeper {
+ public:
+  LeaseKeeper(coord::NodeSession& session, int64_t ttl_ns)
+      : session_(session), every_(std::chrono::nanoseconds(std::max<int64_t>(ttl_ns / 3, 1))) {
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, every_, [this] { return stop_; }))
+        session_.tick(SystemClock::instance().now());
+    });
+  }
+  ~LeaseKeeper() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+ private:
+  coord::NodeSession& session_;
+  std::chrono::nanoseconds every_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 Launcher::Launcher(LauncherOptions options)
@@ -41,7 +81,8 @@ Launcher::Launcher(LauncherOptions options)
       etcd_(coord::EtcdOptions{opt_.endpoints, "", opt_.request_timeout_ns}),
       session_(etcd_, session_options(opt_)),
       incarnation_key_(coord::incarnation_key(opt_.prefix, opt_.job)),
-      launcher_key_(coord::launcher_key(opt_.prefix, opt_.job, opt_.node)) {}
+      launcher_key_(coord::launcher_key(opt_.prefix, opt_.job, opt_.node)),
+      start_key_(coord::start_key(opt_.prefix, opt_.job)) {}
 
 Launcher::~Launcher() = default;
 
@@ -75,6 +116,8 @@ void Launcher::publish() {
   rec.pid = static_cast<int>(::getpid());
   rec.incarnation = incarnation_;
   rec.started_at_ns = started_at_ns_;
+  rec.barrier = true;
+  rec.ready = ready_;
   if (auto batch = opt_.scheduler.batch_job()) {
     rec.scheduler = batch->scheduler;
     rec.scheduler_job = batch->id;
@@ -134,6 +177,7 @@ void Launcher::end_local() {
 }
 
 void Launcher::hygiene(int64_t next_incarnation) {
+  LeaseKeeper keep(session_, opt_.lease_ttl_ns);
   runbook::HygieneInput in;
   in.job = opt_.job;
   in.incarnation = static_cast<uint32_t>(next_incarnation);
@@ -166,7 +210,39 @@ void Launcher::hygiene(int64_t next_incarnation) {
   }
 }
 
-Status Launcher::launch(const coord::IncarnationRecord& record) {
+Launcher::Poll Launcher::poll_once() {
+  Poll p;
+  if (int sig = wait_signal(opt_.poll_ns); sig == SIGINT || sig == SIGTERM) {
+    p.signal = sig;
+    return p;
+  }
+  p.now = SystemClock::instance().now();
+  session_.tick(p.now);
+  publish();
+  p.seen = read();
+  return p;
+}
+
+std::optional<bool> Launcher::started(int64_t incarnation) {
+  auto r = etcd_.range(start_key_);
+  if (!r) {
+    session_.note_failure(r.error());
+    return std::nullopt;
+  }
+  session_.note_ok();
+  if (r->kvs.empty()) return false;
+  auto s = coord::start_from_json(r->kvs[0].value, "etcd key " + start_key_);
+  if (!s) {
+    if (told_bad_start_ != r->kvs[0].mod_revision) {
+      told_bad_start_ = r->kvs[0].mod_revision;
+      say(s.error().message + ": read as no start yet");
+    }
+    return false;
+  }
+  return s->incarnation >= incarnation;
+}
+
+std::optional<int> Launcher::ready_for(coord::IncarnationRecord& record) {
   if (child_) {
     hygiene(record.incarnation);
     join_output();
@@ -179,6 +255,97 @@ Status Launcher::launch(const coord::IncarnationRecord& record) {
     wait_rendezvous_port(opt_.proc_root, *opt_.master_port,
                          [this](const std::string& l) { say(l); });
   }
+  while (record.barrier) {
+    const int64_t waiting_for = record.incarnation;
+    if (auto up = started(waiting_for); up && *up) break;  // a late node: the others started
+    ready_ = waiting_for;
+    published_ = false;
+    publish();
+    say(fmt::format(
+        "incarnation {}: cleanup done on {}; waiting at the start barrier (the job's leader starts "
+        "it once every node is ready; up to {})",
+        waiting_for, opt_.node, format_duration(opt_.resume_wait_ns)));
+    const int64_t from = mono_now_ns();
+    for (;;) {
+      Poll p = poll_once();
+      if (p.signal) return shutdown(p.signal);
+      if (auto up = started(waiting_for); up && *up) {
+        say(fmt::format("incarnation {}: every node is ready: starting after {} at the barrier",
+                        waiting_for, format_duration(mono_now_ns() - from)));
+        break;
+      }
+      const auto& seen = p.seen;
+      if (seen && seen->record.incarnation > waiting_for && obeyed(*seen)) {
+        if (!seen->record.scheduler.empty()) return leave_to_scheduler(seen->record);
+        record = seen->record;  // moved on while waiting: its barrier (nothing ran meanwhile)
+        break;
+      }
+      if (mono_now_ns() - from >= opt_.resume_wait_ns) {
+        say(fmt::format(
+            "job {}: the start barrier of incarnation {} was not released within {}{}: nothing "
+            "was launched (the job's leader pages the node(s) it waits for)",
+            opt_.job, waiting_for, format_duration(opt_.resume_wait_ns),
+            session_.connected() ? "" : " (etcd is not answering: " + session_.last_error() + ")"));
+        deregister();
+        return kExitLaunchFailed;
+      }
+    }
+    if (record.incarnation == waiting_for) break;
+  }
+  if (ready_) {
+    ready_.reset();
+    published_ = false;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> Launcher::past_preempted(coord::IncarnationRecord& record) {
+  // The job's open incident ordered this incarnation preempted: its leader moves the incarnation
+  // (or holds it) next. Launching it would start a preempted incarnation's rank alone. etcd not
+  // answering: launched as read, as before.
+  auto open = etcd_.range(coord::incident_key(opt_.prefix, opt_.job));
+  if (!open || open->kvs.empty()) return std::nullopt;
+  auto incident = coord::incident_id_of(open->kvs[0]);
+  if (!incident) return std::nullopt;
+  coord::RangeOptions prefix;
+  prefix.prefix = true;
+  auto orders = etcd_.range(session_.job_key(opt_.job, "orders/"), prefix);
+  if (!orders) return std::nullopt;
+  bool preempted = false;
+  for (const auto& kv : orders->kvs) {
+    auto o = coord::JobOrders::order_of(kv);
+    preempted |= o && o->incident == *incident && o->incarnation == record.incarnation;
+  }
+  if (!preempted) return std::nullopt;
+  say(fmt::format(
+      "incarnation {} was preempted (incident {}) before this launcher started: waiting up to {} "
+      "for the job's next incarnation",
+      record.incarnation, *incident, format_duration(opt_.resume_wait_ns)));
+  int64_t from = mono_now_ns();
+  for (;;) {
+    Poll p = poll_once();
+    if (p.signal) return shutdown(p.signal);
+    const Stamp now = p.now;
+    const auto& seen = p.seen;
+    if (seen && seen->record.incarnation > record.incarnation && obeyed(*seen)) {
+      if (!seen->record.scheduler.empty()) return leave_to_scheduler(seen->record);
+      record = seen->record;
+      return std::nullopt;
+    }
+    if (seen && seen->record.hold_incident != 0 && hold_stands(seen->record.hold_incident, now)) {
+      from = now.mono_ns;  // a restart storm's hold: no limit while it stands
+      continue;
+    }
+    if (now.mono_ns - from >= opt_.resume_wait_ns) {
+      say(fmt::format("job {}: the incarnation never moved past {} within {}: nothing was launched",
+                      opt_.job, record.incarnation, format_duration(opt_.resume_wait_ns)));
+      deregister();
+      return kExitLaunchFailed;
+    }
+  }
+}
+
+Status Launcher::launch(const coord::IncarnationRecord& record) {
   incarnation_ = record.incarnation;
   LaunchSpec ls;
   ls.argv = opt_.argv;
@@ -206,7 +373,10 @@ Status Launcher::launch(const coord::IncarnationRecord& record) {
 coord::IncarnationRecord Launcher::catch_up(coord::JobIncarnation seen) {
   const auto& sched = opt_.scheduler;
   auto batch = sched.batch_job();
-  if (!batch) return seen.record;
+  // Slurm's restart count, or Kubernetes' (STEPWATCH_INCARNATION from a JobSet's restart-attempt
+  // label): a restart the leader did not order (a crashed pod, a lost node) is a new incarnation.
+  if (!batch && !(sched.kind == spec::ResumeOwner::kKubernetes && sched.restart_count))
+    return seen.record;
   for (int tries = 0; tries < 3; ++tries) {
     // etcd holds the incarnation to launch; first_incarnation() takes the last one launched.
     int64_t at = seen.record.incarnation;
@@ -217,14 +387,15 @@ coord::IncarnationRecord Launcher::catch_up(coord::JobIncarnation seen) {
     to.incarnation = want;
     to.by = opt_.node;
     to.at_ns = wall_now_ns();
-    to.scheduler = batch->scheduler;
-    to.scheduler_job = batch->id;
+    to.scheduler = batch ? batch->scheduler : "kubernetes";
+    to.scheduler_job = batch ? batch->id : "";
     auto moved = coord::move_incarnation(etcd_, incarnation_key_, seen, to);
     if (moved && *moved) {
-      say(
-          fmt::format("{}: incarnation {} -> {}: Slurm job {} restarted (SLURM_RESTART_COUNT={}) "
-                      "without it being recorded",
-                      incarnation_key_, at, want, batch->id, batch->restarts));
+      say(fmt::format(
+          "{}: incarnation {} -> {}: {} without it being recorded", incarnation_key_, at, want,
+          batch ? fmt::format("Slurm job {} restarted (SLURM_RESTART_COUNT={})", batch->id,
+                              batch->restarts)
+                : fmt::format("Kubernetes restarted the job (STEPWATCH_INCARNATION={})", want)));
       return to;
     }
     auto again = moved ? read() : std::nullopt;  // another launcher moved it first: read theirs
@@ -241,29 +412,37 @@ coord::IncarnationRecord Launcher::catch_up(coord::JobIncarnation seen) {
 }
 
 int Launcher::leave_to_scheduler(const coord::IncarnationRecord& moved) {
+  // Under Kubernetes 75 and 76 are a stop (docs/kubernetes.md); Slurm's RequeueExit may be 75.
+  const bool stop = moved.scheduler == "kubernetes" &&
+                    (moved.exit_code == spec::kExitStopped || moved.exit_code == spec::kExitGaveUp);
   std::string how;
-  if (moved.scheduler == "slurm") {
-    how = fmt::format("Slurm job {} {}",
+  if (stop) {
+    how = fmt::format("the job's leader stopped it ({}), and Kubernetes is not to restart it",
+                      moved.exit_code == spec::kExitStopped ? "runbook.resume = false"
+                                                            : "its restart budget is spent");
+  } else if (moved.scheduler == "slurm") {
+    how = fmt::format("Slurm job {} {} and starts it",
                       moved.scheduler_job.empty() ? opt_.scheduler.job_id : moved.scheduler_job,
                       moved.exit_code ? "is requeued by its exit status" : "was requeued");
   } else {
-    how = fmt::format("{} restarts the job on its exit status", moved.scheduler);
+    how = fmt::format("{} restarts the job on its exit status and starts it", moved.scheduler);
   }
   say(fmt::format(
-      "the job's incarnation moved to {} (by {}, incident {}): {} and starts it; incarnation {} "
-      "ends here and this launcher exits",
+      "the job's incarnation moved to {} (by {}, incident {}): {}; incarnation {} ends here and "
+      "this launcher exits",
       moved.incarnation, moved.by.empty() ? "?" : moved.by, moved.incident, how, incarnation_));
-  if (!exit_) end_local();
+  if (child_ && !exit_) end_local();
   join_output();
   deregister();
   if (moved.exit_code) {
     // Slurm's RequeueExit, or Kubernetes' restart policy, acts on this status (through srun and
     // the batch script, or the container's exit); no scontrol call was made.
-    say(fmt::format("exiting with {}, the status the scheduler restarts on", *moved.exit_code));
+    say(fmt::format("exiting with {}, the status the scheduler {}", *moved.exit_code,
+                    stop ? "stops the job on" : "restarts on"));
     return *moved.exit_code;
   }
   // Not 75: a common RequeueExit code, and the requeue is done.
-  return *exit_ == 0 ? 128 + SIGTERM : *exit_;
+  return !exit_ || *exit_ == 0 ? 128 + SIGTERM : *exit_;
 }
 
 Result<std::optional<std::string>> Launcher::unproven(const coord::JobIncarnation& seen) {
@@ -306,6 +485,24 @@ Result<std::optional<std::string>> Launcher::unproven(const coord::JobIncarnatio
   }
   proof_checked_ = {seen.mod_revision, why};
   return why;
+}
+
+bool Launcher::obeyed(const coord::JobIncarnation& seen) {
+  // Moved by whoever may write under the prefix: obeyed only with its proof (E12).
+  auto why = unproven(seen);
+  if (!why) {
+    session_.note_failure(why.error());
+    return false;
+  }
+  if (*why) {
+    if (told_unproven_ != seen.mod_revision) {
+      told_unproven_ = seen.mod_revision;
+      say(fmt::format("{}: incarnation {} (by {:.40}) is not obeyed: {}", incarnation_key_,
+                      seen.record.incarnation, seen.record.by, **why));
+    }
+    return false;
+  }
+  return true;
 }
 
 bool Launcher::hold_stands(int64_t incident, Stamp now) {
@@ -366,34 +563,21 @@ int Launcher::run() {
     if (int sig = wait_signal(opt_.poll_ns); sig == SIGINT || sig == SIGTERM) return 128 + sig;
   }
   session_.tick(SystemClock::instance().now());
-  if (auto st = launch(catch_up(std::move(*first))); !st) {
+  coord::IncarnationRecord record = catch_up(std::move(*first));
+  if (auto rc = past_preempted(record)) return *rc;
+  if (auto rc = ready_for(record)) return *rc;
+  if (auto st = launch(record); !st) {
     say(st.error().message);
     deregister();
     return kExitLaunchFailed;
   }
   publish();
   for (;;) {
-    if (int sig = wait_signal(opt_.poll_ns); sig == SIGINT || sig == SIGTERM) return shutdown(sig);
-    Stamp now = SystemClock::instance().now();
-    session_.tick(now);
-    publish();
-    auto seen = read();
-    bool moved = seen && seen->record.incarnation > incarnation_;
-    if (moved) {
-      // Moved by whoever may write under the prefix: obeyed only with its proof (E12).
-      auto why = unproven(*seen);
-      if (!why) {
-        session_.note_failure(why.error());
-        moved = false;
-      } else if (*why) {
-        if (told_unproven_ != seen->mod_revision) {
-          told_unproven_ = seen->mod_revision;
-          say(fmt::format("{}: incarnation {} (by {:.40}) is not obeyed: {}", incarnation_key_,
-                          seen->record.incarnation, seen->record.by, **why));
-        }
-        moved = false;
-      }
-    }
+    Poll p = poll_once();
+    if (p.signal) return shutdown(p.signal);
+    const Stamp now = p.now;
+    auto& seen = p.seen;
+    bool moved = seen && seen->record.incarnation > incarnation_ && obeyed(*seen);
     if (!exit_) exit_ = child_->poll_exit();
     if (moved && !seen->record.scheduler.empty() && (!exit_ || *exit_ != 0)) {
       return leave_to_scheduler(seen->record);
@@ -443,7 +627,9 @@ int Launcher::run() {
     } else if (!failed_at_) {
       remember_session();  // exited and moved in the same poll
     }
-    if (auto st = launch(seen->record); !st) {
+    coord::IncarnationRecord next = seen->record;
+    if (auto rc = ready_for(next)) return *rc;
+    if (auto st = launch(next); !st) {
       say(st.error().message);
       deregister();
       return kExitLaunchFailed;

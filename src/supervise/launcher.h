@@ -72,6 +72,24 @@ class Launcher {
  private:
   // The incarnation key read this poll; nullopt when etcd did not answer (or the key is bad).
   std::optional<coord::JobIncarnation> read();
+  // Cleans up before `record`'s incarnation (hygiene()) and, when it starts at the barrier, waits
+  // there until the leader's start key names it (or a higher incarnation moves in: `record`
+  // becomes that one). nullopt: launch `record`; else the launcher's exit status (a signal, the
+  // barrier not released within resume_wait, a scheduler restarting the job).
+  std::optional<int> ready_for(coord::IncarnationRecord& record);
+  // A launcher that starts after its incarnation was preempted (an order names it) waits for the
+  // next one, as one whose incarnation exited does. nullopt: launch `record` (maybe moved on).
+  std::optional<int> past_preempted(coord::IncarnationRecord& record);
+  // One turn of a wait: the poll period, then the lease, the launcher key and the incarnation key
+  // (nullopt: etcd did not answer). `signal`: a SIGINT or SIGTERM came instead (nothing read).
+  struct Poll {
+    int signal = 0;
+    Stamp now;
+    std::optional<coord::JobIncarnation> seen;
+  };
+  Poll poll_once();
+  // Whether the start key names `incarnation` (or a later one); nullopt: etcd did not answer.
+  std::optional<bool> started(int64_t incarnation);
   Status launch(const coord::IncarnationRecord& record);
   // Under Slurm: the incarnation to launch first, max(etcd's, SLURM_RESTART_COUNT), with etcd's
   // moved up to it when below.
@@ -94,7 +112,7 @@ class Launcher {
   LauncherOptions opt_;
   coord::EtcdClient etcd_;
   coord::NodeSession session_;
-  std::string incarnation_key_, launcher_key_;
+  std::string incarnation_key_, launcher_key_, start_key_;
   std::unique_ptr<Child> child_;
   ProcessId child_id_;
   std::optional<int> exit_;           // of the current incarnation, once it exited
@@ -104,6 +122,7 @@ class Launcher {
   std::vector<ProcessId> old_session_;  // the ended incarnation's processes
   int64_t old_incarnation_ = 0;
   bool published_ = false;
+  std::optional<int64_t> ready_;  // the incarnation this node waits at the start barrier for
   uint64_t published_generation_ = 0;
   std::optional<int64_t> told_behind_;  // the lower incarnation already reported
   int64_t told_hold_ = 0;               // the restart-storm hold already reported (its incident)
@@ -114,11 +133,14 @@ class Launcher {
   // (open, or closed since) and a node of the job under its lease, or, with no incident, a
   // restart of this launcher's own Slurm job. Checked once per value; an error: etcd failed.
   Result<std::optional<std::string>> unproven(const coord::JobIncarnation& seen);
+  // unproven(), said once per value; false also when etcd did not answer.
+  bool obeyed(const coord::JobIncarnation& seen);
   std::optional<std::pair<int64_t, std::optional<std::string>>> proof_checked_;
   std::optional<int64_t> told_unproven_;  // the mod revision said not obeyed
   static constexpr int64_t kHoldCheckNs = 5 * kNsPerSec;
   std::optional<std::pair<int64_t, int64_t>> hold_checked_;  // incident, when (mono ns)
   int64_t told_stale_hold_ = 0;
+  std::optional<int64_t> told_bad_start_;  // the start key's mod revision said unreadable
 };
 
 }  // namespace stepwatch::supervise

@@ -288,6 +288,7 @@ lease_ttl = "4s"
 node_name = "gpu-node-17"
 publish_interval = "2s"
 request_timeout = "500ms"
+restart_wait = "5m"
 )",
                               "agent.toml");
   ASSERT_TRUE(c.ok()) << c.error().message;
@@ -299,6 +300,7 @@ request_timeout = "500ms"
   EXPECT_EQ(c->coord->node_name, "gpu-node-17");
   EXPECT_EQ(c->coord->publish_interval_ns, 2 * kNsPerSec);
   EXPECT_EQ(c->coord->request_timeout_ns, 500 * kNsPerMs);
+  EXPECT_EQ(c->coord->restart_wait_ns, 5 * 60 * kNsPerSec);
 }
 
 TEST(AgentConfig, CoordDefaultsNameTheNodeAfterTheHost) {
@@ -307,6 +309,7 @@ TEST(AgentConfig, CoordDefaultsNameTheNodeAfterTheHost) {
   EXPECT_EQ(c->coord->node_name, short_hostname());
   EXPECT_EQ(c->coord->prefix, "/stepwatch/v1");
   EXPECT_EQ(c->coord->lease_ttl_ns, 10 * kNsPerSec);
+  EXPECT_EQ(c->coord->restart_wait_ns, kDefaultRestartWaitNs);
 }
 
 TEST(AgentConfig, CoordErrorsNameLineAndKey) {
@@ -316,6 +319,7 @@ prefix = "stepwatch/"
 lease_ttl = "1500ms"
 node_name = "node 1"
 publish_intervall = "2s"
+restart_wait = "0s"
 )",
                               "agent.toml");
   ASSERT_FALSE(c.ok());
@@ -329,6 +333,7 @@ publish_intervall = "2s"
   EXPECT_NE(m.find("agent.toml:5: coord.node_name"), std::string::npos) << m;
   EXPECT_NE(m.find("agent.toml:6: coord.publish_intervall"), std::string::npos) << m;
   EXPECT_NE(m.find("publish_interval"), std::string::npos) << m;  // did you mean
+  EXPECT_NE(m.find("agent.toml:7: coord.restart_wait"), std::string::npos) << m;
 }
 
 TEST(AgentConfig, CoordNeedsAnEndpoint) {

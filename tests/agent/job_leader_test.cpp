@@ -182,12 +182,41 @@ class JobLeaderTest : public ::testing::Test {
     return all->front();
   }
 
+  // Node `node`'s `stepwatch run --coord` in etcd, under a lease of the test's: `record` its
+  // launcher key's value.
+  void launcher(const std::string& node, const std::string& record) {
+    if (!launcher_lease_) {
+      auto lease = kv_.grant(3600);
+      ASSERT_TRUE(lease.ok());
+      launcher_lease_ = lease->id;
+    }
+    ASSERT_TRUE(
+        kv_.put(std::string(kPrefix) + "/jobs/pretrain/launchers/" + node, record, launcher_lease_)
+            .ok());
+  }
+  // Both nodes healthy, then stalled: a pages, orders the preempt, both carry it out.
+  void stall_until_preempted() {
+    turn(*a_, 0, 5, detect::State::kHealthy);
+    turn(*b_, 1, 5, detect::State::kHealthy);
+    round(detect::State::kStalled, detect::State::kStalled);
+    ASSERT_TRUE(rx_.wait_for(1));
+    for (int i = 0; i < 12; ++i) round(detect::State::kStalled, detect::State::kStalled);
+    ASSERT_EQ(b_->node.acted_for.size(), 1u);
+  }
+  // The job's incarnation record in etcd.
+  coord::IncarnationRecord incarnation() {
+    auto r = coord::read_incarnation(kv_, coord::incarnation_key(kPrefix, "pretrain"));
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r ? r->record : coord::IncarnationRecord{};
+  }
+
   test::Receiver rx_;
   ManualClock clock_;
   test::MemoryKv kv_;
   spec::JobSpec spec_ = spec::default_spec();
   std::unique_ptr<Node> a_, b_;
   uint64_t polls_ = 0;
+  int64_t launcher_lease_ = 0;
 };
 
 TEST_F(JobLeaderTest, TheFirstToPublishLeadsAndMergesEveryNodesRanks) {
@@ -331,7 +360,7 @@ TEST_F(JobLeaderTest, EveryNodeCarriesOutThePreemptOrderOnceAndTheLeaderGathersT
 
 // The next incarnation moves only once every node of the job has its launcher under a lease: a
 // node without one would be missing from it. The leader waits, pages once after
-// kWholeRestartWaitNs that the job cannot restart whole (naming the node), and moves on once the
+// kDefaultRestartWaitNs that the job cannot restart whole (naming the node), and moves on once the
 // launcher is back. A launcher key put without a lease is nobody's.
 TEST_F(JobLeaderTest, TheIncarnationMovesOnlyOnceEveryNodeHasALiveLauncher) {
   using detect::State;
@@ -359,10 +388,10 @@ TEST_F(JobLeaderTest, TheIncarnationMovesOnlyOnceEveryNodeHasALiveLauncher) {
   EXPECT_TRUE(open->is_open());
   // Two minutes on: paged once that it cannot restart whole, naming b.
   const int64_t waiting_from = clock_.now().mono_ns;
-  while (rx_.count() < 2 && clock_.now().mono_ns - waiting_from < kWholeRestartWaitNs + kNsPerSec)
+  while (rx_.count() < 2 && clock_.now().mono_ns - waiting_from < kDefaultRestartWaitNs + kNsPerSec)
     round(State::kStalled, State::kStalled);
   ASSERT_TRUE(rx_.wait_for(2));
-  EXPECT_GE(clock_.now().mono_ns - waiting_from, kWholeRestartWaitNs - 10 * kNsPerSec)
+  EXPECT_GE(clock_.now().mono_ns - waiting_from, kDefaultRestartWaitNs - 10 * kNsPerSec)
       << "not before the wait ran out";
   auto page = rx_.body(rx_.count() - 1);
   EXPECT_NE(page.find("cannot restart whole"), std::string::npos) << page;
@@ -381,6 +410,189 @@ TEST_F(JobLeaderTest, TheIncarnationMovesOnlyOnceEveryNodeHasALiveLauncher) {
   EXPECT_FALSE(open->is_open());
   EXPECT_NE(open->resolution.find("relaunched as incarnation 1"), std::string::npos)
       << open->resolution;
+}
+
+// Launchers that start at the barrier: the incarnation moves with "barrier", and the incident stays
+// open until every node of the run is ready for it (its old processes gone, its cleanup passed).
+// The job's verdict names the nodes it waits for; past restart_wait the leader pages once that
+// the job cannot restart whole; once the last node is ready it writes the start key and the
+// incident closes.
+TEST_F(JobLeaderTest, TheNextIncarnationStartsAtOneBarrierOnceEveryNodeIsReady) {
+  using detect::State;
+  coord::Kv& kv = kv_;
+  launcher("a", R"({"barrier":true})");
+  launcher("b", R"({"barrier":true})");
+  stall_until_preempted();
+  coord::IncarnationRecord at = incarnation();
+  EXPECT_EQ(at.incarnation, 1) << "every node has its launcher: it moves";
+  EXPECT_TRUE(at.barrier);
+  EXPECT_EQ(at.nodes, (std::vector<std::string>{"a", "b"})) << "the run's nodes";
+  auto start = [&] { return kv.range(coord::start_key(kPrefix, "pretrain")); };
+  ASSERT_TRUE(start().ok());
+  EXPECT_TRUE(start()->kvs.empty()) << "no node is ready yet";
+  auto open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_TRUE(open->is_open()) << "open until the barrier is released";
+  auto restart_evidence = [&] {
+    watch::JobState state;
+    state.verdict = verdict(State::kStalled);
+    a_->leader.share_view(state, clock_.now());
+    for (const auto& e : state.verdict.evidence)
+      if (e.name == "restart") return e.value;
+    return std::string();
+  };
+  EXPECT_NE(restart_evidence().find("incarnation 1 waits for node(s) a (cleaning up"),
+            std::string::npos)
+      << restart_evidence();
+
+  // a is ready; b is still cleaning up: named in the verdict, and paged once past restart_wait.
+  launcher("a", R"({"barrier":true,"ready":1})");
+  const int64_t waiting_from = clock_.now().mono_ns;
+  round(State::kStalled, State::kStalled);
+  EXPECT_EQ(restart_evidence().find("a (cleaning up"), std::string::npos) << restart_evidence();
+  EXPECT_NE(restart_evidence().find("waits for node(s) b (cleaning up"), std::string::npos)
+      << restart_evidence();
+  EXPECT_TRUE(start()->kvs.empty());
+  while (rx_.count() < 2 && clock_.now().mono_ns - waiting_from < kDefaultRestartWaitNs + kNsPerSec)
+    round(State::kStalled, State::kStalled);
+  ASSERT_TRUE(rx_.wait_for(2));
+  EXPECT_GE(clock_.now().mono_ns - waiting_from, kDefaultRestartWaitNs - 10 * kNsPerSec);
+  auto page = json::parse(rx_.body(1));
+  EXPECT_EQ(page["state"], "restart-blocked") << page.dump();
+  EXPECT_NE(page["summary"].get<std::string>().find(
+                "cannot restart whole: incarnation 1 waits for node(s) b (cleaning up"),
+            std::string::npos)
+      << page.dump();
+  EXPECT_TRUE(start()->kvs.empty());
+
+  // b is ready: the start key names incarnation 1 and both nodes; the incident closes.
+  launcher("b", R"({"barrier":true,"ready":1})");
+  round(State::kStalled, State::kStalled);
+  ASSERT_EQ(start()->kvs.size(), 1u);
+  auto released = coord::start_from_json(start()->kvs[0].value, "start");
+  ASSERT_TRUE(released.ok()) << released.error().message;
+  EXPECT_EQ(released->incarnation, 1);
+  EXPECT_EQ(released->by, "a");
+  EXPECT_EQ(released->nodes, (std::vector<std::string>{"a", "b"}));
+  open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_FALSE(open->is_open());
+  EXPECT_NE(open->resolution.find("relaunched as incarnation 1; every node started it together"),
+            std::string::npos)
+      << open->resolution;
+  EXPECT_TRUE(restart_evidence().empty());
+  for (int i = 0; i < 3; ++i) round(State::kStalled, State::kStalled);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rx_.count(), 2u) << "the stall's page and the one restart-blocked page";
+}
+
+// A leader lost while the next incarnation waits for a node's launcher: the next leader gathers
+// the reports of the order again and waits in its turn, moving the incarnation once the launcher
+// is there. Nobody pages twice.
+TEST_F(JobLeaderTest, ANextLeaderTakesUpTheWaitForAMissingLauncher) {
+  using detect::State;
+  launcher("a", R"({"barrier":true})");
+  stall_until_preempted();
+  ASSERT_EQ(incarnation().incarnation, 0) << "b has no launcher";
+
+  // a stops; past its lease b leads. b's launcher comes: b moves the incarnation.
+  for (int i = 0; i < 5; ++i) {
+    advance(1.0);
+    turn(*b_, 1, 5, State::kStalled);
+  }
+  ASSERT_TRUE(b_->leader.leads());
+  EXPECT_EQ(incarnation().incarnation, 0);
+  launcher("b", R"({"barrier":true})");
+  for (int i = 0; i < 3 && incarnation().incarnation == 0; ++i) {
+    advance(0.5);
+    turn(*b_, 1, 5, State::kStalled);
+  }
+  EXPECT_EQ(incarnation().incarnation, 1) << "the next leader moved it once b's launcher was there";
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rx_.count(), 1u) << "no second page";
+}
+
+// A leader lost while its barrier waits: the next leader takes the barrier up, releases it once
+// every node is ready and closes the incident, without a page of its own.
+TEST_F(JobLeaderTest, ANextLeaderReleasesABarrierItsPredecessorSet) {
+  using detect::State;
+  coord::Kv& kv = kv_;
+  for (const char* n : {"a", "b"}) launcher(n, R"({"barrier":true})");
+  stall_until_preempted();
+  ASSERT_EQ(incarnation().incarnation, 1);
+  ASSERT_TRUE(incarnation().barrier);
+
+  // a stops; both launchers get ready meanwhile. Past a's lease, b leads and releases it.
+  for (const char* n : {"a", "b"}) launcher(n, R"({"barrier":true,"ready":1})");
+  for (int i = 0; i < 5; ++i) {
+    advance(1.0);
+    turn(*b_, 1, 5, State::kStalled);
+  }
+  EXPECT_TRUE(b_->leader.leads());
+  auto start = kv.range(coord::start_key(kPrefix, "pretrain"));
+  ASSERT_TRUE(start.ok());
+  ASSERT_EQ(start->kvs.size(), 1u) << "the next leader released the barrier";
+  auto released = coord::start_from_json(start->kvs[0].value, "start");
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(released->incarnation, 1);
+  EXPECT_EQ(released->by, "b");
+  auto open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_FALSE(open->is_open());
+  EXPECT_NE(open->resolution.find("every node started it together"), std::string::npos)
+      << open->resolution;
+  bool took_up = false;
+  for (const auto& l : b_->node.lines)
+    took_up = took_up || l.find("taking up the start barrier of incarnation 1 that a set") !=
+                             std::string::npos;
+  EXPECT_TRUE(took_up);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(rx_.count(), 1u) << "no second page";
+}
+
+// Under Kubernetes a stop is an exit status too: with runbook.resume = false the leader moves the
+// incarnation with exit code 75 (the pod failure policy stops the JobSet on it), so that every
+// pod's launcher exits with it, not with its job's status (which the JobSet would restart).
+TEST_F(JobLeaderTest, UnderKubernetesAStopIsWrittenAsTheExitStatusOfEveryLauncher) {
+  using detect::State;
+  auto parsed = spec::parse_spec(fmt::format("owner = \"team-llm\"\nexpected_interval = \"1s\"\n"
+                                             "[runbook]\nack_timeout = \"1s\"\n"
+                                             "preempt_grace = \"2s\"\nresume = false\n"
+                                             "resume_owner = \"kubernetes\"\n"
+                                             "[[runbook.pager]]\nurl = \"{}\"\nretries = 0\n"
+                                             "timeout = \"2s\"\n",
+                                             rx_.url()),
+                                 "pretrain.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  spec::JobSpec k8s = *parsed;
+  Node p(kv_, "p", k8s), q(kv_, "q", k8s);
+  p.node.pid = 1000;
+  q.node.pid = 2000;
+  for (const char* n : {"p", "q"}) launcher(n, R"({"barrier":true})");
+  turn(p, 0, 5, State::kHealthy);
+  turn(q, 1, 5, State::kHealthy);
+  for (int i = 0; i < 14; ++i) {
+    advance(0.5);
+    turn(p, 0, 5, State::kStalled);
+    turn(q, 1, 5, State::kStalled);
+  }
+  ASSERT_TRUE(rx_.wait_for(1));
+  ASSERT_EQ(q.node.acted_for.size(), 1u) << "preempted on every node";
+  auto at = coord::read_incarnation(kv_, coord::incarnation_key(kPrefix, "pretrain"));
+  ASSERT_TRUE(at.ok());
+  EXPECT_EQ(at->record.incarnation, 1);
+  EXPECT_EQ(at->record.scheduler, "kubernetes");
+  EXPECT_EQ(at->record.exit_code, spec::kExitStopped);
+  EXPECT_FALSE(at->record.barrier);
+  auto closed = incident();
+  ASSERT_TRUE(closed);
+  EXPECT_FALSE(closed->is_open());
+  EXPECT_NE(closed->resolution.find("runbook.resume = false"), std::string::npos)
+      << closed->resolution;
+  EXPECT_NE(closed->resolution.find("its launchers exit with 75 so that Kubernetes does not "
+                                    "restart it"),
+            std::string::npos)
+      << closed->resolution;
 }
 
 // E1: anyone who can write under the prefix could put an order. A node carries one out only when

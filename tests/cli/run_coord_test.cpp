@@ -2,6 +2,7 @@
 // child processes and signals, and a real etcd (tests/support/etcd_server.h). The test plays
 // the job's leader: it writes <prefix>/jobs/<job>/incarnation as the leader would.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -117,7 +118,8 @@ class RunCoord : public ::testing::Test {
       if (!bg.empty()) ::setenv("BG", bg.c_str(), 1);
       ::unsetenv("STEPWATCH_JOB");
       ::unsetenv("MASTER_PORT");
-      for (const char* v : {"SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURMD_NODENAME"})
+      for (const char* v : {"SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURMD_NODENAME",
+                            "KUBERNETES_SERVICE_HOST", "STEPWATCH_INCARNATION"})
         ::unsetenv(v);
       for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
       std::vector<char*> argv;
@@ -187,9 +189,10 @@ class RunCoord : public ::testing::Test {
   }
 
   void bump(int64_t incarnation, const std::string& resume_from = "",
-            const std::string& scheduler = "") {
+            const std::string& scheduler = "", bool barrier = false) {
     coord::IncarnationRecord r;
     r.incarnation = incarnation;
+    r.barrier = barrier;
     r.resume_from = resume_from;
     r.incident = 7;
     r.by = "leader-node";
@@ -206,6 +209,13 @@ class RunCoord : public ::testing::Test {
             .ok());
     ASSERT_TRUE(etcd().put(coord::closed_incident_key(kPrefix, job_, 7), "{}").ok());
     auto put = etcd().put(coord::incarnation_key(kPrefix, job_), coord::incarnation_to_json(r));
+    ASSERT_TRUE(put.ok()) << put.error().message;
+  }
+
+  // The leader's start barrier: the launchers waiting for `incarnation` launch it.
+  void release(int64_t incarnation) {
+    coord::StartRecord s{incarnation, "leader-node", wall_now_ns(), {"n1"}};
+    auto put = etcd().put(coord::start_key(kPrefix, job_), coord::start_to_json(s));
     ASSERT_TRUE(put.ok()) << put.error().message;
   }
 
@@ -350,6 +360,114 @@ TEST_F(RunCoord, StartsWithTheIncarnationInEtcd) {
   EXPECT_EQ(wait_exit(5), 0) << err();
 }
 
+// An incarnation moved with "barrier": the launcher ends the old one and cleans up, says in its
+// launcher key that it is ready, and launches only once the leader's start key names it.
+TEST_F(RunCoord, WaitsAtTheStartBarrierUntilTheLeaderStartsIt) {
+  start({}, "yes");
+  ASSERT_TRUE(launches(1)) << err();
+  ASSERT_TRUE(eventually([&] { return background_pid().has_value(); }, 3));
+  pid_t first = lines()[0].pid, left = *background_pid();
+  pids_to_reap_.push_back(left);
+  ASSERT_TRUE(eventually([&] { return launcher_key().has_value(); }, 3));
+  EXPECT_TRUE(launcher_key()->barrier) << "it says it starts at the barrier";
+  EXPECT_FALSE(launcher_key()->ready);
+  bump(1, "step_20", "", /*barrier=*/true);
+  ASSERT_TRUE(eventually([&] { return launcher_key() && launcher_key()->ready == 1; }, 8)) << err();
+  EXPECT_FALSE(alive(first)) << "the old incarnation ended before it said ready";
+  char st = proc_state(left);
+  EXPECT_TRUE(st == '?' || st == 'Z') << "and its leftover was cleaned up: " << st;
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  EXPECT_EQ(lines().size(), 1u) << "nothing launches before the barrier: " << err();
+  EXPECT_NE(err().find("incarnation 1: cleanup done on n1; waiting at the start barrier"),
+            std::string::npos)
+      << err();
+  release(0);  // an earlier incarnation's start releases nothing
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(lines().size(), 1u) << err();
+
+  release(1);
+  ASSERT_TRUE(launches(2)) << err();
+  EXPECT_EQ(lines()[1].inc, "1");
+  EXPECT_EQ(lines()[1].resume, "step_20");
+  EXPECT_NE(err().find("incarnation 1: every node is ready: starting after"), std::string::npos)
+      << err();
+  ASSERT_TRUE(eventually(
+      [&] { return launcher_key() && !launcher_key()->ready && launcher_key()->incarnation == 1; },
+      3))
+      << err();
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+// A barrier the leader never releases (a node that never got ready, a leader gone for good):
+// past resume_wait nothing was launched, the launcher says so and exits 3, deregistered.
+TEST_F(RunCoord, ABarrierNotReleasedWithinResumeWaitLaunchesNothing) {
+  start({"--resume-wait", "1s"});
+  ASSERT_TRUE(launches(1)) << err();
+  bump(1, "", "", /*barrier=*/true);
+  EXPECT_EQ(wait_exit(8), 3) << err();
+  EXPECT_EQ(lines().size(), 1u);
+  EXPECT_NE(err().find("the start barrier of incarnation 1 was not released within 1.0s: nothing "
+                       "was launched"),
+            std::string::npos)
+      << err();
+  EXPECT_FALSE(launcher_key().has_value());
+}
+
+// A launcher started after its incarnation was preempted (the job's open incident ordered it,
+// the leader has not moved it yet: a launcher that died and was started again) waits for the
+// next incarnation, registered, rather than start a preempted incarnation's rank alone.
+TEST_F(RunCoord, ALauncherStartedAfterItsIncarnationWasPreemptedWaitsForTheNext) {
+  const std::string base = kPrefix + std::string("/jobs/") + job_ + "/";
+  ASSERT_TRUE(etcd().put(coord::incident_key(kPrefix, job_), R"({"job":"x"})").ok());
+  auto open = etcd().range(coord::incident_key(kPrefix, job_));
+  ASSERT_TRUE(open.ok() && open->kvs.size() == 1u);
+  auto id = coord::incident_id_of(open->kvs[0]);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  ASSERT_TRUE(etcd()
+                  .put(base + fmt::format("orders/{:020d}", *id),
+                       fmt::format(R"({{"incident":{},"incarnation":0,"by":"leader-node"}})", *id))
+                  .ok());
+  start();
+  ASSERT_TRUE(eventually([&] { return launcher_key().has_value(); }, 5)) << err();
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  EXPECT_TRUE(lines().empty()) << "incarnation 0 was preempted: not launched again";
+  EXPECT_NE(err().find(fmt::format("incarnation 0 was preempted (incident {}) before this "
+                                   "launcher started: waiting up to",
+                                   *id)),
+            std::string::npos)
+      << err();
+  // The leader moves it (its incident still open): incarnation 1 launches.
+  coord::IncarnationRecord r;
+  r.incarnation = 1;
+  r.incident = *id;
+  r.by = "leader-node";
+  auto lease = etcd().grant(60);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(etcd().put(base + "nodes/leader-node", "{}", lease->id).ok());
+  ASSERT_TRUE(
+      etcd().put(coord::incarnation_key(kPrefix, job_), coord::incarnation_to_json(r)).ok());
+  ASSERT_TRUE(launches(1)) << err();
+  EXPECT_EQ(lines()[0].inc, "1");
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+// With the incident closed (resume = false, say) an order of the incarnation holds nothing: a
+// launcher started again for the same job launches it.
+TEST_F(RunCoord, AnOrderOfAClosedIncidentHoldsNothing) {
+  const std::string base = kPrefix + std::string("/jobs/") + job_ + "/";
+  ASSERT_TRUE(etcd()
+                  .put(base + "orders/00000000000000000005",
+                       R"({"incident":5,"incarnation":0,"by":"leader-node"})")
+                  .ok());
+  start();
+  ASSERT_TRUE(launches(1)) << err();
+  EXPECT_EQ(lines()[0].inc, "0");
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
 // Under Slurm: the launcher key names the batch job and its restart count (what the leader's
 // requeue is fenced by), and a rerun whose SLURM_RESTART_COUNT is above etcd's incarnation
 // launches that and moves etcd's up.
@@ -416,6 +534,51 @@ TEST_F(RunCoord, UnderSlurmTheRerunRemovesTheEarlierIncarnationsStaleBeacons) {
   EXPECT_NE(err().find("cleanup: removed " + path), std::string::npos) << err();
   finish();
   EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+// Under Kubernetes (KUBERNETES_SERVICE_HOST set): STEPWATCH_INCARNATION, a JobSet's restart
+// attempt, above etcd's incarnation is a restart the leader did not order (a crashed pod, a lost
+// node): it launches that and moves etcd's up, so the pods of the same attempt agree.
+TEST_F(RunCoord, UnderKubernetesARestartAttemptAboveEtcdsMovesItUp) {
+  bump(1, "step_20");
+  start({}, "", {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"STEPWATCH_INCARNATION", "3"}});
+  ASSERT_TRUE(launches(1)) << err();
+  EXPECT_EQ(lines()[0].inc, "3");
+  auto r = coord::read_incarnation(etcd(), coord::incarnation_key(kPrefix, job_));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->record.incarnation, 3);
+  EXPECT_EQ(r->record.scheduler, "kubernetes");
+  EXPECT_NE(err().find("incarnation 1 -> 3: Kubernetes restarted the job (STEPWATCH_INCARNATION=3) "
+                       "without it being recorded"),
+            std::string::npos)
+      << err();
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+// The job's leader stopped the job under Kubernetes (runbook.resume = false: 75): the launcher
+// exits 75, which the pod failure policy stops the JobSet on, and says so.
+TEST_F(RunCoord, UnderKubernetesALeadersStopExitsWithItsCode) {
+  start({}, "", {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}});
+  ASSERT_TRUE(launches(1)) << err();
+  coord::IncarnationRecord r;
+  r.incarnation = 1;
+  r.incident = 7;
+  r.by = "leader-node";
+  r.scheduler = "kubernetes";
+  r.exit_code = 75;
+  bump(0);  // the leader node and incident 7, as bump() makes them
+  ASSERT_TRUE(
+      etcd().put(coord::incarnation_key(kPrefix, job_), coord::incarnation_to_json(r)).ok());
+  EXPECT_EQ(wait_exit(8), 75) << err();
+  EXPECT_NE(err().find("the job's leader stopped it (runbook.resume = false), and Kubernetes is "
+                       "not to restart it"),
+            std::string::npos)
+      << err();
+  EXPECT_NE(err().find("exiting with 75, the status the scheduler stops the job on"),
+            std::string::npos)
+      << err();
+  EXPECT_EQ(lines().size(), 1u);
 }
 
 // The leader requeued the batch job and recorded it: nothing is relaunched here (Slurm's requeue

@@ -11,6 +11,55 @@ TEST(IncarnationKeys, AreUnderTheJob) {
   EXPECT_EQ(incarnation_key("/sw", "j1"), "/sw/jobs/j1/incarnation");
   EXPECT_EQ(launchers_prefix("/sw", "j1"), "/sw/jobs/j1/launchers/");
   EXPECT_EQ(launcher_key("/sw", "j1", "gpu-17"), "/sw/jobs/j1/launchers/gpu-17");
+  EXPECT_EQ(start_key("/sw", "j1"), "/sw/jobs/j1/start");
+}
+
+// The start barrier: the incarnation record says the launchers start at it, each launcher that
+// it can and which incarnation it is ready for, and the start key which one the leader started.
+// A record from before the barrier reads as no barrier (its launchers launch at once).
+TEST(StartBarrier, TravelsInTheRecordsAndOlderOnesReadAsNone) {
+  IncarnationRecord r;
+  r.incarnation = 2;
+  EXPECT_EQ(incarnation_to_json(r).find("barrier"), std::string::npos);
+  r.barrier = true;
+  r.nodes = {"a", "b"};
+  auto back = incarnation_from_json(incarnation_to_json(r), "k");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(back->barrier);
+  EXPECT_EQ(back->nodes, (std::vector<std::string>{"a", "b"}));
+  auto old = incarnation_from_json(R"({"incarnation": 2})", "k");
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->barrier);
+  auto bad = incarnation_from_json(R"({"incarnation": 2, "barrier": 1})", "k");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("\"barrier\" must be"), std::string::npos)
+      << bad.error().message;
+
+  LauncherRecord l;
+  l.node = "b";
+  l.barrier = true;
+  l.ready = 2;
+  auto lb = launcher_from_json(launcher_to_json(l), "k");
+  ASSERT_TRUE(lb.ok()) << lb.error().message;
+  EXPECT_TRUE(lb->barrier);
+  EXPECT_EQ(lb->ready, 2);
+  auto lold = launcher_from_json(R"({"node":"b","pid":7,"incarnation":1})", "k");
+  ASSERT_TRUE(lold.ok());
+  EXPECT_FALSE(lold->barrier);
+  EXPECT_FALSE(lold->ready);
+
+  StartRecord s{2, "a", 5, {"a", "b"}};
+  auto sb = start_from_json(start_to_json(s), "k");
+  ASSERT_TRUE(sb.ok()) << sb.error().message;
+  EXPECT_EQ(sb->incarnation, 2);
+  EXPECT_EQ(sb->by, "a");
+  EXPECT_EQ(sb->at_ns, 5);
+  EXPECT_EQ(sb->nodes, (std::vector<std::string>{"a", "b"}));
+  auto none = start_from_json(R"({"by":"a"})", "etcd key /sw/jobs/j1/start");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("/sw/jobs/j1/start"), std::string::npos);
+  EXPECT_NE(none.error().message.find("\"incarnation\" is missing"), std::string::npos)
+      << none.error().message;
 }
 
 TEST(IncarnationRecord, RoundTrips) {

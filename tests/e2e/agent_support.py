@@ -154,7 +154,8 @@ class NodeAgent:
     its log: "... API on 127.0.0.1:PORT").
     start() may be called again after kill(): same directories, a new port."""
 
-    def __init__(self, bin, base, name, endpoint, ttl="1s", poll="200ms", request_timeout="500ms", extra=""):
+    def __init__(self, bin, base, name, endpoint, ttl="1s", poll="200ms", request_timeout="500ms", extra="",
+                 coord_extra=""):
         self.bin, self.name = bin, name
         self.dir = os.path.join(base, name)
         self.root = os.path.join(self.dir, "beacons")
@@ -168,7 +169,7 @@ class NodeAgent:
                     f'listen = "127.0.0.1:0"\npoll_interval = "{poll}"\n{extra}\n')
             if endpoint is not None:  # None: a single-node agent, no [coord]
                 f.write(f'[coord]\nendpoints = ["{endpoint}"]\nnode_name = "{name}"\nlease_ttl = "{ttl}"\n'
-                        f'request_timeout = "{request_timeout}"\n')
+                        f'request_timeout = "{request_timeout}"\n{coord_extra}\n')
         self.proc = None
         self.api = None
 

@@ -14,6 +14,10 @@ webhook receiver, and a job whose rank 0 writes under a's root and rank 1 under 
   in etcd, pages the storm and holds the relaunch (the launchers wait past their resume_wait)
   until an ack on the other node; then it moves the job to incarnation 1 from the newest
   committed checkpoint, both launchers relaunch, and the job resumes there and finishes.
+- RestartTogether: the same job without a storm. A node whose cleanup is slow (a leftover that
+  ignores SIGTERM) holds every node at the start barrier until it is clean; a dead launcher holds
+  the next incarnation, is paged once past [coord] restart_wait naming its node, and once it is
+  started again the job restarts whole from the checkpoint.
 - LauncherExit: a launcher told by the incarnation key to leave the restart to a scheduler exits
   with the key's exit code; a storm hold keeps a launcher waiting past its resume_wait only while
   the hold's incident is open.
@@ -327,11 +331,12 @@ def read(path):
         return f.read()
 
 
-def write_preempt_spec(node, url, extra=""):
-    """As write_spec, and the runbook acts: preempt 1 s after the page unless acked."""
+def write_preempt_spec(node, url, extra="", runbook=""):
+    """As write_spec, and the runbook acts: preempt 1 s after the page unless acked. `runbook`:
+    more lines of [runbook]; `extra`: more tables."""
     with open(os.path.join(node.specs, f"{JOB}.toml"), "w") as f:
         f.write(f'job = "{JOB}"\nexpected_interval = "500ms"\ngrace_intervals = 2\n[learn]\nwarmup_steps = 1\n'
-                f'[phases]\ndata = "1s"\n[runbook]\nack_timeout = "1s"\npreempt_grace = "2s"\n'
+                f'[phases]\ndata = "1s"\n[runbook]\nack_timeout = "1s"\npreempt_grace = "2s"\n{runbook}'
                 f'[[runbook.pager]]\nurl = "{url}"\ntimeout = "2s"\nretries = 1\n{extra}')
 
 
@@ -455,6 +460,158 @@ class MultiNodeResume(MultiNodeBase):
         for n in (a, b):
             actions = [l for l in read(n.log).splitlines() if "as ordered by a" in l and "preempted on this node" in l]
             self.assertEqual(len(actions), 1, (n.name, actions))
+
+
+class TwoLaunchers(MultiNodeBase):
+    """Both agents, and each node's rank of the real 2-rank trainer under its own `stepwatch run
+    --coord` (rank 1 hangs at step 50 of incarnation 0; a checkpoint every 20 steps), no restart
+    storm: the helpers of RestartTogether and of test_multinode_kubernetes."""
+
+    def start_launcher(self, name, port, grace="2s", wrap=None, env_extra=None):
+        """Node `name`'s launcher of its rank (a: rank 0, b: rank 1); `wrap` is a shell line the
+        trainer's command is appended to. Appends to launcher-<name>.log."""
+        rank = "ab".index(name)
+        n = self.nodes[name]
+        env = python_env()
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2",
+                   LOCAL_WORLD_SIZE="1", **(env_extra or {}))
+        log = open(os.path.join(self.tmp, f"launcher-{name}.log"), "a")
+        self.addCleanup(log.close)
+        trainer = ["/usr/bin/python3", os.path.join(SRC, "examples", "train_ddp.py"), "--steps", "90",
+                   "--step-time", "0.05", "--label-data", "--ckpt-dir", os.path.join(self.tmp, "ckpt"),
+                   "--ckpt-every", "20", "--hang-rank", "1", "--hang-at-step", "50", "--hang-incarnation", "0"]
+        cmd = trainer if wrap is None else ["/bin/sh", "-c", wrap + ' exec "$@"', "sh"] + trainer
+        argv = [self.bin, "run", "--coord", self.etcd.endpoint, "--job", JOB, "--node", name, "--dir", n.root,
+                "--lease-ttl", "1s", "--grace", grace, "--resume-wait", "60s", "--", *cmd]
+        p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(self._kill, p)
+        return p
+
+    def launch(self, restart_wait, wrap_a=None, grace_a="2s", wrap_b=None, runbook="", env=None):
+        """Both agents (preempting, [coord] restart_wait, `runbook` lines in the spec) and both
+        launchers (`env` added to theirs), a first."""
+        self.nodes = {}
+        for name in ("a", "b"):
+            n = NodeAgent(self.bin, self.tmp, name, self.etcd.endpoint, extra='preempt_jobs = ["ddp"]',
+                          coord_extra=f'restart_wait = "{restart_wait}"')
+            write_preempt_spec(n, self.receiver.url, runbook=runbook)
+            self.addCleanup(n.stop)
+            self.nodes[name] = n
+        self.nodes["a"].start()
+        self.port = free_port()
+        launchers = {"a": self.start_launcher("a", self.port, grace_a, wrap_a, env)}
+        self.wait_published(self.nodes["a"])  # a first in the leader line
+        self.nodes["b"].start()
+        launchers["b"] = self.start_launcher("b", self.port, wrap=wrap_b, env_extra=env)
+        return launchers
+
+    def log_of(self, name):
+        return read(os.path.join(self.tmp, f"launcher-{name}.log"))
+
+    def barrier_wait(self, name):
+        """Seconds the launcher on `name` waited at the start barrier of incarnation 1."""
+        m = re.search(r"incarnation 1: every node is ready: starting after ([0-9.]+)(ms|s) at the barrier",
+                      self.log_of(name))
+        self.assertIsNotNone(m, self.log_of(name)[-3000:])
+        return float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+
+    def finished(self, launchers, resumed_from="step_40"):
+        """Each launcher exits 0, its rank having resumed from `resumed_from` (None: not checked)."""
+        for name, p in launchers.items():
+            try:
+                rc = p.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.fail(f"the launcher on {name} did not finish: {self.log_of(name)[-3000:]}")
+            self.assertEqual(rc, 0, self.log_of(name)[-3000:])
+            if resumed_from:
+                self.assertIn(resumed_from, self.log_of(name))  # the committed checkpoint
+
+    def closed_incident(self, node):
+        return self.wait_for("the incident closed", lambda: (
+            lambda i: i if i and i[0]["status"] == "closed" else None)(self.incidents(node)), timeout=60)
+
+
+
+class RestartTogether(TwoLaunchers):
+    """Nodes restart together (docs/multinode.md, "The runbook across nodes", 4): the leader moves
+    the incarnation only once every node has a live launcher, and the launchers start it at one
+    barrier once every node's cleanup is done."""
+
+    def test_a_node_slow_to_clean_up_holds_every_node_at_the_start_barrier(self):
+        """Node a's incarnation 0 leaves a process behind that ignores SIGTERM: a's launcher
+        cleans it up (SIGTERM, its 4 s grace, SIGKILL) before it is ready. b, clean at once,
+        waits at the barrier for a; neither starts incarnation 1 before a is clean, and both
+        start it together."""
+        leftover = ("if [ \"$STEPWATCH_INCARNATION\" = 0 ]; then (trap '' TERM; exec /usr/bin/python3 -c "
+                    f"'import time; time.sleep(600)' {self.tmp}/leftover) & fi;")
+        launchers = self.launch("30s", wrap_a=leftover, grace_a="4s")
+        rx = self.receiver
+        t0 = time.monotonic()
+        self.wait_for("the stall's page", lambda: rx.pages, timeout=90)
+        self.assertEqual([(c["rank"], c["host"]) for c in rx.pages[0]["culprits"]], [(1, "b")], rx.pages[0])
+        # b is ready first and waits; a is still cleaning up: b has not started incarnation 1.
+        self.wait_for("b at the barrier", lambda: "incarnation 1: cleanup done on b; waiting at the start barrier"
+                      in self.log_of("b"), timeout=60)
+        self.wait_for("a cleaning up its leftover", lambda: "leftover before incarnation 1" in self.log_of("a"))
+        self.assertNotIn("launched incarnation 1", self.log_of("b"))
+        evidence = self.wait_for("the job's verdict naming a", lambda: [
+            e["value"] for e in self.nodes["b"].job(JOB)["evidence"]
+            if e["name"] == "restart" and "node(s) a (cleaning up" in e["value"]], timeout=10)
+        print(f"\nwhile a cleans up, the job's verdict on b says: {evidence[0]}", flush=True)
+        self.wait_for("a ready", lambda: "cleanup done on a" in self.log_of("a"), timeout=30)
+        self.assertNotIn("launched incarnation 1", self.log_of("b"), "b started before a was clean")
+        self.assertIn("SIGKILL", self.log_of("a"))  # the leftover ignored SIGTERM for the whole grace
+        self.finished(launchers)
+        waited = {n: self.barrier_wait(n) for n in "ab"}
+        print(f"at the barrier: b waited {waited['b']:.1f} s for a, a {waited['a']:.1f} s; "
+              f"job done {time.monotonic() - t0:.1f} s after the launch", flush=True)
+        self.assertGreaterEqual(waited["b"], 2.0, waited)  # a's grace is 4 s
+        self.assertLess(waited["a"], waited["b"], waited)
+        inc = self.closed_incident(self.nodes["a"])
+        self.assertIn("relaunched as incarnation 1 from step_40; every node started it together", inc[0]["resolution"])
+        self.assertEqual(len(rx.pages), 1, rx.pages)  # a's cleanup took less than restart_wait
+
+    def test_a_dead_launcher_is_paged_and_the_job_restarts_whole_once_it_is_back(self):
+        """b's launcher is SIGKILLed while incarnation 0 runs (its rank runs on, and hangs). The
+        leader preempts both ranks, waits for b's launcher, and pages once past restart_wait (3 s)
+        that the job cannot restart whole, naming b; the job's verdict names b meanwhile. b's
+        launcher started again waits (its incarnation was preempted) and the job restarts whole:
+        both ranks start incarnation 1 at the barrier and finish from the checkpoint."""
+        # Incarnation 0 of rank 1 writes to a file, not through its launcher: a dead launcher's pipe
+        # would end it on its next line (SIGPIPE), and this test is of the launcher alone.
+        launchers = self.launch("3s", wrap_b=f'[ "$STEPWATCH_INCARNATION" = 0 ] && exec >>{self.tmp}/rank1-0.log 2>&1;')
+        rx = self.receiver
+        a = self.nodes["a"]
+        self.wait_for("both ranks stepping", lambda: (lambda j: j if j["last_step"] and j["last_step"] >= 5 else None)(
+            a.job(JOB)), timeout=60)
+        launchers["b"].kill()
+        launchers["b"].wait()
+        self.wait_for("the stall's page and the restart-blocked page", lambda: len(rx.pages) >= 2, timeout=90)
+        page, blocked = rx.pages[0], rx.pages[1]
+        self.assertEqual([(c["rank"], c["host"]) for c in page["culprits"]], [(1, "b")], page)
+        self.assertEqual((blocked["state"], blocked["incident_id"]), ("restart-blocked", page["incident_id"]), blocked)
+        self.assertIn("cannot restart whole: incarnation 1 waits for node(s) b (no `stepwatch run --coord` under a "
+                      "lease", blocked["summary"])
+        restart = [e["value"] for e in a.job(JOB)["evidence"] if e["name"] == "restart"]
+        self.assertTrue(restart and "node(s) b (no `stepwatch run --coord`" in restart[0], a.job(JOB)["evidence"])
+        inc = self.incidents(a)
+        self.assertEqual((str(inc[0]["id"]), inc[0]["status"]), (page["incident_id"], "open"), inc)
+        self.assertNotIn("launched incarnation 1", self.log_of("a"))
+        print(f"\nrestart-blocked page: {blocked['summary']}", flush=True)
+
+        launchers["b"] = self.start_launcher("b", self.port)
+        self.wait_for("b's new launcher waiting past the preempted incarnation", lambda: (
+            f"incarnation 0 was preempted (incident {page['incident_id']}) before this launcher started"
+            in self.log_of("b")), timeout=20)
+        self.finished(launchers)
+        for n in "ab":
+            self.barrier_wait(n)
+        inc = self.closed_incident(a)
+        self.assertIn("relaunched as incarnation 1 from step_40; every node started it together", inc[0]["resolution"])
+        self.assertEqual(len(rx.pages), 2, rx.pages)
+        done = self.wait_for("the job finished on the leader", lambda: (
+            lambda j: j if j["state"] == "finished" else None)(a.job(JOB)), timeout=20)
+        self.assertEqual({r["beacon"]["incarnation"] for r in done["ranks"]}, {1})
 
 
 class LauncherExit(MultiNodeBase):
