@@ -44,6 +44,29 @@ extern "C" void on_stop_signal(int) {
 
 }  // namespace
 
+int check_agent_config(const std::string& config_path) {
+  auto config = agent::load_agent_config(config_path);
+  if (!config) {
+    fmt::print(stderr, "stepwatch agent: {}\n", config.error().message);
+    return kAgentConfigError;
+  }
+  fmt::print("{}: valid\n", config_path);
+  fmt::print("  beacon roots: {}\n", fmt::join(config->beacon_roots, ", "));
+  fmt::print("  specs: {}/<job>.toml; state: {}; API on {}\n", config->specs_dir, config->state_dir,
+             config->listen);
+  fmt::print("  preempts: {}\n", config->preempt_jobs.empty()
+                                     ? std::string("nothing (observes and pages only)")
+                                     : fmt::format("{}", fmt::join(config->preempt_jobs, ", ")));
+  if (const auto& c = config->coord) {
+    fmt::print("  multi-node: etcd {} under {}, node {}, lease {}, restart wait {}\n",
+               fmt::join(c->endpoints, ", "), c->prefix, c->node_name,
+               format_duration(c->lease_ttl_ns), format_duration(c->restart_wait_ns));
+  } else {
+    fmt::print("  single node (no [coord])\n");
+  }
+  return kAgentOk;
+}
+
 int run_agent(const std::string& config_path, bool new_store) {
   auto config = agent::load_agent_config(config_path);
   if (!config) {

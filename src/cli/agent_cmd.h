@@ -16,4 +16,9 @@ inline constexpr int kAgentStartError = 1;
 // refused (store::OpenOptions::fresh_if_empty).
 int run_agent(const std::string& config_path, bool new_store = false);
 
+// `stepwatch agent --check-config`: loads the configuration as run_agent would (errors name the
+// file, line and key; the token file is read), says what it sets up, starts nothing. kAgentOk or
+// kAgentConfigError.
+int check_agent_config(const std::string& config_path);
+
 }  // namespace stepwatch::cli

@@ -151,6 +151,10 @@ int main(int argc, char** argv) {
                     "Agent configuration (TOML; default /etc/stepwatch/agent.toml)");
   bool agent_new_store = false;
   agent->add_flag("--new-store", agent_new_store, kNewStoreHelp);
+  bool agent_check = false;
+  agent->add_flag("--check-config", agent_check,
+                  "Load and check the configuration, say what it sets up, and exit (0: valid, 2: "
+                  "not; nothing is started)");
 
   try {
     app.parse(argc, argv);
@@ -165,7 +169,10 @@ int main(int argc, char** argv) {
     if (check->parsed()) return stepwatch::cli::run_check_spec(spec_files, spec_json);
     if (replay->parsed()) return stepwatch::cli::run_replay(replay_opts);
     if (run->parsed()) return stepwatch::cli::run_supervisor(run_args);
-    if (agent->parsed()) return stepwatch::cli::run_agent(agent_config, agent_new_store);
+    if (agent->parsed()) {
+      if (agent_check) return stepwatch::cli::check_agent_config(agent_config);
+      return stepwatch::cli::run_agent(agent_config, agent_new_store);
+    }
     if (doctor->parsed()) {
       doc.fix = doc_fix;
       doc.incarnation = doc_incarnation;

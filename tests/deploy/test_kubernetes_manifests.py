@@ -11,6 +11,9 @@ are checked"):
 3. stepwatch's contract (docs/run.md, "Exit status"): 75 and 76 stop, [kubernetes]
    requeue_exit_code (128-255) restarts, the incarnation comes from the JobSet's restart-attempt
    label, and the embedded spec is one `stepwatch check-spec` accepts (with STEPWATCH_BIN).
+4. The multi-node JobSet (jobset-multinode.yaml): the same exit statuses through `stepwatch run
+   --coord`, an agent sidecar that sees the trainer's processes and beacons, and an agent
+   configuration `stepwatch agent --check-config` accepts.
 
 Negative tests prove the checks bite: a typo'd field, a wrong type, a bad enum value.
 Run: cd tests/deploy && STEPWATCH_SOURCE_DIR=../.. /usr/bin/python3 -m unittest -v test_kubernetes_manifests
@@ -33,6 +36,7 @@ SRC = os.environ.get("STEPWATCH_SOURCE_DIR",
 K8S = os.path.join(SRC, "deploy", "kubernetes")
 SCHEMAS = os.path.join(K8S, "schemas")
 MANIFESTS = {name: os.path.join(K8S, name) for name in ("jobset.yaml", "pytorchjob.yaml")}
+MULTINODE = os.path.join(K8S, "jobset-multinode.yaml")  # agents and etcd: MultiNodeJobSet
 
 # (apiVersion, kind) -> schema file: only the kinds the examples use.
 SCHEMA_FILES = {
@@ -451,6 +455,112 @@ class StepwatchContract(unittest.TestCase):
                 out = r.stdout + r.stderr
                 self.assertEqual(r.returncode, 0, out)
                 self.assertNotIn("warning:", out)
+
+
+class MultiNodeJobSet(unittest.TestCase):
+    """jobset-multinode.yaml: every pod's `stepwatch run --coord` exits with what the job's
+    leader wrote, and the JobSet turns it into one restart of the whole set, or a stop."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.docs = load_docs(MULTINODE)
+        cls.cm = by_kind(cls.docs, "ConfigMap")
+        cls.js = by_kind(cls.docs, "JobSet")
+        cls.job = cls.js["metadata"]["name"]
+        cls.spec = tomllib.loads(cls.cm["data"][f"{cls.job}.toml"])
+        cls.agent = tomllib.loads(cls.cm["data"]["agent.toml"])
+        (cls.job_spec,) = jobset_job_specs(cls.js)
+        cls.pod = cls.job_spec["template"]["spec"]
+
+    def test_every_document_validates(self):
+        self.assertEqual(sorted(d["kind"] for d in self.docs), ["ConfigMap", "JobSet"])
+        for doc in self.docs:
+            with self.subTest(kind=doc["kind"]):
+                self.assertEqual(schema_errors(doc), [])
+                self.assertEqual(k8s_semantic_problems(doc), [])
+        hint = comment_block(MULTINODE, "affinity")
+        doc = copy.deepcopy(self.js)
+        jobset_job_specs(doc)[0]["template"]["spec"].update(hint)
+        self.assertEqual(schema_errors(doc), [])
+
+    def test_the_exit_statuses_restart_the_whole_set_once_or_stop_it(self):
+        code = self.spec["kubernetes"]["requeue_exit_code"]
+        self.assertEqual(self.spec["runbook"]["resume_owner"], "kubernetes")
+        self.assertTrue(128 <= code <= 255 and code not in STOP_CODES, code)
+        fp = self.js["spec"]["failurePolicy"]
+        self.assertEqual(fp["restartStrategy"], "BlockingRecreate")  # every old pod gone first
+        self.assertEqual([(r["action"], r["onJobFailureReasons"]) for r in fp["rules"]],
+                         [("FailJobSet", ["PodFailurePolicy"])])
+        self.assertEqual(self.job_spec["backoffLimit"], 0)  # the first pod's exit fails the Job
+        rules = self.job_spec["podFailurePolicy"]["rules"]
+        fail = [r for r in rules if r["action"] == "FailJob"]
+        self.assertEqual([r["onExitCodes"] for r in fail],
+                         [{"containerName": "trainer", "operator": "In", "values": list(STOP_CODES)}])
+        for r in rules:
+            self.assertNotIn(code, (r.get("onExitCodes") or {}).get("values", []), r)
+
+    def test_the_trainer_runs_under_the_launcher_and_the_agent_beside_it(self):
+        (trainer,) = self.pod["containers"]
+        (agent,) = self.pod["initContainers"]
+        cmd = trainer["command"]
+        self.assertEqual(cmd[:3], ["stepwatch", "run", "--coord"])
+        self.assertEqual(cmd[3:4], self.agent["coord"]["endpoints"])  # the same etcd
+        self.assertEqual(cmd[cmd.index("--") + 1], "torchrun")
+        self.assertEqual(cmd[cmd.index("--dir") + 1], BEACON_DIR)
+        self.assertEqual(cmd[cmd.index("--master-port") + 1], env_of(trainer)["MASTER_PORT"]["value"])
+        env = env_of(trainer)
+        self.assertEqual(env["STEPWATCH_DIR"]["value"], BEACON_DIR)
+        self.assertEqual(env["STEPWATCH_INCARNATION"]["valueFrom"]["fieldRef"]["fieldPath"],
+                         f"metadata.labels['{RESTART_ATTEMPT_LABEL}']")
+        self.assertEqual(env["STEPWATCH_JOB"]["valueFrom"]["fieldRef"]["fieldPath"],
+                         f"metadata.labels['{JOBSET_NAME_LABEL}']")
+        # The agent: a native sidecar (ends with the pod: the pod's exit is the trainer's) that
+        # sees the trainer's processes and reads its beacons.
+        self.assertEqual(agent["restartPolicy"], "Always")
+        self.assertTrue(self.pod["shareProcessNamespace"])
+        self.assertEqual(agent["command"][:2], ["stepwatch", "agent"])
+        config = agent["command"][agent["command"].index("--config") + 1]
+        mounts = {m["mountPath"]: m["name"] for m in agent["volumeMounts"]}
+        self.assertEqual(mounts["/dev/shm"], {m["mountPath"]: m["name"] for m in trainer["volumeMounts"]}["/dev/shm"])
+        self.assertIn(BEACON_DIR, self.agent["beacon_roots"])
+        volumes = {v["name"]: v for v in self.pod["volumes"]}
+        items = {i["key"]: i["path"] for i in volumes[mounts[os.path.dirname(config)]]["configMap"]["items"]}
+        self.assertEqual(os.path.join(os.path.dirname(config), items["agent.toml"]), config)
+        self.assertEqual(os.path.join(os.path.dirname(config), items[f"{self.job}.toml"]),
+                         os.path.join(self.agent["specs_dir"], f"{self.job}.toml"))
+        self.assertEqual(self.spec["job"], self.job)  # the JobSet's name is STEPWATCH_JOB
+        self.assertIn(self.job, self.agent["preempt_jobs"])
+        self.assertIn("persistentVolumeClaim", volumes[mounts[self.agent["state_dir"]]])
+        self.assertGreater(self.pod["terminationGracePeriodSeconds"],
+                           duration_s(self.spec["runbook"]["preempt_grace"]))
+
+    def test_stepwatch_accepts_the_spec_and_the_agent_configuration(self):
+        binary = os.environ.get("STEPWATCH_BIN")
+        if not binary or not os.access(binary, os.X_OK):
+            self.skipTest("STEPWATCH_BIN is not set to the stepwatch binary")
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, f"{self.job}.toml")
+            config = os.path.join(tmp, "agent.toml")
+            with open(spec, "w") as f:
+                f.write(self.cm["data"][f"{self.job}.toml"])
+            with open(config, "w") as f:
+                f.write(self.cm["data"]["agent.toml"])
+            r = subprocess.run([binary, "check-spec", spec], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertNotIn("warning:", r.stdout + r.stderr)
+            r = subprocess.run([binary, "agent", "--config", config, "--check-config"], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("multi-node: etcd http://stepwatch-etcd", r.stdout)
+            self.assertIn(f"preempts: {self.job}", r.stdout)
+            # And the check bites: a key the agent does not know.
+            with open(config, "a") as f:
+                f.write('restart_wiat = "1m"\n')
+            r = subprocess.run([binary, "agent", "--config", config, "--check-config"], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("coord.restart_wiat", r.stderr)
+            self.assertIn("restart_wait", r.stderr)  # did you mean
 
 
 if __name__ == "__main__":
