@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The job leader alone (src/agent/job_leader.h): two nodes of one 2-rank job, each a JobLeader
 // over its own NodeSession, sharing one in-memory store (tests/fakes/memory_kv.h, held to
 // etcd's behaviour by tests/coord/kv_test.cpp) on one hand-moved clock, each with a scripted
@@ -202,6 +204,15 @@ class JobLeaderTest : public ::testing::Test {
     ASSERT_TRUE(rx_.wait_for(1));
     for (int i = 0; i < 12; ++i) round(detect::State::kStalled, detect::State::kStalled);
     ASSERT_EQ(b_->node.acted_for.size(), 1u);
+    // The page's delivery is recorded at a turn of a's once its sender returned (a loaded
+    // machine may take a while): a page claimed and never recorded as delivered is sent again
+    // by a next leader, by design.
+    for (int i = 0; i < 500; ++i) {
+      if (auto open = incident(); open && open->delivered_at_ns) return;
+      std::this_thread::sleep_for(10ms);
+      turn(*a_, 0, 5, detect::State::kStalled);
+    }
+    FAIL() << "the page's delivery was never recorded";
   }
   // The job's incarnation record in etcd.
   coord::IncarnationRecord incarnation() {
