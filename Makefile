@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # stepwatch: every target installs what it needs (scripts/setup-deps.sh) before building.
 PRESET ?= release
 BUILD := build/$(PRESET)

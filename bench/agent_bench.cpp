@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What the node agent costs, printed as two tables against the targets:
 //   - CPU and wall time of one Agent::poll_once for 1 to 10,000 ranks across 1 to 1,000 jobs
 //     (target: 10,000 ranks polled once a second within 5% of one core),

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What reporting progress costs a trainer, and what reading it costs the watchdog.
 //
 // Writer side, per call: stepwatch_step through libstepwatch.so (the C ABI), the C++ Handle,

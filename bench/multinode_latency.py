@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Multi-node latencies with real processes: a real etcd (/usr/bin/etcd), real `stepwatch agent`
 processes, two ranks that write real beacons through the Python package, a real webhook.
 

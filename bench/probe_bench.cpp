@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What one poll of the evidence probes costs, printed as one table against the targets:
 //   - the process probe on a real 200-process tree (target: well under 1 ms per poll),
 //   - the same with thread states read for 8 rank processes,

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Cost of one progress report from a Python training loop, in one /usr/bin/python3 process.
 
     /usr/bin/python3 bench/python_bench.py --build-dir build/release

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """One table of what progress reporting costs, against stepwatch's targets.
 
 Runs the C++ benchmarks (<build>/bench/contract_bench, Google Benchmark, JSON output, several

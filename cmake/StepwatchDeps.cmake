@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # Every third-party package stepwatch uses, found once (the main build and fuzz/ include this
 # file); all of them Debian packages that scripts/setup-deps.sh installs.
 find_package(Threads REQUIRED)

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # One helper per kind of target so every module is built the same way.
 
 # sw_add_library(NAME SOURCES... [DEPS ...]): static library stepwatch_<NAME>.

@@ -1,7 +1,14 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # The Debian package (docs/install.md, "Debian package"): `make package` configures the release
 # build with the prefix /usr and runs cpack, which installs everything `make install` does plus
 # the install component `deb` below, and writes package/stepwatch_<version>_amd64.deb in the
 # build directory. The version is PROJECT_VERSION (the file VERSION), as for `stepwatch --version`.
+
+# The license (Apache-2.0) for `make install` and `cmake --install`: its own component, which the
+# package leaves out (its copyright file says the same, as Debian wants it).
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/stepwatch
+  COMPONENT license)
 
 # What only the package installs: component `deb`, EXCLUDE_FROM_ALL, so `make install` and
 # `cmake --install` never write to /etc (only `--component deb` or cpack does).
@@ -45,10 +52,12 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME stepwatch)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/package)
-# The whole project (every install rule without EXCLUDE_FROM_ALL), then the component `deb`.
+# The whole project (every install rule of the default component), then the component `deb`:
+# not `license`, whose text the package carries in its copyright file (Debian policy 12.5).
 set(CPACK_INSTALL_CMAKE_PROJECTS
-  "${CMAKE_BINARY_DIR};stepwatch;ALL;/"
+  "${CMAKE_BINARY_DIR};stepwatch;Unspecified;/"
   "${CMAKE_BINARY_DIR};stepwatch;deb;/")
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 # The configured prefix: the library and Python directories depend on it (make package sets /usr;
 # a bare cpack after `make install` would package /usr/local).
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # make demo: the whole story on a real 2-rank PyTorch training (gloo, CPU), instrumented with the
 # stepwatch Python package and supervised by `stepwatch run`: a rank stalls in its data loader,
 # the owner is paged, an artifact is collected, the job is preempted, resumed from its last

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # The multi-node part of make demo (docs/multinode.md): a real etcd, two node agents "a" and "b"
 # (each its own beacon root, as two machines would have), and one 2-rank PyTorch job (gloo, CPU)
 # whose rank 0 runs on a and rank 1 on b. Rank 1 hangs in its data loader: the job's leader pages

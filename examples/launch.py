@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Starts N local ranks of a Python training script with the env:// variables and waits for them.
 
     /usr/bin/python3 examples/launch.py --nproc 2 examples/train_ddp.py --steps 100

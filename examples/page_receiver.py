@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """A webhook receiver for the demo: prints every page stepwatch sends and writes it to a file.
 
     /usr/bin/python3 examples/page_receiver.py PORT_FILE PAGES_FILE

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """A trainer that cannot be changed: no stepwatch import, only a log line per step.
 
     step 12 loss 0.4312

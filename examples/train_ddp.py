@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """A small real PyTorch DDP training (gloo, CPU, synthetic data) instrumented with stepwatch.
 
 Each rank is started with the env:// variables (MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK,

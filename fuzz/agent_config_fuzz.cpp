@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the agent configuration. Any text through parse_agent_config. Nothing may
 // crash or throw; every error line names the file; an accepted configuration obeys
 // deploy/agent.toml's rules (absolute roots, a poll of 10ms or more, a port 0..65535, a token

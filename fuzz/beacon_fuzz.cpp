@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: any byte string through decode_beacon. The decoder must never crash, and
 // whatever it accepts must satisfy the validation rules of docs/contract.md.
 #include <cstdint>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: every reader of a coordination record in etcd (docs/multinode.md, "etcd
 // content is input, not authority"). Byte 0 picks the key the value is put at, in an in-memory
 // store (tests/fakes/memory_kv.h); the rest is the value, as anyone who may write under the

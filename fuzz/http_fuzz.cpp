@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: raw HTTP requests to our two servers, the supervisor's ack endpoint
 // (src/serve/ack_routes.cpp) and the agent's API (src/serve/agent_api.cpp), both behind the shared
 // pre-routing checks of src/serve/http_server.cpp. Both are started once, on 127.0.0.1 port 0

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the JSONL contract. The whole input as one line through
 // parse_progress_line, then split into lines and fed to two JsonlFolders (with and without an
 // expected job). Nothing may crash; every accepted event and every fold obeys the contract.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the log contract. Input: byte 0 picks a preset (low bits, modulo the
 // presets) and whether patterns of one's own follow (bit 7); then, with bit 7, one line of
 // tab-separated RE2 patterns: step, phase_start, phase_end, noise...; the rest is log lines,

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Writes the fuzzers' seed corpora: fuzz/corpus/<target>/ for every target of fuzz/CMakeLists.txt.
 
 The beacons follow include/stepwatch/beacon_v1.h byte for byte (little-endian, 1024 bytes):

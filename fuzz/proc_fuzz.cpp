@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the /proc text parsers. Byte 0 picks the file kind (modulo 5), the rest is
 // its text:
 //   0  <pid>/stat      parse_proc_stat (src/common/proc_stat.h)

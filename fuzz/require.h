@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one assertion of the fuzz targets: a property that does not hold is a finding, like a
 // crash. It names the property and where it is checked, then aborts so libFuzzer saves the
 // input.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer targets with clang++-14 and runs each for SECONDS (default 30).
 # Fails on any crash, sanitizer report or property violation; a reproducer lands in
 # build/fuzz/artifacts/<target>/. New inputs accumulate in .fuzz-corpus/<target> (git-ignored);

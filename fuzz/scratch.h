@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The scratch path of a fuzz target that needs files (read_trace takes a path, the /proc
 // readers a root, the agent a state directory): /dev/shm/stepwatch-fuzz-<kind>-<pid>, one per
 // process. Removed at exit; what a crashed run left behind (its process is gone) is removed

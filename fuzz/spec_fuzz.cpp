@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the job spec. Any text through check_spec and parse_spec. Nothing may crash
 // or throw; every issue names the file; an accepted spec obeys docs/spec.md's ranges, passes
 // the rules again, compiles into the log contract `stepwatch run` builds from it, and survives

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Splitting fuzz input into fields and lines, shared by the targets.
 #pragma once
 

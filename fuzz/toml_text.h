@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // TOML written back from parsed values, for the round-trip properties of the spec and agent
 // config targets.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: recorded traces (docs/replay.md). The input is written to one file in
 // /dev/shm (read_trace takes a path) and read back. Nothing may crash or throw; every problem
 // names the file and a line that exists; kept observations move forward in time and hold

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Builds the stepwatch package for the interpreter that runs it (pyproject.toml holds the metadata).
 
 `pip install <checkout>/python` compiles the C extension stepwatch._native from the client's C++

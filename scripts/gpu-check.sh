@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # Checks the NVML probe against a real NVIDIA driver, once, on a machine with a GPU.
 #
 #   scripts/gpu-check.sh [BUILD_DIR]     (default: build/gpu-check)

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Run by hand on a machine with torch and CUDA (docs/gpu.md). On a real GPU: what the progress
 sampler writes while the main thread waits in torch.cuda.synchronize() behind seconds of queued
 matrix products, and how much CPU the main thread burns meanwhile (the quiet rule counts CPU

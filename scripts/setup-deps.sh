@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # Installs every build and test dependency of stepwatch from Debian packages,
 # only when something is missing. Safe to run again; needs root for apt-get.
 set -euo pipefail

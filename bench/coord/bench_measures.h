@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What both coordination benches measure with (coord_bench, coord_scale_bench): this thread's
 // CPU, another process's CPU (etcd's), the mean and a percentile of samples, and the detector
 // they judge the simulated job with.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What multi-node coordination through etcd costs (docs/multinode.md), printed as one table:
 //   - the single-node baseline per poll: one 8-rank summary to JSON, one local
 //     Detector::observe on 8 ranks;

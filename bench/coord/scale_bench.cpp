@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What multi-node coordination through etcd costs at scale (docs/multinode.md), with the
 // simulated nodes running concurrently and in real time, printed as one table with a column per
 // node count (default 2, 100, 300, 1000 nodes x 8 ranks of one job):

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Detection quality on the labeled scenario corpus: stepwatch against three baselines, on the
 // same observations. Prints one markdown table; --traces DIR also writes every scenario as a
 // replayable trace (stepwatch replay DIR/NAME.jsonl).

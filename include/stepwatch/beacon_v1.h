@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 /* stepwatch beacon, contract version 1 (1.1: the progress sampler block carved from reserved
  * bytes; a 1.0 record reads as "no sampler"): the authoritative byte layout.
  *

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 /* libstepwatch: the trainer side of the stepwatch step contract.
  *
  * A rank opens a handle once, then reports each committed optimizer step, phase changes,

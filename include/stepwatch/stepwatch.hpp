@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Header-only C++ convenience over the C ABI: an RAII handle and a scoped phase.
 //
 //   int main() {

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """stepwatch: report a training job's step progress to the stepwatch watchdog.
 
     import stepwatch

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """python -m stepwatch: which binding this installation uses, in one line.
 
     stepwatch 0.1.0: binding native (.../stepwatch/_native.cpython-311-x86_64-linux-gnu.so)

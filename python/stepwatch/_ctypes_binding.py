@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """ctypes binding of libstepwatch.so: the fallback when the C extension is not built.
 
 Same surface as stepwatch._native (Beacon, the module-level calls on a default handle,

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """How a rank says how it ended when the trainer does not call finish() itself.
 
 An atexit hook, registered when the first Beacon of the process opens, looks at every Beacon this

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 /* stepwatch._native: the C extension binding of libstepwatch (linked statically).
  *
  * Hot calls (step, loss, beat) use METH_FASTCALL / METH_O and never release the GIL: each is a

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Framework callbacks: PyTorch Lightning and Hugging Face transformers.
 
     from stepwatch.callbacks import StepwatchLightningCallback   # Trainer(callbacks=[...])

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Errors raised by the stepwatch package, and the C library's return codes.
 
 Both bindings (the C extension and the ctypes fallback) build their exceptions here, so a

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """The progress sampler: where the rank's main thread is, about once a second.
 
 A daemon thread looks at the main thread's stack (the thread that called stepwatch.init()) and

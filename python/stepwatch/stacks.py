@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Stack dumps on a signal: the watchdog's "where is it stuck?" artifact.
 
 install_stack_dump() registers faulthandler for a signal (SIGUSR1 by default). faulthandler's

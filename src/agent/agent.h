@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The node agent: one daemon per node watching every job whose beacons appear under its beacon
 // roots. Each poll discovers jobs, observes each one (beacons + /proc + GPU), runs its detector,
 // records verdict changes in the store, and pages once when a job turns stalled or dead.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The agent's API (serve::JobSource), called from the HTTP threads: the published job states,
 // health, acks and incidents. A multi-node job's incident is acked and listed in etcd, from any
 // node; this node's own in its store.

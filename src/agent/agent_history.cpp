@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The agent's side of the node-fault history (runbook/node_fault.h, docs/node-fault.md): each
 // job's incarnations, recorded once per transition, the hosts their ends implicate, and what
 // the rules make of them for the API, /metrics and the dashboard. A single node's jobs are kept

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The agent's side of the runbook (runbook/incident.h runs the sequence): verdict transitions,
 // which incident owns the job (this node's, or the job's in etcd through its JobLeader), and
 // this node's side of each job (NodeJobHost): its page, who may open incidents, and the artifact

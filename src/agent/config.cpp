@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // agent.toml, read through the spec's TOML reader (src/spec/toml_reader.h). Errors are collected,
 // not thrown: a file with three mistakes reports three, each as "FILE:LINE: key: message", an
 // unknown key with "did you mean" or the keys there are.

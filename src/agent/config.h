@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The node agent's configuration (agent.toml), loaded and validated in one place. Every field
 // has a default, so an empty file is a valid configuration for a loopback-only agent.
 // Errors name the file, line and key: "agent.toml:4: poll_interval: must be above zero".

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One multi-node job's coordination on this node ([coord] in agent.toml; docs/multinode.md): its
 // summary in etcd, the merge where this node leads the job, the job's one incident in etcd
 // (fenced writes) and its after-preempt sequence while it leads, the preempt orders every node

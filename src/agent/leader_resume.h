@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The job leader as the host of the after-preempt sequence (runbook/resume.h) of a multi-node
 // job: the next incarnation moves in etcd. The incarnation key is moved N -> N+1 once (fenced
 // CAS), and every node's `stepwatch run --coord` relaunches from it, or exits with the code its

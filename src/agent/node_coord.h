@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // This node's part in multi-node coordination ([coord] in agent.toml; docs/multinode.md): the
 // etcd clients, its lease, and every job's node-fault history as read here. Each job's own
 // coordination is its JobLeader (job_leader.h).

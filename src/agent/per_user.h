@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What one local user's job directories, and one job, may cost the agent: any user can create
 // job directories under a beacon root, with any job id, as many as they like, and one job that
 // loops (a dead job re-opening its incident on every poll, reliability review E7) must not

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Whether a process named by a beacon may be signalled by an agent that runs as root and trusts
 // no beacon. A beacon is written by the trainer's user: it can name any pid, and read any
 // process's start time. A process is proven to be the job's only when all of these hold:

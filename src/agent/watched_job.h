@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One job the agent watches (private to src/agent): its watch (observer and detector), what it
 // publishes, this node's incident and its host, the notes the node-fault history keeps between
 // polls, and, with [coord], its JobLeader (src/agent/job_leader.h).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The only CLI translation unit with httplib (and nlohmann-json for the agent's answers).
 #include "src/cli/agent_client.h"
 

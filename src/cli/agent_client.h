@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch status` and `stepwatch ack` talk to the node's agent when one runs, and read the
 // beacons and the store directly when none does. The agent is found at --agent URL, else
 // $STEPWATCH_AGENT, else http://127.0.0.1:9465 (the default listen address).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch agent --config FILE`: the per-node daemon. Loads agent.toml, opens the store and
 // NVML (when present), serves the JSON API and polls every job until SIGINT or SIGTERM.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch check-spec FILE...`: validates job specs and shows the values that will apply, so
 // a spec is checked before the job it guards is launched.
 #pragma once

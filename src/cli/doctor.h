@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch doctor [--spec FILE] [--job ID] [--dir DIR] [--state-dir DIR] [--port N] [--fix]`:
 // the restart-hygiene checks on demand. Prints what an earlier incarnation of the job left behind
 // (live processes, the rendezvous port, GPU memory, stale beacons), with evidence, and what it

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch incidents`: the incident history from the state directory's store, newest first,
 // each incident with its page, ack, resolution and the actions taken.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The stepwatch binary: parses the command line and hands off to one subcommand.
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch run`, `stepwatch ack`: resolving the command line into the supervisor's options.
 #pragma once
 

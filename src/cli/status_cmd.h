@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch status`: every rank's progress beside its occupancy, read directly from beacons and
 // /proc (and NVML when a driver is there); no daemon needed.
 #pragma once

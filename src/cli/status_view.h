@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch status` as text: one line per rank, the same table whichever source it reads (the
 // beacons and /proc directly, or the node agent's JSON: src/cli/agent_client.h). Each source
 // fills a StatusJob; render_jobs is the one renderer.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The C ABI of libstepwatch. Every entry point is noexcept: exceptions (only possible at open,
 // the one place that allocates) are caught here and turned into codes.
 #include "stepwatch/stepwatch.h"

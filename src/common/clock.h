@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Time in stepwatch is int64 nanoseconds: wall clock (CLOCK_REALTIME, comparable across hosts)
 // and monotonic (CLOCK_MONOTONIC, immune to clock jumps, comparable only on one host and boot).
 // The detector never reads a clock itself: it is handed a Clock, so replay and tests can

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Human durations and UTC times: "250ms", "2s", "1.5m", "1h30m", "90" (seconds). Used by specs and
 // the CLI, and printed back the same way ("1m05s") so a page reads like the spec that caused it.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // This machine's short host name ("node12" of "node12.cluster.example"), as beacons record it
 // and as readers compare it to decide whether monotonic times are comparable. At most 63 bytes;
 // "" when it cannot be read.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one wording of an HTTP client's failure, for every HTTP client of stepwatch: the pager
 // (runbook/pager_http.cpp), the etcd gateway (coord/gateway.cpp) and the CLI's agent client
 // (cli/agent_client.cpp). It takes cpp-httplib's name of the error (httplib::to_string of an

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The JSON field readers; one of the few translation units that include nlohmann/json.
 #include "src/common/json_fields.h"
 

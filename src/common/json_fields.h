@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one set of JSON field readers, for every parser of JSON another process wrote (trace
 // lines, node summaries, etcd records; STYLE rule 14): a field that is missing or of the wrong
 // type reads the same in each of them, e.g. `field "poll_ns" must be an integer, got "7"`.

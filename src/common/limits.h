@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Process limits the agent needs at scale: it holds a descriptor per watched rank (a pidfd).
 #pragma once
 

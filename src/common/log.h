@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Minimal leveled logging to stderr. Lines name the object and the cause; a caller that would
 // repeat the same line every tick says it once (the agent's note_problem), and lines that
 // anyone could make the agent write are bounded per user (src/agent/per_user.h).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The few facts of /proc/<pid>/stat that the contract needs (process start time as the pid-reuse
 // guard). Parsed from the *last* ')' because a process name may contain ')' and spaces.
 #pragma once

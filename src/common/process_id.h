@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A process is its pid and its start time, never a pid alone: a pid is reused once the process
 // has been reaped, the pair never is (start_ticks is field 22 of /proc/<pid>/stat, clock ticks
 // after boot; 0 means unknown, and an unknown start time proves nothing).

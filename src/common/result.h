@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Errors are values: Result<T> holds either a T or an Error with a code and a message
 // that names the object and the cause ("rank-3.beacon: bad magic 0x0").
 #pragma once

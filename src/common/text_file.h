@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one small-file reader and writer. read_text_file: a whole small file that a user may have
 // put there (a spec, an agent config, a token). read_small: a kernel file (/proc, /sys) or any
 // file read until EOF up to a limit. read_range: a slice. write_all and write_private_file: a

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The reader side of a beacon: torn-read-safe snapshot of a mapped file, and a validating
 // decoder that accepts any byte sequence without crashing (it is fuzzed).
 #pragma once

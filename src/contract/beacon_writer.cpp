@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 #include "src/contract/beacon_writer.h"
 
 #include <fcntl.h>

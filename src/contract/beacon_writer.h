@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The writer side of a beacon: creates the file atomically, maps it, and updates it with the
 // seqlock protocol. All update methods are noexcept, allocation-free and never wait; they
 // return 0 or a negative STEPWATCH_* code (the C ABI passes them through).

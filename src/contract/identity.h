@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Who is writing: job id and rank identity, from explicit values or the launcher's environment
 // (torchrun: RANK/LOCAL_RANK/WORLD_SIZE; Slurm: SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS).
 #pragma once

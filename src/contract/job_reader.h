@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Repeated looks at one job, for a watcher that polls it every second: what scan_job reads, but
 // beacons stay mapped between polls, a beacon whose update counter did not move is not decoded
 // again, and progress.jsonl is followed rather than re-read. Bad files are reported on every

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One look at a beacon root: which jobs exist and what each rank last reported, from beacon
 // files and progress.jsonl alike. Junk in the directory is reported, never fatal.
 #pragma once

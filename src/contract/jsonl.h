@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The JSONL text contract: one JSON object per line appended to
 // $STEPWATCH_DIR/<job>/progress.jsonl, for writers that cannot map a file (shell, other
 // languages). Each line is an event; folding a rank's events gives the same RankSnapshot a

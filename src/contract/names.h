@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Names that become paths, labels or operands of a command: job ids, phase names, checkpoint ids,
 // node names, Slurm job ids. A beacon, an etcd record or an environment variable is untrusted input
 // to a watchdog that may run as root, so every name is validated the same way wherever it is read.

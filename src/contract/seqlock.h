@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The beacon's update protocol: a single-word sequence lock shared between processes.
 //
 // Writer: CAS seq even -> odd (fails instead of waiting when another writer is inside),

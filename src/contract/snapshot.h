@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What the watchdog knows about one rank at one moment: the validated content of a beacon or
 // the fold of a rank's JSONL lines. Plain data; the detector consumes it.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The etcd client's JSON side: request builders, reply parsers and base64, so each gateway quirk
 // in the bodies is handled in one place; the HTTP side is gateway.cpp. The one translation unit
 // of coord/ with nlohmann-json (STYLE rule 11).

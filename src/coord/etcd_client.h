@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A small etcd v3 client over its JSON gateway (/v3/..., etcd 3.4+), on cpp-httplib: unary
 // calls only (no watch, no election): put, range, delete, txn, lease grant / keepalive / revoke /
 // timetolive, health. The agent calls it from its poll loop; every call is bounded by a timeout

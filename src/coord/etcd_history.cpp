@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A multi-node job's node-fault history in etcd; nlohmann-json stays in this file (STYLE 11).
 #include "src/coord/etcd_history.h"
 

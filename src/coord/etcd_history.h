@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A multi-node job's node-fault history in etcd (docs/node-fault.md, "Multi-node jobs"): the
 // runbook::HistoryLedger its leader records incarnations and host implications through, exactly
 // as a single node does through its SQLite store (runbook::StoreHistory).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The runbook's ledger for a multi-node job, in etcd (multinode.md §5.4): the job leader's
 // Incident (runbook/incident.h) reads and writes through it, exactly as a single node's does
 // through its SQLite store.

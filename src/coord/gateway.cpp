@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One request to the etcd gateway, endpoint by endpoint; see gateway.h.
 #include "src/coord/gateway.h"
 

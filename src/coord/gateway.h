@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP side of the etcd client (etcd_client.h): one kept cpp-httplib client per endpoint,
 // failover from the endpoint that answered last, the timeouts, the token, and cpp-httplib
 // 0.11.4's trouble with the gateway's error replies. It knows no JSON: etcd_client.cpp builds

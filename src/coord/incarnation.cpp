@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The incarnation and launcher records; nlohmann-json stays in this file (STYLE rule 11).
 #include "src/coord/incarnation.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The job's incarnation in etcd and the launchers that relaunch on it (docs/multinode.md, Keys):
 //   <prefix>/jobs/<job>/incarnation {"incarnation":N,"resume_from","resume_step","incident","by",
 //                                          "at_ns","scheduler","scheduler_job","exit_code",

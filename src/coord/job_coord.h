@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One job as this node takes part in its coordination (multinode.md §5.2-5.3):
 //   - publish(): puts this node's summary under <prefix>/jobs/<job>/nodes/<node>, attached to
 //     the node lease, when its ranks' progress changed and at least every publish interval;

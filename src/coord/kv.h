@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The key-value store the coordination is written against: etcd v3's unary calls (put, range,
 // delete, txn, leases), as `EtcdClient` speaks them to a real etcd. Everything in coord/ takes a
 // `Kv&`, so its decisions can be tested over an in-memory store (tests/fakes/memory_kv.h) with

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The only translation unit of the orders that includes nlohmann/json (STYLE rule 11).
 #include "src/coord/orders.h"
 

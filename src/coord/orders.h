@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What a multi-node job's leader orders and what each node reports back (multinode.md §5.4),
 // and the job's incarnation counter. All under <prefix>/jobs/<job>/:
 //

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One budget for every etcd call of a poll (reliability review E8). A hung etcd (stopped, or a
 // black hole) made each call wait request_timeout, once per job: a poll of 11 jobs took 11 s,
 // while /healthz said ok and local stalls went unseen, the very case the degraded mode is for.

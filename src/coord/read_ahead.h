@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Several reads of a poll in one request (docs/multinode.md, "The job leader"). A follower's
 // agent reads, each poll and per job, its leader's key, the leader's view and the job's orders:
 // three requests, each one a round of etcd's JSON gateway, which is what etcd's CPU goes to at a

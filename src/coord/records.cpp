@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One of the few translation units that include nlohmann/json (STYLE rule 11).
 #include "src/coord/records.h"
 

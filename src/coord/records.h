@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one boundary every value read from etcd crosses (issue 26: etcd content is input, not
 // authority). Whoever may write under the prefix writes what every agent reads, so a value is
 //   - bounded in size before it is parsed (kMaxRecordBytes, or its reader's smaller bound);

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // This node's standing with etcd: its lease, kept from the agent's poll loop (never from a
 // side thread: a wedged poll loop must lose its lease, and with it every job it leads), and
 // whether coordination works at all right now.

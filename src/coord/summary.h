@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A node's summary of one job, as its agent publishes it to etcd
 // (<prefix>/jobs/<job>/nodes/<node>), and the job leader's merge of every node's summary into
 // one detector Observation.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The detectors stepwatch is measured against in `make bench` (bench/detection_bench.cpp).
 // Each sees the same observations and answers one question: has it fired yet?
 #pragma once

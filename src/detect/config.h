@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The detector's knobs, taken from the job spec (spec::JobSpec -> detect::Config in
 // spec_adapter.h) so the detector itself needs no TOML. Their defaults are the spec's.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The detector: a deterministic function of (config, the sequence of observations) to verdicts.
 // It reads no clock and does no I/O: `stepwatch run`, `stepwatch agent` and `stepwatch replay`
 // feed it the same way, so any incident can be replayed and any grace tried on old traces.

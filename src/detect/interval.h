@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Learning a job's expected step interval from its own run. Robust to heavy tails: the expected
 // interval is a high quantile (p90) of a window of accepted intervals, not the mean, so an
 // occasional slow step is "normal" and a real stall is not.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What the detector is given at each poll: the ranks' progress records and, optionally,
 // evidence from probes (process, GPU, log). Evidence explains *why* a job is stalled; only the
 // early rule (quiet.h) lets its absence (no frame change, no main-thread CPU, no I/O) decide a

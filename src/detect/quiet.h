@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The early rule: a verdict within a minute of the job's last progress of any kind, whatever
 // its step time. A step of 18 minutes is not 18 minutes of silence: inside it the main thread
 // moves from frame to frame (the progress sampler's hash), computes (its own CPU), moves bytes

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The job spec as the detector sees it. Kept apart from the detector so the detector itself
 // never depends on how specs are written.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // How the detector compares stamps: monotonic time where both sides have it (immune to wall
 // clock jumps), else wall time.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The detector's output: a verdict for the job and for each rank, in DESIGN.md's vocabulary.
 // A verdict is a plain value; verdict_json.h turns it into JSON for pages, traces and the API.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The checkpoint catalog: which generations in a checkpoint directory are committed. A generation
 // is committed once its commit marker exists (the trainer writes it last); a directory without
 // its marker is in flight and never a resume point; a marker with no data beside it is an

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // GPU evidence from NVML: per device SM and memory utilisation, memory, power and the processes
 // holding compute contexts. Occupancy is evidence, never the verdict (DESIGN.md). Capabilities
 // are probed once per device at open; what a device does not support stays absent (never 0) and

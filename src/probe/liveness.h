@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one liveness vocabulary: what /proc says about a process recorded as {pid, start time}.
 // PidWatch (pid_watch.h) answers the same question for many processes at once through pidfds.
 #pragma once

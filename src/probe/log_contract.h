@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The log contract: how `stepwatch run` reads progress from a trainer's output when the trainer
 // cannot be changed. Each output line is matched against RE2 patterns (linear time, so a user's
 // pattern can never hang the supervisor): a step pattern, phase start/end patterns and noise.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Built-in log formats for trainers that cannot be changed: the RE2 patterns that read steps,
 // losses and phases from the output of Hugging Face Trainer, PyTorch Lightning, Megatron-LM
 // (and GPT-NeoX), torchtitan, NeMo, DeepSpeed and plain "step N loss X" loops, and the

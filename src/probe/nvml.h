@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // NVML loaded with dlopen through our own declarations of the few types and entry points we
 // use (STYLE rule 2): no CUDA or NVML headers at build time, and a machine without the library,
 // or with one that lacks a required symbol, gets "no GPU evidence" with a reason, never a crash.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Whether many processes are still alive, cheaply enough to ask every second for thousands of
 // ranks: one pidfd per process, opened once after its start time was checked, and one poll()
 // over all of them. A pidfd names one process, not a number: a pid reused by another process

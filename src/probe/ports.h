@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Who listens on the rendezvous port: /proc/net/tcp and tcp6 parsed for LISTEN sockets, and the
 // socket inodes mapped to their owning processes through /proc/<pid>/fd links. A restarted job
 // whose MASTER_PORT is still held by the previous incarnation hangs at init (background 003).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one /proc reader. Every parser of procfs lives here or in the probe files that use it
 // (procfs.cpp: the process tree; ports.cpp: sockets; liveness.cpp: identity), and every read is
 // rooted at a configurable root, so tests run on a checked-in fake tree (tests/probe/data/proc).

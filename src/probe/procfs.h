@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The process probe: a job's process tree from /proc, with what each process is doing. Every
 // reader takes a filesystem root so tests run on a checked-in fake tree (tests/probe/data/proc);
 // a process that vanishes mid-read is normal and simply not in the result.

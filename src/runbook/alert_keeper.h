@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Keeps an open incident's Alertmanager alert alive, and resolves it when the incident closes.
 // Alertmanager marks an alert resolved once it has not been re-sent within its resolve_timeout
 // (5 minutes by default): a stall that outlasts it would be announced as fixed while the job

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The incident artifact: what an on-call engineer needs to see where a stalled job is stuck,
 // collected into one directory before the job is preempted. Bounded in time
 // (CollectSettings.time_limit_ns, for the whole collection) and in size (max_bytes: files are cut

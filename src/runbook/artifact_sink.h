@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The pieces of artifact collection that are not about processes: the size-bounded writer of the
 // incident directory, the manifest, and the tools it needs (gdb, ptrace). Internal to the runbook
 // module.

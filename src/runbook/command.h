@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one subprocess runner of the runbook: a pager command, a preempt command (scancel), gdb.
 // The command runs (no shell, PATH lookup for argv[0]) in its own process group with default
 // signal dispositions, `input` on stdin (or /dev/null) and `env` added to the environment, no

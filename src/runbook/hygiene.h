@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Restart hygiene: what an earlier incarnation of the job left behind that can make the next
 // launch hang at init (background 003: a process not fully killed, a CUDA context not released,
 // the rendezvous port still bound, stale beacons). find_leftovers() only reports, with evidence;

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The incident state machine: the runbook's one sequence, whichever front end runs it
 // (`stepwatch run`'s supervisor, the node agent; the multi-node job leader next).
 //

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Where the runbook keeps what it must not forget about an incident: that it is open, that its
 // page was claimed and delivered, that it was acked, how it closed, and what was done. The
 // incident state machine (incident.h) reads and writes only through this interface:

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Deciding that a node, not the job, is at fault (docs/node-fault.md, multinode.md §4): pure
 // rules over a job's incarnation history and every job's host implications. No I/O and no
 // clock (the caller passes now). They name hosts and count; they never act: the runbook pages,

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The store side of the node-fault rules (node_fault.h, docs/node-fault.md), shared by every
 // runbook host (`stepwatch run`'s supervisor, `stepwatch agent`, a multi-node job's leader): how
 // an ended incarnation is recorded with the hosts it implicates, how the rules' inputs are read,

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The page for a verdict: what `stepwatch run` and `stepwatch agent` both send when a job turns
 // stalled or dead. The caller adds who and where (incident id, incarnation, host, ack command).
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Where a page goes: one sink per kind of [[runbook.pager]] target, each in a file of its own,
 // all made in one place (make_page_sink, page_sink.cpp):
 //   webhook       sink_webhook.cpp       POSTs page_json to the URL

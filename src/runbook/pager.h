@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The pager: the first runbook step. A page tells the owner what stepwatch saw (state, cause,
 // last step and its age, culprits, evidence) and how to ack, and goes to every target of the
 // spec's [[runbook.pager]] list: a JSON webhook, an Alertmanager (API v2), or a local command,

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The pager's HTTP client: the only translation unit with cpp-httplib client code (STYLE rule 11).
 // Debian's cpp-httplib is a compiled library built with OpenSSL; its pkg-config flags define
 // CPPHTTPLIB_OPENSSL_SUPPORT, which must match the library's, so the build takes them from there.

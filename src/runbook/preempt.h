@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Preemption: end every process of one incarnation and prove they are gone. SIGTERM (or the
 // spec's preempt command, e.g. scancel), a grace period, SIGKILL to the proven survivors, then a
 // check of every listed process: gone, or its pid now belongs to another process. A zombie counts

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Proven processes: a process is {pid, start time}, never a name. Everything in the runbook that
 // signals a process goes through signal_proven()/signal_proven_group(), which check the start time
 // through a pidfd so the check and the signal concern the same process (DESIGN: cleanup only

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The after-preempt sequence: the runbook's second half, the sibling of Incident (incident.h),
 // whichever front end runs it (`stepwatch run`'s supervisor, a multi-node job's leader).
 //

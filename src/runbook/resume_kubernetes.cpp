@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // runbook.resume_owner = "kubernetes" (docs/kubernetes.md): the host exits with
 // [kubernetes] requeue_exit_code, which the Job's pod failure policy restarts (a JobSet restart
 // gives the next incarnation). With resume = false the host exits otherwise: the policy fails

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one place a resume owner is made from the spec: a row per scheduler.
 #include "src/runbook/resume_owner.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Who starts a job's next incarnation after the watchdog preempted it (spec runbook.resume_owner;
 // docs/run.md, docs/slurm.md, docs/kubernetes.md). One implementation per scheduler, each in a
 // file of its own, all made in one place (make_resume_owner):

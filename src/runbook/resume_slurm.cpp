@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // runbook.resume_owner = "slurm" (docs/slurm.md): Slurm starts the next incarnation.
 //   [slurm] requeue = "scontrol"  `scontrol requeue` of the batch job, fenced by the restart count
 //                                 the ending incarnation started with (SlurmControl::requeue): a

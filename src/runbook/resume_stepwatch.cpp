@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // runbook.resume_owner = "stepwatch" (the default): the host starts the next incarnation itself.
 // `stepwatch run` relaunches its command (or runbook.resume_command) with the checkpoint in
 // STEPWATCH_RESUME_CHECKPOINT; a multi-node job's leader moves the incarnation key, and every

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The scheduler a job runs under, as the environment of `stepwatch run` says, and the one rule
 // that keeps restarts with one owner: the spec's runbook.resume_owner must be where the job runs.
 // The counters that become the incarnation (docs/slurm.md, docs/kubernetes.md):

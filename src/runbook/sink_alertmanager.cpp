@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The Alertmanager sink: one POST of the page as an alert (alertmanager_json) to Alertmanager's
 // API v2 (`{url}/api/v2/alerts`). The alert fires only while it is re-posted, so AlertKeeper
 // keeps it alive and resolves it (endsAt) when the incident closes.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The command sink: runs the target's command ({job} expanded) once through run_command, the page
 // document (page_json) on its stdin and the page's main fields in STEPWATCH_PAGE_* variables.
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The webhook sink: one POST of the generic page document (page_json) to the target's URL.
 #include "src/runbook/page_sink.h"
 

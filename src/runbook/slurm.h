@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Slurm as the owner of a job's restarts, through its own commands (docs/slurm.md):
 //   show     `scontrol -o -- show job ID`: state, Restarts, Requeue, nodes, owner
 //   requeue  `scontrol -- requeue ID`, fenced: only while Restarts is still what this incarnation

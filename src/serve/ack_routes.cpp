@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one ack handler (the agent's API and the supervisor's endpoint both serve it) and the
 // supervisor's endpoint. httplib and nlohmann-json stay in this .cpp (STYLE rule 11).
 #include "src/serve/ack_routes.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The ack route, one request and one reply wherever it is served, and the supervisor's small
 // HTTP endpoint that serves it (`stepwatch run`). The endpoint knows nothing of the supervisor:
 // what an ack does and what the status is come from callbacks the caller injects.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The agent's HTTP API (STYLE rule 11: httplib and nlohmann-json stay in the .cpp). Handlers read
 // the JobSource's snapshots; nothing here polls anything.
 #include "src/serve/agent_api.h"

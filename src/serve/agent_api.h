@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The agent's HTTP endpoints (docs/api.md lists every field; names are stable):
 //   GET  /                          the dashboard (src/serve/dashboard.html, embedded at build)
 //   GET  /api/v1/jobs               every job the agent watches (retired ones until they expire)

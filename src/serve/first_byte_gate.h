@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Where an accepted connection waits for its first byte. One thread watches every silent
 // connection (epoll), so a silent one costs a descriptor rather than a worker, and a request is
 // served at once however many silent connections are open: 1000 of them, each holding one of

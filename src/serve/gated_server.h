@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // How the HTTP listener serves a connection: it waits for its first byte in a FirstByteGate,
 // holding no thread, and is then served one request on a thread of its own. Include only from
 // the .cpp that serves (httplib is a heavy header, STYLE rule 11).

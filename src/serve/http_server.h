@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The pieces every stepwatch HTTP endpoint shares (the supervisor's ack endpoint, the agent's
 // API): a server on its own thread with the same socket and timeout settings, handlers that
 // never let an exception out, JSON error replies, and a constant-time token comparison.

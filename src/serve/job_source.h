@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What the agent's API reads and asks of whoever watches the jobs: the seam that lets serve/
 // serve the agent without including it (agent::Agent implements it). Every method is called
 // from the API's handler threads and must be thread-safe.

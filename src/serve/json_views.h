@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The JSON a user sees of an incident, of a job and of the agent's health, one schema each,
 // whoever serves it: the agent's API (/api/v1/..., /healthz), the supervisor's ack endpoint and
 // `stepwatch incidents --json`.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The agent's /metrics page: watch::JobState and watch::AgentHealth rendered in the Prometheus text
 // exposition format, version 0.0.4. Pure: the same input gives the same text, byte for byte
 // (families in a fixed order, jobs sorted by id, ranks by rank, GPUs by index), so tests

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What the node-fault rules (runbook/node_fault.h) say of the agent's jobs and hosts, as plain
 // data for the API, /metrics and the dashboard. The agent computes it (serve/ never runs the
 // rules or reads the store for it); docs/api.md and docs/metrics.md list how it is shown.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Command templates: argv arrays from the spec whose strings may hold {name} placeholders,
 // filled in when the runbook runs them ("--resume-from={checkpoint_id}"). One grammar for
 // checking (at load) and expanding (at run time), so the two never disagree:

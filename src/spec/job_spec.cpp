@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // JobSpec's defaults and lookups; the loader is spec.cpp, the rules are rules.cpp.
 #include "src/spec/spec.h"
 

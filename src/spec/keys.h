@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The keys a spec may hold, table by table: the one list the unknown-key check, its "did you
 // mean" hints and docs/spec.md agree on.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Loading a spec from a file, and the Result-shaped API over check_spec(). No toml++ here.
 #include <fmt/format.h>
 

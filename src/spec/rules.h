@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The rules a spec must satisfy, free of toml++: name and range checks, RE2 patterns, URLs,
 // command placeholders and the cross-field rules. spec.cpp turns TOML into a JobSpec (types,
 // durations, unknown keys, through toml_reader.h); validate_spec() then applies every rule here,

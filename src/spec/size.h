@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Byte sizes as a spec writes them: "64MiB", "512KiB", "1.5GiB", "100MB", "4096" (bytes).
 // Binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB, TB) units; bare K/M/G are refused
 // because half the world reads them one way and half the other.

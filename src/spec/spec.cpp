@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The TOML side of the spec: key names, types and durations through toml_reader.h, recording
 // where each key was written; every other rule is in rules.cpp. Errors are collected, not
 // thrown: a file with five mistakes reports five.

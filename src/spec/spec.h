@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The job spec: everything stepwatch needs to know about one job, loaded from TOML and
 // validated in one place. Every field has a default, so an empty file is a valid spec.
 // Errors name the file, line and key: "job.toml:12: grace_intervals: must be >= 1, got 0.5".

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The only file that includes toml++ (STYLE rule 11): it turns toml++'s tree into TomlValue
 // once, and everything else reads TomlValue.
 #include "src/spec/toml_reader.h"

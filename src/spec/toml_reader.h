@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one TOML reader under the job spec and the agent configuration: reading the file (bounded,
 // never blocking), parsing (toml++ stays inside toml_reader.cpp, STYLE rule 11), and reading
 // values with errors that name the file, line and key: "job.toml:4: job: expected a string, got

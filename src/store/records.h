@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The rows of the incident store, as plain structs. Times are wall-clock nanoseconds
 // (CLOCK_REALTIME); a time that has not happened yet is nullopt.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The store's schema and its forward migrations. `schema_version` has one row per migration
 // applied (version, when, by which build); the current version is the largest. A database
 // written by a newer stepwatch is refused rather than guessed at: an older build might drop

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Thin RAII over the SQLite C API: one Db per connection, statements prepared once and cached,
 // a transaction guard that rolls back unless committed. Every failure becomes an Error that
 // names the database file and carries SQLite's own message. Nothing here throws; nothing is

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Store::open and the incident lifecycle. History, state and processes: store_history.cpp.
 #include "src/store/store.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The incident store: SQLite under a state directory, shared by the supervisor (or agent) that
 // writes it and the `stepwatch ack` / `stepwatch incidents` processes that read and ack.
 //

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Actions, transitions, supervisor state, process records and pruning. These are frequent
 // writes: single statements at synchronous=NORMAL (durable against a killed process).
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Incarnations and host implications: the history the node-fault rules read
 // (src/runbook/node_fault.h). A few writes per launch: NORMAL durability, like actions.
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Internal to the store: column lists and row readers shared by store.cpp and store_history.cpp.
 // A column list is a macro so it concatenates into the literal SQL that keys the statement cache.
 #pragma once

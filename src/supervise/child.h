@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The job's process: started in a session (and process group) of its own, with its output
 // passed through unchanged while each line is also handed to the log contract; neither ever
 // makes the job wait (what a reader does not take is dropped and counted).

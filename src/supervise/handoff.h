@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A bounded hand-off from the thread that drains the job's pipes to a slower consumer on a
 // thread of its own: a terminal nobody reads (`stepwatch run ... | less`, Ctrl-S), a log
 // contract's patterns. The producer never waits, so the job never blocks on its output because

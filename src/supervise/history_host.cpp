@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The supervisor's side of the node-fault history (runbook/node_fault.h, docs/node-fault.md):
 // every incarnation's start and end go to the store, with the culprits' hosts it implicates, and
 // a page names the hosts the rules suspect, with their evidence and an exclusion hint.

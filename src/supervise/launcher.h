@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch run --coord`: the per-node launcher of a multi-node job (docs/run.md, "Multi-node:
 // --coord"). It launches and relaunches, nothing else: detection and the runbook are the node
 // agents' (their job leader preempts and then moves the job's incarnation in etcd).

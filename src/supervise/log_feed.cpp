@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 #include "src/supervise/log_feed.h"
 
 #include <fmt/format.h>

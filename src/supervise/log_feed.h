@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The trainer's output as evidence: each line goes through the log contract (when the spec
 // has one) and into a ring of recent lines for the incident artifact. Fed from the output
 // thread, read from the supervisor's loop.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The rendezvous port between two incarnations: after restart hygiene, a port (MASTER_PORT) still
 // bound is waited for a moment (a socket can outlive its killed owner, in a child that inherited
 // it); still bound then, the holder is named and the launch goes ahead (docs/run.md).

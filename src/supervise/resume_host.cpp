@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The supervisor as the host of the after-preempt sequence (runbook/resume.h): the store's
 // node-fault history, the storm page, acks from the store, and the resume owner's plan applied:
 // relaunch the command ("stepwatch"), or end with the status the scheduler restarts on (Slurm,

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The supervisor's side of the runbook (runbook/incident.h runs the sequence): what its page
 // says, the artifact with the job's log, the preempt of the job's process tree, and the resume
 // from the last committed checkpoint.

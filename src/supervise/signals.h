@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The signals `stepwatch run` waits for instead of sleeping: SIGINT and SIGTERM (stop, passed on
 // to the job) and SIGCHLD (the job may have exited). They are blocked in every thread (block
 // them before the first thread starts) and taken synchronously, so no handler runs anywhere.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch run`: launch a training job, watch its step contract, and execute the runbook when
 // it breaks — page, wait for an ack, collect an artifact, preempt, resume from the last
 // committed checkpoint — with restart hygiene before every launch. docs/run.md.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The trace codec (JSONL, docs/replay.md): observations, verdicts and trace headers as JSON, and
 // one trace line parsed back. What `stepwatch run` and `stepwatch agent` record, what a node's
 // summary embeds, what the API and the page show of a verdict. One JSON object per line:

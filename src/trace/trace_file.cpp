@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Trace files: read line by line (a bad line is reported and skipped), appended line by line.
 #include "src/trace/trace_file.h"
 

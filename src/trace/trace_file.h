@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Trace files (JSONL, docs/replay.md): the reader `stepwatch replay` and the detection benchmark
 // use, and the writer `stepwatch run` and `stepwatch agent` record with. The lines themselves are
 // codec.h's.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Which GPUs a job holds: the one answer to "on which devices does one of these pids hold
 // memory", for the observer (a rank's GPU), the agent (the job's devices in the API) and
 // `stepwatch run` (whether a preempted incarnation still holds GPU memory).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // What the agent knows about one job after a poll: the plain data that /metrics, the JSON API
 // and the dashboard render. Producers (the agent) fill it; renderers never poll anything.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One job watched: its observer and detector, the verdict's transitions and the learned step
 // interval. `stepwatch run`, the agent and `stepwatch status` each hold one per job; what follows
 // a verdict (the runbook, the store, the API) is theirs.

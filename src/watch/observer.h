@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One poll of a job: its ranks' progress records and the evidence that explains them, turned
 // into the detector's Observation. Used by `stepwatch run` and `stepwatch agent` alike; every
 // source is optional and a missing one is "evidence absent", never an error.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Multi-node agents: two Agent instances as two "nodes" (each its own node name, beacon root,
 // state dir and specs), one real etcd (tests/support/etcd_server.h), a real page receiver, and
 // one 2-rank job whose rank 0 writes under node a's root and rank 1 under node b's. Leases run

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The agent's node-fault history (src/agent/agent_history.cpp) over real beacons (a new
 // BeaconWriter per incarnation), a real store, its API and /metrics over real HTTP on 127.0.0.1
 // (port 0) and a real page receiver. Time is injected into poll_once; some histories are seeded

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A multi-node job's leader without etcd: two Agent instances as two nodes (each its own node
 // name, beacon root, state dir and specs) over one in-memory store (tests/fakes/memory_kv.h,
 // held to etcd's behaviour by tests/coord/kv_test.cpp), a real page receiver, and one 2-rank job

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The agent over real beacons (BeaconWriter into a temp root), a real store, its API over real
 // HTTP on 127.0.0.1 (port 0) and a real page receiver. Time is injected into poll_once.
 #include "src/agent/agent.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // agent.toml: defaults, values, and errors that name file:line: key.
 #include "src/agent/config.h"
 

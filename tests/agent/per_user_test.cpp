@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // PerUserRate: a sliding window per uid on a clock the test moves by hand.
 #include "src/agent/per_user.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // prove_rank_process: what makes a process named by an (untrusted) beacon one the agent may
 // signal, with real beacons and real processes.
 #include "src/agent/proof.h"

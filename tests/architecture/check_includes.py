@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """docs/architecture.md's "may use" table, checked against the includes under src/.
 
 Reads the table under "## Who may use whom", collects every `#include "src/<folder>/..."` from

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """check_includes.py against small fixture trees: it passes a tree the table allows, and fails
 one with a forbidden edge, naming file:line (so the architecture test can fail)."""
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Which agent the CLI trusts: on loopback, only one whose listening sockets belong to root or to
 // the CLI's own user (read from a /proc/net/tcp written by the test).
 #include "src/cli/agent_client.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch check-spec`: what it prints and its exit codes.
 #include "src/cli/check_spec.h"
 

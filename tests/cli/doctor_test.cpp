@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch doctor` as a unit: usage errors, a clean job, a leftover of an earlier incarnation
 // holding the port (reported, then fixed with --fix), and a stranger's port (never touched).
 #include "src/cli/doctor.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch incidents` over a real store: empty, with incidents and actions, filtered, as JSON,
 // and the messages for a state directory that is missing or from a newer stepwatch.
 #include "src/cli/incidents.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The real `stepwatch replay` and `stepwatch check-spec` binaries on shipped examples and on
 // broken input.
 #include <gmock/gmock.h>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Runs the real `stepwatch` binary (STEPWATCH_BIN, set by ctest) and captures what it printed.
 #pragma once
 

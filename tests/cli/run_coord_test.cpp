@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch run --coord`, the per-node launcher of a multi-node job: the real binary, real
 // child processes and signals, and a real etcd (tests/support/etcd_server.h). The test plays
 // the job's leader: it writes <prefix>/jobs/<job>/incarnation as the leader would.

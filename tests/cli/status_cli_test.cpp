@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The real `stepwatch status` binary against beacons written by the real writer.
 #include <fcntl.h>
 #include <gmock/gmock.h>

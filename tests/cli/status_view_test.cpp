@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch status` rendering: ages, n/a for absent values, missing ranks, problems.
 #include "src/cli/status_view.h"
 

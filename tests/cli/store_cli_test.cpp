@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // D21 through the real binary: `stepwatch run` and `stepwatch agent` refuse an empty (0-byte)
 // stepwatch.db, naming it and --new-store; with --new-store it becomes a new store.
 #include <gmock/gmock.h>

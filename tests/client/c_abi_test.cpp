@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The C ABI of libstepwatch.so, called the way a trainer calls it.
 #include <fcntl.h>
 #include <gmock/gmock.h>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 /* A C11 program using libstepwatch.so exactly as a C trainer would, checking the results by
  * reading the beacon file's bytes back through include/stepwatch/beacon_v1.h. Compiled as C
  * with -Wall -Wextra -Wpedantic -Werror: the public headers must stay valid C. Exit status 0

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // stepwatch.hpp: the RAII handle and scoped phase over the C ABI.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

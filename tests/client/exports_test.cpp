@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // libstepwatch.so exports the C ABI and nothing else: no C++ symbols a trainer's own libstdc++
 // or another copy of our code could collide with.
 #include <gmock/gmock.h>

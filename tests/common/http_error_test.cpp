@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one wording of an HTTP client's failure, by cpp-httplib's error names. The test includes
 // httplib so that a release that renames an error breaks here, not in a page's text.
 #include "src/common/http_error.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // read_text_file: whole small files that a user may have put there, without waiting or bound;
 // read_small, read_range and write_all: kernel files and slices; write_private_file and
 // random_token: a secret only its owner can read.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Reader errors, each produced by crafted bytes or files: the code and a message naming the file.
 #include "src/contract/beacon_reader.h"
 

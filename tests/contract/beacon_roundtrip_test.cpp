@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Writer + reader round trip: every field the writer stores comes back through the reader.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

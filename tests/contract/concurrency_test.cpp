@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The seqlock under load: a writer hammers a real mapped beacon while readers, through their
 // own mappings of the same file, check invariants on every consistent read. Then the same with
 // the writer in a forked process, and two threads fighting over one writer (EBUSY, never a

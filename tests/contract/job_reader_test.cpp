@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // JobReader: the agent's repeated look at one job. Same records as scan_job; beacons stay
 // mapped and unchanged ones are not decoded again; files that are replaced, deleted, truncated
 // under the mapping, grown, symlinked or junk are reported and skipped without losing the

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // job_scan: listing jobs and merging each rank's beacon and JSONL records.
 #include "src/contract/job_scan.h"
 

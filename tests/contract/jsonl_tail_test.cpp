@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // JsonlTail: following a growing progress.jsonl across polls.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

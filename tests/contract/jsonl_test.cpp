@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The JSONL text contract: the line parser and the per-rank fold.
 #include "src/contract/jsonl.h"
 

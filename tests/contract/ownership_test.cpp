@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // D7: another user must not be able to speak for a job. The writer refuses a job directory (or
 // beacon root) it does not own, and the reader ignores beacons and JSONL files whose owner is
 // not the job directory's owner. Files of another owner need root to make (chown): these tests

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the contract, client and cli tests: the temporary directory
 // (tests/support/temp_dir.h), a scoped environment, file helpers and a hand-built valid beacon
 // record.

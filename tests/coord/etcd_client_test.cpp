@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The etcd client against a real etcd (tests/support/etcd_server.h), never a mock: the gateway
 // ignores unknown JSON fields, so only a real server shows that every field is sent under its
 // real name. One etcd serves the tests that only need keys (each under its own prefix); the

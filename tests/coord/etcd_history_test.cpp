@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A multi-node job's node-fault history in a real etcd: records merged as the store merges them,
 // every write fenced by the leader's node key, implications kept once and read across jobs, and
 // the node-fault rules reading it exactly as they read a node's store.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The job's incident in a real etcd: opened once whoever races, every write fenced by the
 // leader's node key, acks from any node, closes moved aside and kept.
 #include "src/coord/etcd_ledger.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The incarnation and launcher records: what the leader writes and the launchers read, parsed
 // leniently (only "incarnation" is required) and never mistaken for incarnation 0.
 #include "src/coord/incarnation.h"

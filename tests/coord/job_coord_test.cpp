@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Leader election, failover and fencing of a multi-node job's coordination (NodeSession +
 // JobCoord), without etcd: three nodes over one in-memory store (tests/fakes/memory_kv.h, whose
 // semantics tests/coord/kv_test.cpp checks against a real etcd) and one clock moved by hand, so

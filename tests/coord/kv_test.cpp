@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The same scripts against a real etcd (EtcdClient over tests/support/etcd_server.h) and the
 // in-memory store (tests/fakes/memory_kv.h): what coord/ relies on of etcd (revisions, versions,
 // ranges, compares, branches, leases), so a test written over MemoryKv means what it would over

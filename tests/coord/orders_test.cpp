@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A multi-node job's orders, reports, incarnation counter and roster in a real etcd: each
 // written once, the leader's fenced by its node key.
 #include "src/coord/orders.h"

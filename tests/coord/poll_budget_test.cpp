@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // One budget for every etcd call of a poll (E8), over the in-memory store: a store that hangs is
 // one whose every call takes the request timeout on a hand-moved clock.
 #include "src/coord/poll_budget.h"

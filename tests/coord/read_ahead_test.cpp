@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // coord::ReadAhead over the in-memory store: prefetched reads cost one request, answer the
 // matching range once, and never answer older than this node's own writes to their keys.
 #include "src/coord/read_ahead.h"

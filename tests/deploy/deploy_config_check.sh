@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # The shipped Prometheus and Alertmanager examples, checked by the real tools (Debian packages
 # prometheus and prometheus-alertmanager, installed by scripts/setup-deps.sh):
 #  - `promtool check config deploy/prometheus/prometheus.yml`, in a temporary copy whose

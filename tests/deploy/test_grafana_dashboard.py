@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """deploy/grafana/stepwatch-dashboard.json, read as Grafana would import it: every panel and
 target names the datasource variable, ids are unique, every template variable a query uses is
 defined, and every metric a query reads is one docs/metrics.md documents (the agent's families,

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """deploy/kubernetes/*.yaml, checked without a cluster (docs/kubernetes.md, "How these examples
 are checked"):
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // stepwatch's detection targets on the whole labeled corpus, asserted scenario by scenario:
 // no false page, every stall found within its allowance, culprits right where the truth names
 // them. The same corpus prints the comparison table in `make bench`.

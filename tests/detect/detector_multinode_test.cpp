@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The detector on a job leader's merged observation (src/coord/summary.h): remote ranks timed on
 // one clock, nodes that stopped reporting, and culprits named by host only when hosts differ.
 #include <gtest/gtest.h>

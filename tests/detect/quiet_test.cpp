@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The early rule (quiet.h) on a fake clock: a hang seen inside a step, from progress evidence.
 #include "src/detect/quiet.h"
 

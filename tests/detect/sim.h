@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A tiny simulated job for detector tests: ranks that commit steps, change phases and beat at
 // times we choose, producing the same snapshots the beacon reader would.
 #pragma once

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """What the agent's end-to-end tests share: ranks that step and then hang, ports, HTTP gets, a
 webhook receiver, a node agent of a multi-node job, and a test base that starts real processes
 and stops them all afterwards."""

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """What the multi-node end-to-end tests and the failover benchmark share: a real etcd (Debian's
 /usr/bin/etcd) on free loopback ports with its data in /dev/shm, that can be killed and started
 again on the same data, and a TCP forwarder whose connections can be cut (a network partition

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """A real two-node Slurm on this one machine for end-to-end tests (docs: the background notes on
 schedulers, "A real single-machine Slurm"): slurmctld and two `slurmd -N n1|n2` from Debian's
 slurmctld/slurmd/slurm-client packages, auth/none (no munge), everything as root, every file in a

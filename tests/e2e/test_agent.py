@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """`stepwatch agent` end to end: the real binary watches a job that real ranks (the Python
 package) write beacons for, serves it on /api/v1 and /metrics, and a real Prometheus scrapes it
 and answers queries about it, until the job stalls and the agent says so.

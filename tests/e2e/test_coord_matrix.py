@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Faults and forgeries in etcd against a healthy or stalled multi-node job (issue 26, point 9):
 the reproductions E1-E12 of the reliability review and the faults of etcd and of one node, each
 against real processes.

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """The agent's dashboard (GET /) in a real headless Chromium (Debian's chromium package): real
 ranks (the Python package) write beacons for two jobs, the real `stepwatch agent` watches them,
 and the page Chromium renders shows one job healthy and the other stalled; a screenshot of the

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """End to end, the early rule (issue 27) with real PyTorch: two gloo ranks of
 examples/train_ddp.py whose steps take 15 s of real compute, under `stepwatch run` with a real
 HTTP receiver for pages. The step-time rule would wait grace x interval = 2 minutes.

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Multi-node jobs end to end (docs/multinode.md): two real `stepwatch agent` processes as nodes
 "a" and "b" (own node name, beacon root, state and specs), one real etcd (/usr/bin/etcd), a real
 webhook receiver, and a job whose rank 0 writes under a's root and rank 1 under b's.

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Multi-node under Kubernetes, at the process level (docs/kubernetes.md, "Multi-node: the exit
 status of every pod"): no cluster here, so the test plays the controller. Two real `stepwatch
 agent` nodes and one real etcd as in test_multinode; each pod's part is the real 2-rank PyTorch

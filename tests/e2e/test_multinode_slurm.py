@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """A multi-node job whose restarts Slurm owns (docs/slurm.md, "Multi-node jobs"): a real two-node
 Slurm (tests/e2e/slurm_support.py), a real etcd, two real `stepwatch agent` processes named n1
 and n2 (each with its own beacon root, each spec saying runbook.resume_owner = "slurm") and a real

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """`stepwatch run` end to end, with real PyTorch (gloo, CPU) ranks, real signals, a real HTTP
 receiver for pages and the real SQLite store:
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """stepwatch under a real Slurm (tests/e2e/slurm_support.py: slurmctld and two `slurmd -N` on this
 machine, auth/none), with the spec's runbook.resume_owner = "slurm" (docs/slurm.md):
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """The real two-node Slurm of slurm_support.py (slurmctld + `slurmd -N n1|n2`, auth/none, Debian's
 slurmctld/slurmd/slurm-client) does what the stepwatch Slurm tests rely on:
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """End to end with real PyTorch: two gloo ranks of examples/train_ddp.py, started by
 examples/launch.py, watched through the real `stepwatch status` binary while they run.
 

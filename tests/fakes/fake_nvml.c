@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 /* A fake libnvidia-ml.so: exports the NVML entry points stepwatch uses, with values scripted in
  * a text file, so the real dlopen/dlsym path of src/probe/nvml.cpp runs in CI without a GPU
  * (STYLE rule 8).

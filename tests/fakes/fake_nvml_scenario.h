@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Test-side helpers for the fake libnvidia-ml.so (tests/fakes/fake_nvml.c): write a scenario
 // file and point STEPWATCH_FAKE_NVML at it, and read the fake's per-call counters.
 #pragma once

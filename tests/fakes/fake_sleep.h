@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The pager's sleep seam (PagerOptions::sleep), recording each backoff instead of sleeping:
 // the tests of page_one's retries read the waits it asked for.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Slurm's commands as shell scripts in a directory, for tests of the code that calls them
 // (runbook::SlurmControl and the resume owner; the real Slurm runs in tests/e2e/test_slurm*.py).
 // Options before the command, up to the "--" that ends them, are skipped as getopt_long would.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // An in-memory runbook::HistoryLedger: the node-fault history the rules read, for tests that
 // need no store and no etcd. `fail` makes every call fail as a store or etcd would.
 #pragma once

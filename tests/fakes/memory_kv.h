@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // An in-memory coord::Kv with etcd v3's semantics, for tests of what coord/ and the job leader
 // decide, without a real etcd: one revision counter (each put, delete that removed something,
 // and writing txn moves it by one), create/mod revisions and versions per key, txn compares as

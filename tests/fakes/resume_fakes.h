@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A scripted resume owner and a recording host for the after-preempt sequence
 // (runbook/resume.h): the tests of Resume itself, and of the hosts that use one.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 /* A trainer's view of an installed stepwatch: built by tests/install/install_test.sh from the
  * installed header and libstepwatch.so only (through pkg-config, and through find_package as C
  * inside a CMake project). It writes one step to a beacon under argv[1]; exit status 0 means the

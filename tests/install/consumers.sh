@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash disable=SC2154 # cc and cflags come from the caller
 # Sourced by tests/install/install_test.sh and tests/package/deb_test.sh: tests/install/consumer.c
 # built against an installed stepwatch, both ways docs/install.md shows. The caller sets `cc`,

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build into a temporary prefix (cmake --install) and checks that every file is
 # where docs/install.md says, then builds tests/install/consumer.c against the installed header
 # and library through pkg-config and through find_package(stepwatch), and runs both. A second
@@ -52,6 +54,10 @@ need "$prefix/include/stepwatch/stepwatch.h" "$prefix/include/stepwatch/stepwatc
   "$prefix/include/stepwatch/beacon_v1.h" "$lib/pkgconfig/stepwatch.pc" \
   "$lib/cmake/stepwatch/stepwatchConfig.cmake" "$lib/cmake/stepwatch/stepwatchConfigVersion.cmake" \
   "$lib/cmake/stepwatch/stepwatchTargets.cmake"
+
+# The license (Apache-2.0), with the rest of an install.
+need "$prefix/share/doc/stepwatch/LICENSE"
+grep -q "Apache License" "$prefix/share/doc/stepwatch/LICENSE" || fail "the installed LICENSE is not the Apache License"
 
 # What the agent's node needs: the unit (naming the installed binary), the example
 # configuration and the alert rules.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian package (make package) into this machine's system with apt-get and checks
 # what docs/install.md ("Debian package") promises: the binary on PATH, libstepwatch.so.1 through
 # pkg-config and find_package, a C trainer whose beacon the installed `stepwatch status` reads,
@@ -164,11 +166,15 @@ for f in /usr/share/stepwatch/prometheus/stepwatch-rules.yml /usr/share/doc/step
   /usr/share/doc/stepwatch/changelog.gz /usr/share/doc/stepwatch/examples/agent.toml \
   /usr/share/doc/stepwatch/docs/deploy.md /usr/share/stepwatch/prometheus/prometheus.yml \
   /usr/share/stepwatch/alertmanager/alertmanager.yml /usr/share/stepwatch/grafana/stepwatch-dashboard.json \
-  /usr/share/stepwatch/kubernetes/jobset.yaml /usr/share/stepwatch/kubernetes/pytorchjob.yaml \
+  /usr/share/stepwatch/kubernetes/jobset.yaml /usr/share/stepwatch/kubernetes/pytorchjob.yaml /usr/share/stepwatch/kubernetes/jobset-multinode.yaml \
   /usr/share/doc/stepwatch/docs/slurm.md /usr/share/doc/stepwatch/docs/kubernetes.md \
   /usr/share/doc/stepwatch/docs/node-fault.md; do
   [ -f "$f" ] || fail "no $f"
 done
+# The license: Apache-2.0 in Debian's copyright file (DEP-5), and no second copy of it.
+grep -qx "License: Apache-2.0" /usr/share/doc/stepwatch/copyright || fail "the copyright file names no Apache-2.0 license"
+grep -q "/usr/share/common-licenses/Apache-2.0" /usr/share/doc/stepwatch/copyright || fail "the copyright file does not point at common-licenses"
+[ ! -e /usr/share/doc/stepwatch/LICENSE ] || fail "the package installs a second license file: /usr/share/doc/stepwatch/LICENSE"
 if command -v promtool >/dev/null; then
   promtool check rules /usr/share/stepwatch/prometheus/stepwatch-rules.yml >/dev/null || fail "promtool rejects the installed rules"
 fi

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # Checks an installed systemd unit file: with `systemd-analyze verify` when it is there (it needs
 # no running systemd), and always with a plain parse: every line blank, a comment, a section
 # header of a service unit, or Key=Value inside one.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 # The Python package installs like any other (issue 14): from the checkout into fresh virtual
 # environments, offline (Debian's bundled wheels, build isolation), as python/README.md says. The
 # extension is compiled once (`pip wheel`, which is what `pip install <checkout>/python` does

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The GPU probe over the fake libnvidia-ml.so: capabilities probed once, absent values stay
 // absent, a lost GPU does not take the others with it; the process map; the tool binary.
 #include "src/probe/gpu_probe.h"

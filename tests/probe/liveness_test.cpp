@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one liveness vocabulary: alive, zombie, gone, reused and unknown, on real children and on
 // the fake tree.
 #include "src/probe/liveness.h"

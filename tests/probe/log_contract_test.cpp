@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The log contract: presets replayed over real-looking trainer output (tests/probe/data/*.txt,
 // captured as a pipe sees them: '\r' redraws, ANSI colors, nested tqdm bars), then the rules
 // one by one: pattern errors, noise, repeats, phases, long, binary and CRLF lines.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Real-format samples: lines of the shapes users pasted into the trackers of NeMo, Lightning,
 // transformers, DeepSpeed and GPT-NeoX, with the noise around them. Each line carries what its
 // preset must read from it. Every sample is replayed through its preset (line by line), through

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The NVML loader through its real dlopen path, against fake libnvidia-ml.so builds.
 #include "src/probe/nvml.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // PidWatch: liveness of many processes through pidfds, with real child processes: alive, exited
 // (zombie or reaped), a pid whose start time does not match, descriptors kept above 1023 and
 // closed when a process is no longer asked about; and the /proc fallback on a fake tree.

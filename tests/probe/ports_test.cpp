@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The port readers: /proc/net/tcp{,6} parsed on the checked-in fake tree
 // (tests/probe/data/proc/net), socket owners through fd links, and real sockets of real processes.
 #include "src/probe/ports.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // ProcFs, the one /proc reader: on the checked-in fake tree (tests/probe/data/proc) and on this
 // process's own /proc entries (status, environ of a child, maps, sockets, threads, btime).
 #include "src/probe/proc_fs.h"

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Shared helpers for the Python and end-to-end tests: locating the built package and the
 `stepwatch` binary, an isolated environment per test, and readers for `stepwatch status` output
 and for raw beacon files.

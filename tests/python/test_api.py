@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """The public `stepwatch` API with the binding STEPWATCH_BINDING selects (ctest runs this file
 once per binding). Every beacon written here is read back through the real `stepwatch status`
 binary or the raw record."""

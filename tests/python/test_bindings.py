@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Both bindings side by side in one process (the C extension and the ctypes fallback), and the
 rules that pick one: STEPWATCH_BINDING, STEPWATCH_LIB, a missing extension."""
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """The Lightning and transformers callbacks, driven through their hooks with stand-in framework
 modules injected into sys.modules (neither framework is installed here). The beacon is read back
 after each hook; the end of a run is also checked in real trainer processes, where the exit

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """How a rank says how it ended without calling finish(): real trainer processes that open a
 beacon in a temporary STEPWATCH_DIR, step, and then end in each way a process can end. The
 beacon's status is read back from the file. Every case runs under both bindings."""

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """examples/launch.py with a tiny rank script (no torch): the env:// variables each rank gets,
 and failure propagation (a failed rank stops the others and sets the launcher's exit status)."""
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """The progress sampler (stepwatch.sampler): what it writes to the beacon's sampler block, read
 back here byte by byte at the offsets of include/stepwatch/beacon_v1.h under its own seqlock;
 how it classifies waits (fake modules at torch's paths, and a real two-rank gloo job); how it

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """install_stack_dump: a real child process with its main thread and a worker thread blocked in
 C calls gets SIGUSR1; the per-rank stacks file must name the functions both are blocked in, and
 the child must keep running."""

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Artifact collection against real processes: a Python rank dumping its stacks through
 // faulthandler, a rank that never answers, size and time limits, and gdb (or the explicit reason
 // it cannot run here). Collection must never kill or leave stopped any process.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Real child processes for the runbook tests: fork/exec with an optional SIGTERM-ignoring
 // disposition, a stdout pipe for readiness lines, start-time lookup and state polling. Each Child
 // kills (SIGKILL: it is the test's own unreaped child, so the pid cannot have been reused) and

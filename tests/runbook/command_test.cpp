@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one subprocess runner, with real processes: output captured and bounded, stdin and
 // environment, exec failures, and the timeout kill through the proven group signal.
 #include "src/runbook/command.h"

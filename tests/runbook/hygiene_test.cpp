@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Restart hygiene: leftovers of an earlier incarnation found with evidence, and cleanup acting
 // only on what is proven to be the job's own. Real processes hold real ports (the port readers
 // themselves: tests/probe/ports_test.cpp).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The incident state machine with a fake host, an in-memory ledger and a hand-moved clock: every
 // path of the runbook and the faults of reviews/reliability.md (D3, D4, D6, D8, D10), without a
 // process, a socket or a database. The page deliveries run on real threads through the pager's

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The store side of the node-fault rules, over a real store in a temp directory: an ended
 // incarnation's record from a verdict, its implications (none for a collective hang without a
 // lagging rank), and the page's suspects and storm line.

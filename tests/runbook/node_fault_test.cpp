@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The node-fault rules on recorded histories: the storm, the culprit, short-run and cross-job
 // rules, their edges (thresholds, windows, running and finished incarnations, collective hangs
 // without a lagging rank, disabled rules) and the exclusion hints.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Each page sink through the generic retry path (page_one): the HTTP sinks against a real
 // loopback receiver (tests/support/page_receiver.h) and a port nothing listens on, the command
 // sink through real shell commands. Backoffs are recorded, not slept.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The pager against real receivers: a cpp-httplib server on 127.0.0.1 (port 0) that records each
 // request, and real child processes for the command target.
 #include "src/runbook/pager.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Preemption and the proven signal path, with real processes and real signals.
 #include "src/runbook/preempt.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The resume owners (runbook/resume_owner.h), each made from a spec by make_resume_owner; Slurm's
 // through fake scontrol and scancel scripts (the real Slurm: tests/e2e/test_slurm*.py).
 #include "src/runbook/resume_owner.h"

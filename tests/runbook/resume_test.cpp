@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The after-preempt sequence (runbook/resume.h) over a scripted owner, a recording host and an
 // in-memory history, with a hand-moved clock: every path without a process, store or etcd.
 #include "src/runbook/resume.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The scheduler a run is under, from its environment; the one-owner rule; and what Slurm's
 // `scontrol show job -o` says, parsed from records Slurm 22.05 printed (tests/e2e/test_slurm.py
 // runs the same parser against a real slurmctld).

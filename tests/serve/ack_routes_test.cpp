@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The supervisor's ack endpoint over real HTTP on 127.0.0.1, port 0: the ack route with the
 // agent's request and reply.
 #include "src/serve/ack_routes.h"

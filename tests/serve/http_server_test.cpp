@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // HttpListener over real sockets on 127.0.0.1, port 0: where a connection waits for its first
 // byte (issue 26, E9: silent connections once held every worker and kept /healthz waiting), the
 // cap on silent connections per peer, and a stop() that waits for no silent client.

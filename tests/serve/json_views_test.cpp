@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The one JSON of an incident, a job and an ack, as the agent's API, the supervisor's ack
 // endpoint and `stepwatch incidents --json` all write it.
 #include "src/serve/json_views.h"

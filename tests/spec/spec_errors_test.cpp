@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Every way a spec can be wrong, each with the exact "FILE:LINE: key: message" it must produce.
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Reading specs that are valid: defaults, every field, shorthand forms, the shipped examples.
 // Error paths are in spec_errors_test.cpp.
 #include "src/spec/spec.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The TOML reader under the job spec and agent.toml: lines, types, getters, unknown keys, and
 // the bounded file read.
 #include "src/spec/toml_reader.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Two connections, several processes, a held write lock, and a process SIGKILLed right after
 // it claimed a page: the guarantees "a restarted supervisor loses nothing and pages no one
 // twice" rest on these.

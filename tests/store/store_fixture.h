@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The fixture shared by the store's unit tests: a Store on a fresh state directory.
 #pragma once
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Actions, transitions, supervisor state, process records and pruning (store_history.cpp).
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Incarnations and host implications: round trips, the upsert rules, order, idempotence,
 // pruning, and the migration of a version 2 file.
 #include <gtest/gtest.h>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Store::open: the state directory, WAL, the schema version, and the errors a person will read
 // when something is wrong with the state directory.
 #include <gtest/gtest.h>

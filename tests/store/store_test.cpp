@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The incident lifecycle: round trips, one open incident per job, the page claimed once, the
 // first ack kept, close idempotent, newest-first listing, and reopening the file.
 #include "src/store/store.h"

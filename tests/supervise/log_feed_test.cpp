@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The trainer's output as evidence: with no [log] table the preset is "auto", which says
 // nothing until a line is unmistakably one framework's, then reads the log as that framework's.
 #include "src/supervise/log_feed.h"

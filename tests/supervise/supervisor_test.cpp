@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // `stepwatch run`'s supervisor over a real child (a shell trainer writing the JSONL contract),
 // its real store, and a scripted resume owner (tests/fakes/resume_fakes.h): after the preempt
 // the owner's plan is what the supervisor applies (relaunch, exit with a code, stop, give up).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Starts and stops a real etcd; see etcd_server.h. cpp-httplib only for /health and the auth
 // set-up: the client under test (src/coord) is not used to decide whether etcd is up.
 #include "tests/support/etcd_server.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A real etcd for tests (/usr/bin/etcd, Debian etcd-server 3.4): one member on free loopback
 // ports, its data in a fresh directory on /dev/shm (etcd 3.4 has no --unsafe-no-fsync), raft
 // timers short enough that a 1 s lease TTL is allowed. Started with fork/exec; only its own pid

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A raw TCP connection to 127.0.0.1:port, for what an HTTP client library will not send (an idle
 // connection, half a request, a malformed one): the serve tests' one spelling of it.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A real HTTP page receiver for tests: a webhook (POST /hook) and Alertmanager's v2 alerts
 // route (POST /api/v2/alerts) on 127.0.0.1, port 0; it keeps every body it gets, in order.
 #pragma once

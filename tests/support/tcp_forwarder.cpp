@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The forwarder's one thread: poll() over the listener, an eventfd for mode changes and both
 // sockets of every connection; see tcp_forwarder.h.
 #include "tests/support/tcp_forwarder.h"

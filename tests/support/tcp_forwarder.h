@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A TCP forwarder on 127.0.0.1 for partition tests: a client that reaches etcd through it loses
 // etcd on cut() and finds it again on restore(), while other clients of the same etcd go on.
 // One thread polls every socket; connections are forwarded both ways, half-closes included.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The tests' one temporary directory: mkdtemp under $TMPDIR (or /tmp), removed with everything
 // in it at scope exit.
 #pragma once

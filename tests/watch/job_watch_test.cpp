@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // JobWatch over real beacons: the verdict's transitions told once, the learned interval told when
 // it moves and restored across a restart, the front end's amendment applied before judging and
 // its settlement after.

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-FileCopyrightText: 2026 The stepwatch authors
+# SPDX-License-Identifier: Apache-2.0
 """Turns one version of an upstream CustomResourceDefinition into the trimmed JSON Schema kept
 here: spec.versions[NAME].schema.openAPIV3Schema with every `description` removed and the
 top-level `status` dropped (a manifest never sets it). Nothing else is changed: x-kubernetes-*

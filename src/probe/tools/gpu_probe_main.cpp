@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // stepwatch-gpu-probe: prints what the NVML probe reads on this machine, per device (name, uuid,
 // SM and memory utilisation, memory, power, compute processes) and what each device supports.
 // A check for a real driver and a way to see "no GPU evidence" and its reason.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // The labeled scenario corpus: each scenario is a simulated run with the spec it runs under and
 // its truth (when a stall began, which ranks are at fault).
 #pragma once

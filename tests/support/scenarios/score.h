@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // Runs a detector over a scenario and scores it against the scenario's truth.
 #pragma once
 

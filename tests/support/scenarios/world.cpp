@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 #include "tests/support/scenarios/world.h"
 
 #include "stepwatch/beacon_v1.h"

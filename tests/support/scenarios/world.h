@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The stepwatch authors
+// SPDX-License-Identifier: Apache-2.0
 // A simulated training job for the scenario corpus: ranks that step, label phases, hang, die
 // and go silent, with the process and GPU evidence each activity leaves. Every poll period it
 // records the observation a live stepwatch would have made.
