@@ -22,6 +22,16 @@ std::string from_text(const runbook::NextIncarnation& next) {
 constexpr std::string_view kNoLauncher =
     " (no `stepwatch run --coord` under a lease: not started, dead, or gave up)";
 
+// The live launchers (their keys under a lease), by node.
+std::map<std::string, const coord::LauncherRecord*> live_by_node(
+    const std::vector<coord::LauncherRecord>& launchers) {
+  std::map<std::string, const coord::LauncherRecord*> live;
+  for (const auto& l : launchers) {
+    if (l.leased) live[l.node] = &l;
+  }
+  return live;
+}
+
 }  // namespace
 
 std::optional<runbook::ResumePoint> committed_by_every_rank(const detect::Observation& obs) {
@@ -176,10 +186,7 @@ std::optional<runbook::AfterPreempt> LeaderResume::wait_for_launchers(
     d_.problem(fmt::format("job {}: its launchers in etcd: {}", d_.job, launchers.error().message));
     return runbook::AfterPreempt{false, "", true};  // tried again next turn
   }
-  std::map<std::string, const coord::LauncherRecord*> live;
-  for (const auto& l : *launchers) {
-    if (l.leased) live[l.node] = &l;
-  }
+  const auto live = live_by_node(*launchers);
   std::vector<std::string> missing;
   barrier = true;
   for (const auto& n : d_.nodes()) {
@@ -217,10 +224,7 @@ runbook::AfterPreempt LeaderResume::start_together(const coord::IncarnationRecor
     waited_for_none();
     return {true, resolved};  // released already (by a previous leader)
   }
-  std::map<std::string, const coord::LauncherRecord*> live;
-  for (const auto& l : *launchers) {
-    if (l.leased) live[l.node] = &l;
-  }
+  const auto live = live_by_node(*launchers);
   // The run's nodes as the move found them (the leader's own view shrinks as they clean up).
   std::vector<std::string> nodes = at.nodes.empty() ? d_.nodes() : at.nodes;
   std::vector<std::string> missing;
