@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -281,9 +282,15 @@ TEST(Concurrency, ReadersInOneProcessWriterInAnother) {
   // The beacon names the writer process and its start time, not ours. A writer updating
   // without pause can be descheduled mid-update for longer than one read waits (two cores under
   // a sanitizer and a parallel ctest): a torn result is that, and the read is simply repeated.
+  // A writer that updates without pause on the other core is inside an update most of the
+  // time: repeated for up to 10 s, not a count of tries (51 were seen to fail on an idle 2-core
+  // machine).
   auto first = read_beacon_file(path);
-  for (int i = 0; i < 50 && !first.ok() && first.error().code == Errc::kTorn; ++i)
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!first.ok() && first.error().code == Errc::kTorn &&
+         std::chrono::steady_clock::now() < give_up) {
     first = read_beacon_file(path);
+  }
   ASSERT_TRUE(first.ok()) << first.error().message;
   EXPECT_EQ(first->pid, child.pid);
   auto child_stat = read_proc_stat("/proc", child.pid);
