@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -369,6 +370,61 @@ TEST_F(EtcdClientTest, AForwarderCutPartitionsOneClientAndRestoreHealsIt) {
   fwd.restore();
   MUST(c.put(key("k"), "3"));
   EXPECT_EQ(only(MUST(c.range(key("k")))).value, "3");
+}
+
+// A reply etcd itself never sends (a proxy's, a broken gateway's), from a loopback HTTP server
+// answering every range with `body`. The value decodes through a table, not a search, and a
+// reply laid over several lines is still read.
+class OneReply {
+ public:
+  explicit OneReply(std::string body) {
+    server_.Post("/v3/kv/range", [body](const httplib::Request&, httplib::Response& res) {
+      res.set_content(body, "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");  // listening: a connect waits for accept
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~OneReply() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return coord::url(port_); }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(EtcdClientReplies, AValueOutsideTheBase64AlphabetIsAParseErrorNamingIt) {
+  OneReply bad(R"({"header":{"revision":"7"},"kvs":[{"key":"YQ==","value":"YW@j"}],"count":"1"})");
+  auto r = client_for({bad.url()}).range("a");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::kParse);
+  EXPECT_NE(r.error().message.find("bad base64 \"YW@j\""), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("/v3/kv/range"), std::string::npos) << r.error().message;
+}
+
+TEST(EtcdClientReplies, AReplyOverSeveralLinesOrWithTrailingValuesIsRead) {
+  OneReply pretty(
+      "{\n  \"header\": {\"revision\": \"7\"},\n  \"kvs\": [{\"key\": \"YQ==\", "
+      "\"value\": \"/wA=\", \"mod_revision\": \"5\"}],\n  \"count\": \"1\"\n}\n");
+  auto r = client_for({pretty.url()}).range("a");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->revision, 7);
+  ASSERT_EQ(r->kvs.size(), 1u);
+  EXPECT_EQ(r->kvs[0].key, "a");
+  EXPECT_EQ(r->kvs[0].value, std::string("\xff\0", 2));
+  EXPECT_EQ(r->kvs[0].mod_revision, 5);
+  // A streamed reply is values a line: the first is the answer.
+  OneReply streamed("{\"header\":{\"revision\":\"9\"},\"count\":\"0\"}\n{\"header\":{}}\n");
+  auto s = client_for({streamed.url()}).range("a");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->revision, 9);
+  OneReply broken("{\"header\":{\"revision\":");
+  auto b = client_for({broken.url()}).range("a");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, Errc::kParse) << b.error().message;
 }
 
 TEST_F(EtcdClientTest, TheTokenIsSentAsTheAuthorizationHeader) {
