@@ -51,6 +51,7 @@ std::string JobCoord::node_key(const std::string& node) const {
 }
 
 void JobCoord::poll(NodeSummary summary, const PublishCue& cue, Stamp now) {
+  keep_lowest_ring(summary.observation);
   my_ranks_.clear();
   for (const auto& r : summary.observation.ranks) my_ranks_.push_back(r.rank);
   if (session_.lease() == 0) {

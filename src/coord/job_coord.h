@@ -51,11 +51,11 @@ class JobCoord {
   JobCoord(NodeSession& session, std::string job, int64_t publish_interval_ns,
            int64_t steady_window_ns = 0);
 
-  // Publishes `summary` after a new lease, once the publish interval passed (two while it stays
-  // steady), or when `cue` changed: its shape or steadiness always, its progress unless this node
-  // vouches (steady, and leading or following a leader whose summary reads_steady): a steady
-  // node's steps alone are not published. Then reads the leader (and, leading, every summary
-  // that changed).
+  // Publishes `summary` (the step ring of its lowest rank alone: keep_lowest_ring) after a new
+  // lease, once the publish interval passed (two while it stays steady), or when `cue` changed:
+  // its shape or steadiness always, its progress unless this node vouches (steady, and leading
+  // or following a leader whose summary reads_steady): a steady node's steps alone are not
+  // published. Then reads the leader (and, leading, every summary that changed).
   void poll(NodeSummary summary, const PublishCue& cue, Stamp now);
   // After this poll's verdict on this node's ranks: a node whose last summary vouched for them
   // and whose verdict is no longer healthy publishes this poll's look again at once, not

@@ -77,6 +77,14 @@ struct Source {
 
 }  // namespace
 
+void keep_lowest_ring(detect::Observation& obs) {
+  auto lowest = std::min_element(obs.ranks.begin(), obs.ranks.end(),
+                                 [](const contract::RankSnapshot& a,
+                                    const contract::RankSnapshot& b) { return a.rank < b.rank; });
+  for (auto it = obs.ranks.begin(); it != obs.ranks.end(); ++it)
+    if (it != lowest) it->recent.clear();
+}
+
 std::string summary_to_json(const NodeSummary& s) {
   // The observation is written as a trace writes it, embedded as an object, so a node's summary
   // and a recorded trace line are read by the same parser. Spliced in as text: parsing it back

@@ -47,6 +47,12 @@ struct NodeSummary {
   bool reads_steady = false;
 };
 
+// What a node publishes of its look: every rank's step ring but its lowest rank's is dropped. A
+// detector learns the job's interval from the job's lowest rank alone (detector.cpp, observe), so
+// the leader learns from whichever node holds it, and that rank is its node's lowest; the other
+// rings were a third of a summary's bytes, which the leader read and parsed for nothing.
+void keep_lowest_ring(detect::Observation& obs);
+
 // JSON, one object: {"v":1,"node":..,"poll_seq":..,"incarnation":..,"obs":{...trace obs...}},
 // with "steady_ns" and "reads_steady" when set.
 std::string summary_to_json(const NodeSummary& s);

@@ -155,6 +155,35 @@ TEST_F(JobCoordTest, ValuesAreReadOnlyWhenANodesKeyChanged) {
   EXPECT_EQ(node("a").job.values_read(), follower_reads);
 }
 
+// A node publishes the step ring of its lowest rank only (summary.h, keep_lowest_ring): what a
+// leader learns the interval from, without the other rings' bytes.
+TEST_F(JobCoordTest, ANodePublishesTheStepRingOfItsLowestRankOnly) {
+  Node& a = node("a");
+  a.session.tick(clock_.now());
+  NodeSummary s;
+  s.node = "a";
+  s.poll_seq = 1;
+  for (int rank : {5, 2, 4}) {
+    contract::RankSnapshot r;
+    r.job = "train";
+    r.rank = rank;
+    r.world_size = 6;
+    r.step = 3;
+    r.step_count = 3;
+    r.recent = {{1, 1000}, {2, 2000}, {3, 3000}};
+    s.observation.ranks.push_back(r);
+  }
+  a.job.poll(s, PublishCue{1, 0, false}, clock_.now());
+  Kv& kv = kv_;
+  auto got = kv.range("/sw/jobs/train/nodes/a");
+  ASSERT_TRUE(got.ok() && got->kvs.size() == 1u);
+  auto read = summary_from_json(got->kvs[0].value, "a's key");
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  std::map<int, size_t> rings;
+  for (const auto& r : read->observation.ranks) rings[r.rank] = r.recent.size();
+  EXPECT_EQ(rings, (std::map<int, size_t>{{2, 3}, {4, 0}, {5, 0}}));
+}
+
 TEST_F(JobCoordTest, TheFirstNodeToPublishLeadsAndTheOthersFollowIt) {
   round({"b", "a", "c"});
   round({"a", "b", "c"});  // the order of later polls does not matter: candidacy does

@@ -263,6 +263,39 @@ TEST(Merge, ARemoteRanksAgeIsItsAgeWhenPublishedPlusSinceReceived) {
   EXPECT_EQ(v.state, detect::State::kHealthy) << v.summary;
 }
 
+// A summary carries the step ring of its node's lowest rank alone (the bytes a leader reads), and
+// the leader still learns the job's interval: from the lowest rank of the job, here another
+// node's, whose ring came through the summary.
+TEST(Merge, TheLeaderLearnsTheIntervalFromTheRingOfTheNodeHoldingRankZero) {
+  Node a{"a", 4, {kWall, 5'000 * kSec}, {2, 3}};
+  Node b{"b", 4, {kWall, 5'000 * kSec}, {1, 0}};
+  detect::Config config = configured(0);
+  config.expected_interval_ns.reset();
+  detect::Detector d(config);
+  detect::Verdict v;
+  for (int step = 0; step < 40; ++step) {
+    a.job.advance(3 * kSec);
+    b.job.advance(3 * kSec);
+    a.job.step_all(step);
+    b.job.step_all(step);
+    NodeSummary published = b.summary(static_cast<uint64_t>(step) + 1);
+    keep_lowest_ring(published.observation);
+    const std::string text = summary_to_json(published);
+    auto read = summary_from_json(text, kKey);
+    ASSERT_TRUE(read.ok()) << read.error().message;
+    ASSERT_EQ(read->observation.ranks.size(), 2u);
+    ASSERT_NE(rank_of(read->observation, 0), nullptr);
+    ASSERT_NE(rank_of(read->observation, 1), nullptr);
+    EXPECT_FALSE(rank_of(read->observation, 0)->recent.empty()) << "the node's lowest rank";
+    EXPECT_TRUE(rank_of(read->observation, 1)->recent.empty()) << text;
+    Received rb{*std::move(read), a.job.now().mono_ns, std::nullopt};
+    v = d.observe(merge(a.observe(), "a", {&rb}, a.job.now()).observation);
+  }
+  EXPECT_NE(v.interval_source, detect::IntervalSource::kSpec);
+  EXPECT_EQ(v.expected_interval_ns, 3 * kSec) << v.summary;
+  EXPECT_EQ(v.state, detect::State::kHealthy) << v.summary;
+}
+
 // A steady node vouches for its ranks: while its promise runs, the leader takes its look as
 // current (ages as published); once the promise ran out with nothing new, they age from receipt
 // as any summary's, so a node that went quiet is not vouched for past its window.
