@@ -7,8 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 #include <utility>
+
+#include "src/store/records.h"
 
 namespace stepwatch::serve {
 
@@ -242,8 +246,12 @@ std::string render_metrics(const std::vector<watch::JobState>& jobs,
     }
 
     incidents.add(job, number(static_cast<uint64_t>(j.incidents_total)));
-    for (const auto& [action, count] : j.actions_total) {  // std::map: sorted by action
-      actions.add({{"job_id", j.job}, {"action", action}}, number(static_cast<uint64_t>(count)));
+    // Every kind from 0, so that increase() sees a job's first page, preempt or failure; and any
+    // kind counted that the list does not know. Sorted by action.
+    std::map<std::string, uint64_t> counts(j.actions_total.begin(), j.actions_total.end());
+    for (std::string_view kind : store::action_kind::kAll) counts.try_emplace(std::string(kind), 0);
+    for (const auto& [action, count] : counts) {
+      actions.add({{"job_id", j.job}, {"action", action}}, number(count));
     }
     if (node_faults) {
       auto it = node_faults->jobs.find(j.job);

@@ -70,6 +70,9 @@ inline constexpr std::string_view kCleanup = "cleanup";
 inline constexpr std::string_view kResume = "resume";
 inline constexpr std::string_view kRestart = "restart";
 inline constexpr std::string_view kNote = "note";
+// Every kind, sorted by name: /metrics counts each from 0 (docs/metrics.md).
+inline constexpr std::string_view kAll[] = {kAck,        kCleanup, kCollect, kNote,  kPage,
+                                            kPageFailed, kPreempt, kRestart, kResume};
 }  // namespace action_kind
 
 // Something stepwatch did (or tried), with its outcome.

@@ -2,9 +2,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "src/serve/metrics.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include <sstream>
 
 #include "src/detect/verdict.h"
+#include "src/store/records.h"
 
 namespace stepwatch::serve {
 namespace {
@@ -181,7 +184,14 @@ stepwatch_job_incidents_total{job_id="train-1"} 1
 # HELP stepwatch_job_actions_total Runbook actions taken for the job since the agent started, by action.
 # TYPE stepwatch_job_actions_total counter
 stepwatch_job_actions_total{job_id="train-1",action="ack"} 2
+stepwatch_job_actions_total{job_id="train-1",action="cleanup"} 0
+stepwatch_job_actions_total{job_id="train-1",action="collect"} 0
+stepwatch_job_actions_total{job_id="train-1",action="note"} 0
 stepwatch_job_actions_total{job_id="train-1",action="page"} 1
+stepwatch_job_actions_total{job_id="train-1",action="page-failed"} 0
+stepwatch_job_actions_total{job_id="train-1",action="preempt"} 0
+stepwatch_job_actions_total{job_id="train-1",action="restart"} 0
+stepwatch_job_actions_total{job_id="train-1",action="resume"} 0
 # HELP stepwatch_agent_poll_duration_seconds How long the agent's last poll of all jobs took.
 # TYPE stepwatch_agent_poll_duration_seconds gauge
 stepwatch_agent_poll_duration_seconds 0.0015
@@ -423,9 +433,29 @@ TEST(Metrics, CountersAndOrdering) {
                               "stepwatch_job_incidents_total{job_id=\"train-1\"} 1\n"));
   EXPECT_THAT(text,
               HasSubstr("stepwatch_job_actions_total{job_id=\"a-first\",action=\"preempt\"} 4\n"
+                        "stepwatch_job_actions_total{job_id=\"a-first\",action=\"restart\"} 0\n"
+                        "stepwatch_job_actions_total{job_id=\"a-first\",action=\"resume\"} 0\n"
                         "stepwatch_job_actions_total{job_id=\"train-1\",action=\"ack\"} 2\n"));
   EXPECT_THAT(text, Not(HasSubstr("\"gone\"")));
   EXPECT_EQ(text, render_metrics({b, gone, a}, sample_health()));  // input order does not matter
+}
+
+// Counters start at 0 for every action kind, so increase() sees a job's first page, preempt or
+// failed page (the alert rules' StepwatchPageNotDelivered); a kind the list does not know is
+// still exported, in name order.
+TEST(Metrics, EveryActionCounterStartsAtZero) {
+  watch::JobState j = sample_job();
+  j.actions_total = {{"zz-new-kind", 1}};
+  const std::string text = render_metrics({j}, sample_health());
+  std::string want;
+  for (std::string_view kind : store::action_kind::kAll)
+    want +=
+        fmt::format("stepwatch_job_actions_total{{job_id=\"train-1\",action=\"{}\"}} 0\n", kind);
+  want += "stepwatch_job_actions_total{job_id=\"train-1\",action=\"zz-new-kind\"} 1\n";
+  EXPECT_THAT(text, HasSubstr(want));
+  EXPECT_TRUE(
+      std::is_sorted(std::begin(store::action_kind::kAll), std::end(store::action_kind::kAll)))
+      << "kAll is in name order, as the exposition is";
 }
 
 // The node-fault rules' view: a retired job's storm is not exported, hosts are sorted, and a
