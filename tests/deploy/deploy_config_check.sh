@@ -61,11 +61,20 @@ route() {
 }
 echo "routes:"
 rule='job=stepwatch-agent instance=gpu-node-01:9465'
-# shellcheck disable=SC2086 # $rule is a list of labels
+# The rules' job alerts: one per job, no instance; owner and job_class when the spec names them.
+job='job=stepwatch-agent job_id=llm-7b'
+# shellcheck disable=SC2086 # $rule and $job are lists of labels
 {
-  route oncall alertname=StepwatchJobStalled job_id=llm-7b state=stalled severity=page $rule
-  route oncall alertname=StepwatchGPUsHeldWithoutProgress job_id=llm-7b severity=page $rule
-  route stepwatch-tickets alertname=StepwatchJobSlow job_id=llm-7b state=slow severity=ticket $rule
+  route oncall alertname=StepwatchJobStalled severity=page $job
+  route oncall alertname=StepwatchRankDead severity=page $job
+  route oncall alertname=StepwatchGPUsHeldWithoutProgress severity=page $job
+  route stepwatch-tickets alertname=StepwatchJobSlow severity=ticket $job
+  route stepwatch-tickets alertname=StepwatchPageNotDelivered severity=warning $job
+  route team-llm-pager alertname=StepwatchJobStalled severity=page owner=team-llm job_class=pretrain $job
+  route team-llm-pager alertname=StepwatchRankDead severity=page owner=team-llm $job
+  route team-llm-pager alertname=StepwatchGPUsHeldWithoutProgress severity=page owner=team-llm $job
+  route team-llm-tickets alertname=StepwatchJobSlow severity=ticket owner=team-llm $job
+  route team-llm-tickets alertname=StepwatchPageNotDelivered severity=warning owner=team-llm $job
   route stepwatch-platform alertname=StepwatchAgentDown severity=page $rule
   route stepwatch-platform alertname=StepwatchAgentDown severity=page
   route stepwatch-platform alertname=StepwatchAgentPollFailing severity=page $rule
@@ -86,21 +95,23 @@ am_pid=$!
 /usr/bin/python3 - "http://127.0.0.1:$port" <<'PY' || { cat "$tmp/am.log" >&2; fail "the inhibit rules do not inhibit what they should"; }
 import json, sys, time, urllib.request
 base = sys.argv[1]
-rule = {"job": "stepwatch-agent", "instance": "gpu-node-01:9465"}
+rule = {"job": "stepwatch-agent", "owner": "team-llm"}  # the rules' job alerts: no instance
 alerts = {  # name: (labels, inhibited?)
     "agent's own page of a": ({"alertname": "StepwatchJobStalled", "job_id": "a", "state": "stalled",
                                "cause": "collective", "severity": "page", "owner": "team-llm"}, False),
-    "rules' stall of a": ({"alertname": "StepwatchJobStalled", "job_id": "a", "state": "stalled",
-                           "severity": "page", **rule}, True),
-    "slow of a": ({"alertname": "StepwatchJobSlow", "job_id": "a", "state": "slow", "severity": "ticket", **rule}, True),
+    "rules' stall of a": ({"alertname": "StepwatchJobStalled", "job_id": "a", "severity": "page", **rule}, True),
+    "slow of a": ({"alertname": "StepwatchJobSlow", "job_id": "a", "severity": "ticket", **rule}, True),
     "GPU cross-check of a": ({"alertname": "StepwatchGPUsHeldWithoutProgress", "job_id": "a", "severity": "page",
                               **rule}, True),
-    "slow of b": ({"alertname": "StepwatchJobSlow", "job_id": "b", "state": "slow", "severity": "ticket", **rule},
-                  False),
-    "rules' stall of c": ({"alertname": "StepwatchJobStalled", "job_id": "c", "state": "stalled", "severity": "page",
-                           **rule}, False),
+    "slow of b": ({"alertname": "StepwatchJobSlow", "job_id": "b", "severity": "ticket", **rule}, False),
+    "rules' stall of c": ({"alertname": "StepwatchJobStalled", "job_id": "c", "severity": "page", **rule}, False),
     "GPU cross-check of c": ({"alertname": "StepwatchGPUsHeldWithoutProgress", "job_id": "c", "severity": "page",
                               **rule}, True),
+    "agent's own page of d's dead rank": ({"alertname": "StepwatchRankDead", "job_id": "d", "state": "dead",
+                                           "cause": "none", "severity": "page", "owner": "team-llm"}, False),
+    "rules' dead ranks of d": ({"alertname": "StepwatchRankDead", "job_id": "d", "severity": "page", **rule}, True),
+    "rules' dead ranks of e": ({"alertname": "StepwatchRankDead", "job_id": "e", "severity": "page", **rule}, False),
+    "slow of e": ({"alertname": "StepwatchJobSlow", "job_id": "e", "severity": "ticket", **rule}, True),
 }
 deadline = time.monotonic() + 20
 while True:
