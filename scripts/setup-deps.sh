@@ -20,8 +20,9 @@ packages=(
   slurmctld slurmd slurm-client
   # the Kubernetes examples are validated against their published schemas (tests/deploy)
   python3-jsonschema python3-yaml
-  # make package: CPack finds the ELF files with file, their Depends with dpkg-shlibdeps; lintian
-  file dpkg-dev lintian
+  # make package: CPack finds the ELF files with file, their Depends with dpkg-shlibdeps; lintian;
+  # the man pages from --help (help2man), read back with man (man-db)
+  file dpkg-dev lintian help2man man-db
   python3-venv python3-pip-whl python3-setuptools-whl python3-wheel-whl  # pip install python/ offline into a venv (tests/package)
 )
 

@@ -59,6 +59,12 @@ need "$prefix/include/stepwatch/stepwatch.h" "$prefix/include/stepwatch/stepwatc
 need "$prefix/share/doc/stepwatch/LICENSE"
 grep -q "Apache License" "$prefix/share/doc/stepwatch/LICENSE" || fail "the installed LICENSE is not the Apache License"
 
+# The man pages: stepwatch(1) and one per subcommand (scripts/man-pages.sh), readable by man.
+need "$prefix/share/man/man1/stepwatch.1.gz" "$prefix/share/man/man1/stepwatch-run.1.gz" \
+  "$prefix/share/man/man1/stepwatch-agent.1.gz"
+LC_ALL=C MANWIDTH=1000 man -P cat -l "$prefix/share/man/man1/stepwatch-run.1.gz" 2>/dev/null |
+  grep -qF -- "--spec" || fail "man stepwatch-run does not show run's --spec"
+
 # What the agent's node needs: the unit (naming the installed binary), the example
 # configuration and the alert rules.
 unit="$prefix/lib/systemd/system/stepwatch-agent.service"
