@@ -36,12 +36,17 @@ function(sw_add_test name)
   endif()
 endfunction()
 
-# sw_install_configured(SOURCE DESTINATION DIR [REPLACE OLD NEW]...): installs SOURCE (its name
-# without a trailing .in) into DIR, first replacing each OLD by NEW and then @prefix@, @bindir@,
-# @libdir@, @includedir@ and @version@ by what they are at install time. So the installed file
-# names the prefix it went to, `cmake --install --prefix P` included, and never DESTDIR.
+# sw_install_configured(SOURCE DESTINATION DIR [COMPONENT C] [REPLACE OLD NEW]...): installs
+# SOURCE (its name without a trailing .in) into DIR, first replacing each OLD by NEW and then
+# @prefix@, @bindir@, @libdir@, @includedir@ and @version@ by what they are at install time. So the
+# installed file names the prefix it went to, `cmake --install --prefix P` included, and never
+# DESTDIR. COMPONENT: the install component (default: the default one), of both steps.
 function(sw_install_configured source)
-  cmake_parse_arguments(ARG "" "DESTINATION" "REPLACE" ${ARGN})
+  cmake_parse_arguments(ARG "" "DESTINATION;COMPONENT" "REPLACE" ${ARGN})
+  set(component)
+  if(ARG_COMPONENT)
+    set(component COMPONENT ${ARG_COMPONENT})
+  endif()
   get_filename_component(source ${source} ABSOLUTE)
   get_filename_component(name ${source} NAME)
   string(REGEX REPLACE "[.]in$" "" name ${name})
@@ -63,6 +68,6 @@ function(sw_install_configured source)
     ${code}
     string(CONFIGURE \"\${content}\" content @ONLY)
     file(WRITE \"${out}\" \"\${content}\")
-    cmake_policy(POP)")
-  install(FILES ${out} DESTINATION ${ARG_DESTINATION})
+    cmake_policy(POP)" ${component})
+  install(FILES ${out} DESTINATION ${ARG_DESTINATION} ${component})
 endfunction()

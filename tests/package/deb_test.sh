@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-FileCopyrightText: 2026 The stepwatch authors
 # SPDX-License-Identifier: Apache-2.0
-# Installs the Debian package (make package) into this machine's system with apt-get and checks
-# what docs/install.md ("Debian package") promises: the binary on PATH, libstepwatch.so.1 through
-# pkg-config and find_package, a C trainer whose beacon the installed `stepwatch status` reads,
-# the unit (valid, not enabled, not started), the conffile kept over an upgrade, lintian without
-# errors, and that remove and purge leave the incident store alone. Then it purges the package;
-# a trap purges it on any failure too. Run as root; builds nothing.
+# Installs the Debian packages (make package: stepwatch, libstepwatch1, libstepwatch-dev) into
+# this machine's system with apt-get and checks what docs/install.md ("Debian packages") promises:
+# the binary on PATH with its man pages, libstepwatch.so.1 through pkg-config and find_package, a
+# C trainer whose beacon the installed `stepwatch status` reads, the unit (valid, not enabled, not
+# started), the conffile kept over an upgrade, lintian printing nothing (no error, no warning, no
+# hardening note, no override), and that remove and purge leave the incident store alone. Then it
+# purges the packages; a trap purges them on any failure too. Run as root; builds nothing.
 #
-#   deb_test.sh PATH/stepwatch_VERSION_ARCH.deb
+#   deb_test.sh PATH/stepwatch_VERSION_ARCH.deb   (the other two are read from the same folder)
 set -euo pipefail
 
 [ $# -eq 1 ] || {
@@ -35,14 +36,25 @@ say() { echo "deb_test: $*"; }
 
 [ "$(id -u)" -eq 0 ] || fail "run as root: it installs the package into this system"
 [ -f "$deb" ] || fail "no package at $1 (make package builds it)"
-# Never touch an installation this test did not make: a package named stepwatch (installed, or
+arch="$(dpkg --print-architecture)"
+multiarch="$(env -u CC dpkg-architecture -qDEB_HOST_MULTIARCH)"
+packages=(stepwatch libstepwatch1 libstepwatch-dev)
+debs=()
+for p in "${packages[@]}"; do
+  f="$(dirname "$deb")/${p}_${version}_${arch}.deb"
+  [ -f "$f" ] || fail "no $f beside $deb (make package builds all three)"
+  debs+=("$f")
+done
+# Never touch an installation this test did not make: a package of these names (installed, or
 # removed with its configuration kept), files of a `make install PREFIX=/usr`, or an operator's
 # /etc/stepwatch/agent.toml.
-status="$(dpkg-query -W -f='${db:Status-Status}' stepwatch 2>/dev/null || true)"
-case "$status" in
-  "" | not-installed) ;;
-  *) fail "a package named stepwatch is already on this system (dpkg status '$status'), not installed by this test; remove it first (apt-get purge stepwatch)" ;;
-esac
+for p in "${packages[@]}"; do
+  status="$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"
+  case "$status" in
+    "" | not-installed) ;;
+    *) fail "a package named $p is already on this system (dpkg status '$status'), not installed by this test; remove it first (apt-get purge $p)" ;;
+  esac
+done
 for f in /usr/bin/stepwatch /etc/stepwatch/agent.toml; do
   [ ! -e "$f" ] || fail "$f exists and belongs to no package; this test would replace it"
 done
@@ -60,8 +72,8 @@ installed=0
 cleanup() {
   local rc=$?
   if [ "$installed" = 1 ]; then
-    apt-get purge "${apt_opts[@]}" stepwatch >"$tmp/cleanup.log" 2>&1 || dpkg --purge stepwatch || true
-    [ "$rc" -eq 0 ] || echo "deb_test: failed; the package was purged" >&2
+    apt-get purge "${apt_opts[@]}" "${packages[@]}" >"$tmp/cleanup.log" 2>&1 || dpkg --purge "${packages[@]}" || true
+    [ "$rc" -eq 0 ] || echo "deb_test: failed; the packages were purged" >&2
   fi
   if [ -n "$saved_policy" ]; then mv -f "$saved_policy" "$policy"; else rm -f "$policy"; fi
   rm -f "$marker"
@@ -80,38 +92,79 @@ fi
 printf '#!/bin/sh\nexit 101\n' >"$policy"
 chmod 755 "$policy"
 
-# The control fields: the one version, this architecture, runtime libraries only.
-arch="$(dpkg --print-architecture)"
-[ "$(dpkg-deb -f "$deb" Package)" = stepwatch ] || fail "Package: $(dpkg-deb -f "$deb" Package)"
-[ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "Version: $(dpkg-deb -f "$deb" Version), VERSION says $version"
-[ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || fail "Architecture: $(dpkg-deb -f "$deb" Architecture)"
+# The control fields: each package's name, the one version, this architecture, one source.
+for i in "${!packages[@]}"; do
+  f="${debs[$i]}"
+  [ "$(dpkg-deb -f "$f" Package)" = "${packages[$i]}" ] || fail "$f: Package: $(dpkg-deb -f "$f" Package)"
+  [ "$(dpkg-deb -f "$f" Version)" = "$version" ] || fail "$f: Version: $(dpkg-deb -f "$f" Version), VERSION says $version"
+  [ "$(dpkg-deb -f "$f" Architecture)" = "$arch" ] || fail "$f: Architecture: $(dpkg-deb -f "$f" Architecture)"
+  [ "$(dpkg-deb -f "$f" Source)" = stepwatch ] || [ "${packages[$i]}" = stepwatch ] ||
+    fail "$f: Source: $(dpkg-deb -f "$f" Source), not stepwatch"
+done
+# stepwatch: runtime libraries only, and not the library package (the command does not link it).
 depends="$(dpkg-deb -f "$deb" Depends)"
-say "Depends: $depends"
+say "stepwatch Depends: $depends"
 for lib in libc6 libstdc++6 libre2 libfmt libsqlite3 python3; do
   grep -q "\b$lib" <<<"$depends" || fail "Depends lacks $lib"
 done
 for name in $(tr ',|' '\n' <<<"$depends" | awk '{print $1}'); do
   case "$name" in
-    *-dev | cmake | ninja-build | gcc* | g++* | cpp* | build-essential | pkg-config)
-      fail "Depends names a build tool: $name" ;;
+    *-dev | cmake | ninja-build | gcc* | g++* | cpp* | build-essential | pkg-config | libstepwatch*)
+      fail "stepwatch Depends names $name" ;;
   esac
 done
+# The library's Section and its exact -dev pairing (policy 8.4), its shlibs for its users.
+[ "$(dpkg-deb -f "${debs[1]}" Section)" = libs ] || fail "libstepwatch1: Section: $(dpkg-deb -f "${debs[1]}" Section)"
+[ "$(dpkg-deb -f "${debs[2]}" Section)" = libdevel ] || fail "libstepwatch-dev: Section: $(dpkg-deb -f "${debs[2]}" Section)"
+grep -q "libstepwatch1 (= $version)" <<<"$(dpkg-deb -f "${debs[2]}" Depends)" ||
+  fail "libstepwatch-dev Depends: $(dpkg-deb -f "${debs[2]}" Depends), not libstepwatch1 (= $version)"
+dpkg-deb --ctrl-tarfile "${debs[1]}" | tar -xO ./shlibs | grep -qx "libstepwatch 1 libstepwatch1 (>= $version)" ||
+  fail "libstepwatch1's shlibs: $(dpkg-deb --ctrl-tarfile "${debs[1]}" | tar -xO ./shlibs)"
 
-# Set first: a failed install may leave the package half-configured, and the trap purges it.
+# Set first: a failed install may leave the packages half-configured, and the trap purges them.
 installed=1
-apt-get install "${apt_opts[@]}" --no-install-recommends "$deb" >"$tmp/install.log" 2>&1 || {
+apt-get install "${apt_opts[@]}" --no-install-recommends "${debs[@]}" >"$tmp/install.log" 2>&1 || {
   cat "$tmp/install.log" >&2
-  fail "apt-get install $deb failed"
+  fail "apt-get install ${debs[*]} failed"
 }
-dpkg -L stepwatch >"$tmp/files"
+dpkg -L "${packages[@]}" >"$tmp/files"
 say "installed $(dpkg-query -W -f='${Version}' stepwatch): $(wc -l <"$tmp/files") paths"
+# Each file in the package it belongs in.
+dpkg -L libstepwatch1 | grep -qx "/usr/lib/$multiarch/libstepwatch.so.1" ||
+  fail "libstepwatch1 lacks libstepwatch.so.1"
+! dpkg -L libstepwatch1 | grep -E '\.h$|\.pc$|\.cmake$|/libstepwatch\.so$|/usr/bin' >/dev/null ||
+  fail "libstepwatch1 ships more than the library: $(dpkg -L libstepwatch1 | grep -E '\.h$|\.pc$|\.cmake$|/libstepwatch\.so$|/usr/bin')"
+for f in /usr/include/stepwatch/stepwatch.h /usr/lib/$multiarch/libstepwatch.so \
+  /usr/lib/$multiarch/pkgconfig/stepwatch.pc; do
+  dpkg -L libstepwatch-dev | grep -qx "$f" || fail "libstepwatch-dev lacks $f"
+done
+! dpkg -L stepwatch | grep -E 'libstepwatch|/usr/include' >/dev/null ||
+  fail "stepwatch ships library files: $(dpkg -L stepwatch | grep -E 'libstepwatch|/usr/include')"
+for p in "${packages[@]}"; do
+  [ -f "/usr/share/doc/$p/copyright" ] || fail "$p has no /usr/share/doc/$p/copyright"
+done
+
+# The man pages: stepwatch(1) and one per subcommand that --help lists, read by man (in ASCII on
+# lines long enough that no option is hyphenated).
+man() { LC_ALL=C MANWIDTH=1000 command man "$@"; }
+[ "$(man -w stepwatch)" = /usr/share/man/man1/stepwatch.1.gz ] || fail "man -w stepwatch: $(man -w stepwatch 2>&1)"
+grep -q "is this training job still making progress" <<<"$(man -P cat stepwatch 2>/dev/null)" ||
+  fail "man stepwatch does not show stepwatch --help's description"
+subs="$(stepwatch --help | awk '/^Subcommands:/ {on = 1; next} on && /^  [a-z]/ {print $1} on && /^$/ {on = 0}')"
+[ "$(wc -w <<<"$subs")" -ge 8 ] || fail "stepwatch --help lists only: $subs"
+for sub in $subs; do
+  page="$(man -P cat "stepwatch-$sub" 2>/dev/null)" || fail "no man page stepwatch-$sub"
+  for opt in $(stepwatch "$sub" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
+    grep -qF -- "$opt" <<<"$page" || fail "man stepwatch-$sub lacks $opt (its --help has it)"
+  done
+done
+say "man pages: stepwatch and $(wc -w <<<"$subs") subcommands, every option of their --help"
 
 # The binary from PATH, the one version.
 [ "$(command -v stepwatch)" = /usr/bin/stepwatch ] || fail "stepwatch on PATH is $(command -v stepwatch || echo nothing)"
 [ "$(stepwatch --version)" = "stepwatch $version" ] || fail "stepwatch --version: $(stepwatch --version)"
 
 # libstepwatch.so.1: SONAME, known to the loader (the package's ldconfig trigger).
-multiarch="$(env -u CC dpkg-architecture -qDEB_HOST_MULTIARCH)"
 lib="/usr/lib/$multiarch/libstepwatch.so.$version"
 [ -f "$lib" ] || fail "no $lib"
 readelf -d "$lib" | grep 'Library soname: \[libstepwatch.so.1\]' >/dev/null || fail "$lib: $(readelf -d "$lib" | grep -i soname)"
@@ -205,9 +258,33 @@ apt-get install "${apt_opts[@]}" -o Dpkg::Options::=--force-confold "$tmp/stepwa
 grep -q 'deb_test: an operator edit' /etc/stepwatch/agent.toml || fail "the upgrade overwrote the edited /etc/stepwatch/agent.toml"
 grep -q 'deb_test: a new default' /etc/stepwatch/agent.toml.dpkg-dist || fail "no agent.toml.dpkg-dist after the upgrade"
 
-# lintian: no errors (warnings are listed in docs/install.md).
-say "lintian $(basename "$deb"):"
-lintian --fail-on error --tag-display-limit 0 "$deb" || fail "lintian reports errors"
+# lintian prints nothing: no error, no warning, and no override hiding one (each package's own
+# layout, as Debian's policy has it). Hardening is checked at its info level too (dpkg-buildflags).
+say "lintian ${packages[*]}:"
+lintian --fail-on error,warning --tag-display-limit 0 "${debs[@]}" >"$tmp/lintian.out" 2>&1 || {
+  cat "$tmp/lintian.out" >&2
+  fail "lintian failed"
+}
+# (As root it says that it would rather not be: that is this test's doing, not the packages'.)
+sed -i '/^running with root privileges is not recommended!$/d' "$tmp/lintian.out"
+[ ! -s "$tmp/lintian.out" ] || {
+  cat "$tmp/lintian.out" >&2
+  fail "lintian printed something"
+}
+# At the info level: no override, and no hardening tag but hardening-no-fortify-functions, which
+# lintian gives a binary none of whose calls the compiler could check (libstepwatch.so.1 and the
+# Python extension copy into buffers whose sizes are known only at run time); the command's calls
+# prove the flags: it imports fortified (__*_chk) functions.
+lintian --display-info --show-overrides --tag-display-limit 0 "${debs[@]}" >"$tmp/lintian-info.out" 2>&1 || true
+! grep -E '^O: |hardening-' "$tmp/lintian-info.out" | grep -v 'hardening-no-fortify-functions' ||
+  fail "lintian: a hardening tag or an override (above)"
+! grep 'hardening-no-fortify-functions \[usr/bin/' "$tmp/lintian-info.out" || fail "lintian: the command is not fortified"
+syms="$(readelf --dyn-syms -W /usr/bin/stepwatch)"
+grep -q '__[a-z_]*_chk@' <<<"$syms" || fail "/usr/bin/stepwatch imports no fortified function"
+grep -q 'FLAGS.*BIND_NOW' <<<"$(readelf -d /usr/bin/stepwatch)" || fail "/usr/bin/stepwatch is not linked -z now"
+for p in "${packages[@]}"; do
+  [ ! -e "/usr/share/lintian/overrides/$p" ] || fail "$p ships lintian overrides"
+done
 
 # Remove keeps the configuration, purge deletes it; neither touches the incident store.
 if [ ! -d "$state" ]; then
@@ -215,15 +292,18 @@ if [ ! -d "$state" ]; then
   made_state=1
 fi
 echo "incident store of an earlier agent" >"$marker"
-apt-get remove "${apt_opts[@]}" stepwatch >"$tmp/remove.log" 2>&1 || {
+apt-get remove "${apt_opts[@]}" "${packages[@]}" >"$tmp/remove.log" 2>&1 || {
   cat "$tmp/remove.log" >&2
   fail "apt-get remove failed"
 }
 [ ! -e /usr/bin/stepwatch ] || fail "/usr/bin/stepwatch is left after remove"
+[ ! -e "/usr/lib/$multiarch/libstepwatch.so.1" ] || fail "libstepwatch.so.1 is left after remove"
 [ -f /etc/stepwatch/agent.toml ] || fail "remove deleted /etc/stepwatch/agent.toml (a conffile stays until purge)"
 # No byte-code left behind either (postinst compiles it, prerm removes it).
 [ ! -e /usr/lib/python3/dist-packages/stepwatch ] || fail "remove left $(find /usr/lib/python3/dist-packages/stepwatch | head -3)"
 [ -f "$marker" ] || fail "remove deleted $marker"
+# The library packages have no configuration: remove already took them whole (apt-get cannot
+# name them any more: they came from files, not a repository).
 apt-get purge "${apt_opts[@]}" stepwatch >"$tmp/purge.log" 2>&1 || {
   cat "$tmp/purge.log" >&2
   fail "apt-get purge failed"
@@ -235,7 +315,9 @@ installed=0
 while read -r f; do
   [ -d "$f" ] || [ ! -e "$f" ] || fail "purge left $f"
 done <"$tmp/files"
-status="$(dpkg-query -W -f='${db:Status-Status}' stepwatch 2>/dev/null || true)"
-[ "$status" = "" ] || [ "$status" = not-installed ] || fail "dpkg status after purge: $status"
+for p in "${packages[@]}"; do
+  status="$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"
+  [ "$status" = "" ] || [ "$status" = not-installed ] || fail "dpkg status of $p after purge: $status"
+done
 
 say "ok ($((SECONDS - start)) s)"
