@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 #include "src/probe/log_presets.h"
@@ -22,6 +23,7 @@ struct Pattern {
   int step_group = -1;
   int epoch_group = -1;
   int loss_group = -1;
+  int tick_group = -1;  // (?P<tick>): a step without a number when the step group took no part
   int phase_group = -1;
   std::vector<std::pair<int, std::string>> named_phases;  // (?P<phase_NAME>...) groups
   int nsub = 0;  // submatches to ask for: the highest group used + 1
@@ -75,6 +77,8 @@ Result<Pattern> compile_pattern(const std::string& field, std::string_view text)
       p.epoch_group = index;
     } else if (name == "loss") {
       p.loss_group = index;
+    } else if (name == "tick") {
+      p.tick_group = index;
     } else if (name == "phase") {
       p.phase_group = index;
     } else if (name.size() > 6 && name.compare(0, 6, "phase_") == 0) {
@@ -258,6 +262,10 @@ bool read_step(const Pattern& p, std::string_view text, std::vector<re2::StringP
         e.epoch = epoch;
         e.loss = loss;
       }
+    } else if (p.tick_group >= 0 && took_part(g[static_cast<size_t>(p.tick_group)])) {
+      e.kind = LogEventKind::kStep;  // a step the line reports without its number
+      e.step = -1;
+      e.loss = loss;
     } else if (loss) {
       e.kind = LogEventKind::kLoss;
       e.loss = loss;
@@ -265,6 +273,26 @@ bool read_step(const Pattern& p, std::string_view text, std::vector<re2::StringP
     return true;
   }
   return false;
+}
+
+// The count and total of the first tqdm bar in text ("| 73/157 [", " 0/2 ["), if any.
+std::optional<std::pair<int64_t, int64_t>> bar_count(std::string_view text) {
+  auto digit = [](char ch) { return ch >= '0' && ch <= '9'; };
+  for (size_t i = text.find(" ["); i != std::string_view::npos; i = text.find(" [", i + 1)) {
+    size_t e = i;
+    size_t b = e;
+    while (b > 0 && digit(text[b - 1])) --b;
+    if (b == e || b == 0 || text[b - 1] != '/') continue;
+    size_t total_b = b;
+    size_t ce = b - 1;
+    size_t cb = ce;
+    while (cb > 0 && digit(text[cb - 1])) --cb;
+    if (cb == ce) continue;
+    auto count = parse_step(text.substr(cb, ce - cb));
+    auto total = parse_step(text.substr(total_b, e - total_b));
+    if (count && total) return std::pair{*count, *total};
+  }
+  return std::nullopt;
 }
 
 LogEvent classify_segment(const LogMatchers& c, const Segment& seg) {
@@ -282,6 +310,7 @@ LogEvent classify_segment(const LogMatchers& c, const Segment& seg) {
     if (!name.empty()) {
       e.kind = LogEventKind::kPhaseStart;
       e.phase = std::move(name);
+      if (auto bar = bar_count(seg.text)) std::tie(e.bar_count, e.bar_total) = *bar;
       return e;
     }
   }
@@ -466,14 +495,44 @@ LogLine LogContract::feed(std::string_view line, int64_t wall_ns) {
   state_.last_line_wall_ns = wall_ns;
   if (state_.phase_since_wall_ns == 0) state_.phase_since_wall_ns = wall_ns;
   LogLine out;
-  for_each_segment(bounded(line, &out.truncated), [&](const Segment& seg) {
+  std::string_view text = bounded(line, &out.truncated);
+  bool unpicked = auto_ && picked_ < 0;
+  for_each_segment(text, [&](const Segment& seg) {
+    bool first = auto_ && picked_ < 0;
     bool picked = auto_ && pick(seg.text);
+    if (picked && first) read_held(out.held);  // before this line's own events
     out.events.push_back(classify_segment(*matchers_, seg));
     if (picked) out.events.back().picked = matchers_->preset;
   });
   if (out.kind() == LogEventKind::kNoise) ++state_.noise_lines;
   for (LogEvent& e : out.events) apply(e, wall_ns);
+  if (unpicked && picked_ < 0 && !out.events.empty() && out.kind() != LogEventKind::kNoise) {
+    hold(text, wall_ns);
+  }
   return out;
+}
+
+void LogContract::hold(std::string_view text, int64_t wall_ns) {
+  held_.push_back({std::string(text), wall_ns, state_.lines_total});
+  held_bytes_ += text.size();
+  while (held_.size() > kMaxHeldLines || held_bytes_ > kMaxHeldBytes) {
+    held_bytes_ -= held_.front().text.size();
+    held_.pop_front();
+  }
+}
+
+void LogContract::read_held(std::vector<LogEvent>& out) {
+  for (const HeldLine& h : held_) {
+    size_t first = out.size();
+    for_each_segment(h.text, [&](const Segment& seg) {
+      out.push_back(classify_segment(*matchers_, seg));
+      out.back().held_line = h.line;
+    });
+    for (size_t i = first; i < out.size(); ++i) apply(out[i], h.wall_ns);
+    ++state_.held_lines_read;
+  }
+  held_.clear();
+  held_bytes_ = 0;
 }
 
 bool LogContract::pick(std::string_view text) {
@@ -510,8 +569,17 @@ void LogContract::apply(LogEvent& e, int64_t wall_ns) {
       return;
     case LogEventKind::kPhaseStart:
       // A bar drawn below the step bar that starts a phase is an inner loop (Lightning's
-      // validation bar): Lightning 1.x advances the step bar right after redrawing it.
-      if (e.nested) pos_.inner_pending = true;
+      // validation bar): Lightning 1.x advances the step bar right after redrawing it. Drawn
+      // unnested (escape sequences stripped, a pasted log), its count says how many advances of
+      // the step bar are still its own: the batches left, and the one just drawn (1.x advances
+      // after the redraw). Too many is a missed step; too few would be a false one.
+      if (e.nested) {
+        pos_.inner_pending = true;
+      } else if (e.bar_total > 0 && e.bar_count >= 0 && e.bar_count <= e.bar_total) {
+        // Complete before any step line: the sanity check, which runs before the first epoch.
+        bool before_steps = !pos_.seen && e.bar_count == e.bar_total;
+        pos_.inner_left = before_steps ? 0 : e.bar_total - e.bar_count + (e.bar_count > 0 ? 1 : 0);
+      }
       if (e.phase != s.phase) set_phase(e.phase, wall_ns);  // a redraw of the same marker
       return;
     case LogEventKind::kPhaseEnd: {
@@ -547,28 +615,65 @@ void LogContract::apply_step(LogEvent& e, int64_t wall_ns) {
     s.loss = e.loss;
     s.loss_wall_ns = wall_ns;
   };
+  if (e.step < 0) {
+    // A step without its number (Hugging Face's loss dict): in a log that shows numbers it
+    // reports the last one again; in one that never does, it is the only sign of a step.
+    if (p.numbered) {
+      take_loss();
+      return;
+    }
+    e.counted = true;
+    s.step = saturating_add(s.step.value_or(0), 1);
+    ++s.step_count;
+    s.step_wall_ns = wall_ns;
+    take_loss();
+    if (s.phase != "train") set_phase("train", wall_ns);
+    return;
+  }
+  p.numbered = true;
   bool same_epoch = p.seen && p.epoch == e.epoch;
   bool inner = std::exchange(p.inner_pending, false);
+  if (!p.seen && e.epoch && p.inner_left > 0) {
+    // The first step line drawn while an unnested inner-loop bar is open (the log began in a
+    // Lightning 1.x validation): its count is not known to be training's.
+    p.seen = true;
+    p.epoch = e.epoch;
+    p.number = e.step;
+    p.base = 0;
+    p.skipped = 0;
+    --p.inner_left;
+    e.inner = true;
+    ++s.inner_redraws;
+    take_loss();
+    return;
+  }
   if (same_epoch && e.step == p.number) {
     // The same position again (a redraw, another rank): once. A redraw may add the loss
     // (Lightning sets the postfix after the count).
     take_loss();
     return;
   }
-  if (same_epoch && e.epoch && inner && e.step > p.number) {
+  if (same_epoch && e.epoch && (inner || p.inner_left > 0) && e.step > p.number) {
     // The step bar advanced by the inner loop that was just drawn (Lightning 1.x counts
     // validation batches in the epoch bar): not a step, and not counted in this epoch's steps.
-    p.skipped = saturating_add(p.skipped, e.step - p.number);
-    p.number = e.step;
-    e.inner = true;
-    ++s.inner_redraws;
-    take_loss();
-    return;
+    // An unnested bar owns only the advances it has left; the rest of a jump is training.
+    int64_t advance = e.step - p.number;
+    int64_t own = inner ? advance : std::min(advance, p.inner_left);
+    if (!inner) p.inner_left -= own;
+    p.skipped = saturating_add(p.skipped, own);
+    if (own == advance) {
+      p.number = e.step;
+      e.inner = true;
+      ++s.inner_redraws;
+      take_loss();
+      return;
+    }
   }
   if (!e.epoch) {
     if (p.seen && !p.epoch && e.step < p.number) ++s.steps_backwards;
     p.base = 0;
     p.skipped = 0;
+    p.inner_left = 0;
   } else if (!same_epoch) {
     // A new epoch. A counter that starts again (it shows no more than the last epoch's last
     // number) continues from the last step counted; one that runs on keeps its numbers.
@@ -577,9 +682,11 @@ void LogContract::apply_step(LogEvent& e, int64_t wall_ns) {
       p.base = s.step.value_or(0);
       p.skipped = 0;
     }
+    p.inner_left = 0;
   } else if (e.step < p.number) {  // lower in the same epoch: the loop started again
     ++s.steps_backwards;
     p.skipped = 0;
+    p.inner_left = 0;
   }
   p.seen = true;
   p.epoch = e.epoch;
@@ -607,6 +714,8 @@ void LogContract::reset(int64_t wall_ns) {
   state_.preset_line = preset_line;
   state_.phase_since_wall_ns = wall_ns;
   pos_ = Position{};
+  held_.clear();
+  held_bytes_ = 0;
 }
 
 }  // namespace stepwatch::probe

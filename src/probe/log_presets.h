@@ -2,11 +2,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Built-in log formats for trainers that cannot be changed: the RE2 patterns that read steps,
 // losses and phases from the output of Hugging Face Trainer, PyTorch Lightning, Megatron-LM
-// (and GPT-NeoX), torchtitan, NeMo, DeepSpeed and plain "step N loss X" loops, and the
-// signatures that let `auto` pick one of them. docs/log-contract.md quotes every pattern
-// verbatim (a test checks it); change both together. The spec names the same presets, in the
-// same order (spec.h kLogPresetNames; probe may not include spec): a new preset is a row here and
-// its name there, and tests/supervise/log_feed_test.cpp checks that the two lists agree.
+// (and GPT-NeoX), torchtitan, NeMo (and NeMo Automodel), DeepSpeed and plain "step N loss X"
+// loops, and the signatures that let `auto` pick one of them. docs/log-contract.md quotes every
+// pattern verbatim (a test checks it); change both together. The spec names the same presets, in
+// the same order (spec.h kLogPresetNames; probe may not include spec): a new preset is a row here
+// and its name there, and tests/supervise/log_feed_test.cpp checks that the two lists agree.
 #pragma once
 
 #include <span>
@@ -24,9 +24,9 @@ struct LogPresetPatterns {
   // auto: a line (not noise) that matches one of these is unmistakably this framework's.
   // Empty: auto never picks this preset.
   std::span<const std::string_view> detect;
-  // auto: the preset this one refines (NeMo prints Lightning's bars and banners, GPT-NeoX and
-  // Megatron-DeepSpeed print DeepSpeed's step lines): after auto picked `refines`, a line
-  // matching `detect` still moves it here. Empty: none.
+  // auto: the preset this one refines (NeMo prints Lightning's bars and banners; GPT-NeoX,
+  // Megatron-DeepSpeed and the Trainer under DeepSpeed print DeepSpeed's step lines): after
+  // auto picked `refines`, a line matching `detect` still moves it here. Empty: none.
   std::string_view refines;
 };
 

@@ -59,7 +59,7 @@ Replay replay(const std::string& preset) {
   std::string line;
   for (int64_t i = 0; std::getline(in, line); ++i) {
     for (const LogEvent& e : c.feed(line, kT0 + i * kNsPerSec).events) {
-      if (e.kind == LogEventKind::kStep) current = e.step;
+      if (e.kind == LogEventKind::kStep && e.step >= 0) current = e.step;
       if (e.counted) r.steps.push_back(e.step);
       if (!e.loss) continue;
       if (!r.losses.empty() && r.losses.back().first == current && !e.counted) {
@@ -368,12 +368,17 @@ TEST(LogContractRules, LossValues) {
   LogContract alt = make({.step = R"(^step (?P<step>\d+)|^avg loss (?P<loss>\S+))"});
   EXPECT_EQ(alt.classify("avg loss 2.5").events[0].kind, LogEventKind::kLoss);
   EXPECT_EQ(alt.classify("avg loss 2.5").events[0].loss, 2.5);
+  // A loss alone is no step, unless the pattern says it reports one without its number
+  // ((?P<tick>), Hugging Face's loss dict): see LogStepRules.HuggingFaceLossDictsWithoutABar.
   LogContract hf = make({.preset = "huggingface"});
+  hf.feed(" 10%|█         | 6/60 [00:04<00:38,  1.40it/s]", kT0);
   LogLine l =
       hf.feed("{'loss': 2.3456, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.05}", kT0);
-  EXPECT_EQ(l.kind(), LogEventKind::kLoss);
+  EXPECT_EQ(l.kind(), LogEventKind::kStep);
+  EXPECT_EQ(l.events[0].step, -1) << "no number";
+  EXPECT_FALSE(l.events[0].counted) << "the bar counts the steps";
   EXPECT_EQ(hf.progress().loss, 2.3456);
-  EXPECT_EQ(hf.progress().step_count, 0u) << "a loss alone is no step";
+  EXPECT_EQ(hf.progress().step_count, 1u);
 }
 
 TEST(LogContractLines, AnsiCrlfAndEmptyLines) {

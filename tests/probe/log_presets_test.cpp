@@ -499,7 +499,8 @@ std::vector<Sample> samples() {
            {"steps: 80 loss: nan iter time (s): 0.519 samples/sec: 61.6",
             {.step = 80, .loss = kNan}},
        }});
-  // GPT-NeoX: Megatron's iteration line with lm_loss, and DeepSpeed's step= lines before it.
+  // GPT-NeoX: Megatron's iteration line with lm_loss, and DeepSpeed's step= lines before it
+  // (the same iteration: the iteration line repeats it with its loss).
   const std::string neox_ds = "[2023-05-01 12:01:00,000] [INFO] [logging.py:60:log_dist] [Rank 0] ";
   out.push_back(
       {"neox",
@@ -511,18 +512,19 @@ std::vector<Sample> samples() {
             "command: ['/usr/bin/python', '-u', 'train.py', '--local_rank=0']"},
            {"> building GPT2BPETokenizer tokenizer ..."},
            {"NeoXArgs.configure_distributed_args() using world size: 8 and model-parallel size: 2"},
-           {neox_ds + "step=10, skipped=0, lr=[1.0E-05], mom=[[0.9, 0.95]]"},
+           {neox_ds + "step=10, skipped=0, lr=[1.0E-05], mom=[[0.9, 0.95]]",
+            {.step = 10, .phase = "train"}},
            {" samples/sec: 12.3 | iteration       10/  320000 | elapsed time per iteration (ms): "
             "1234.5 | learning rate: 1.0E-05 | approx flops per GPU: 10.0TFLOPS | lm_loss: "
             "1.093E+01 | loss scale: 65536.0 | number of skipped iterations:   0 | number of nan "
             "iterations:   0 |",
-            {.step = 10, .loss = 10.93, .phase = "train"}},
-           {neox_ds + "step=20, skipped=0, lr=[2.0E-05], mom=[[0.9, 0.95]]"},
+            {.loss = 10.93}},
+           {neox_ds + "step=20, skipped=0, lr=[2.0E-05], mom=[[0.9, 0.95]]", {.step = 20}},
            {" samples/sec: 12.4 | iteration       20/  320000 | elapsed time per iteration (ms): "
             "1228.1 | learning rate: 2.0E-05 | approx flops per GPU: 10.1TFLOPS | lm_loss: "
             "9.8765E+00 | loss scale: 65536.0 | number of skipped iterations:   0 | number of nan "
             "iterations:   0 |",
-            {.step = 20, .loss = 9.8765}},
+            {.loss = 9.8765}},
            {" validation results at iteration 20 | lm_loss value: 9.6543E+00 | lm_loss_ppl value: "
             "1.5564E+04 | "},
            {" samples/sec: 12.3 | iteration       30/  320000 | elapsed time per iteration (ms): "
@@ -650,11 +652,11 @@ TEST(LogStepRules, AnInnerLoopsRedrawOfTheStepBarIsNoStep) {
   EXPECT_EQ(c.state().step, 3) << "4 on the bar, less the validation batch drawn into it";
   EXPECT_EQ(c.state().phase, "train");
 
-  // What cannot be told apart: the same output with its escape sequences stripped (a log
-  // collector that drops them), or a validation bar drawn at position 0, is not nested, so
-  // Lightning 1.x's validation batches count as training steps.
+  // The same output with its escape sequences stripped (a log collector that drops them, a log
+  // pasted into an issue): the validation bar is not nested, but its count says how many
+  // advances of the epoch bar are its own (see UnnestedValidationBarsOwnTheirBatches).
   LogContract stripped = make({.preset = "lightning"});
-  EXPECT_EQ(counted_steps(stripped, {bar2, val + bar3}), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(counted_steps(stripped, {bar2, val + bar3}), (std::vector<int64_t>{2}));
   // A phase marker that is not a nested bar (NeMo 2's printed validation lines) claims nothing.
   LogContract nemo = make({.preset = "nemo"});
   EXPECT_EQ(counted_steps(nemo, {"Training epoch 0, iteration 10/99 | reduced_train_loss: 2.5",
@@ -683,6 +685,153 @@ TEST(LogStepRules, LightningPrefersNemosReducedTrainLossToItsPlaceholder) {
   EXPECT_EQ(c.classify("Epoch 0: |          | 5/? [00:01<?, 4.20it/s]").events[0].step, 5);
   EXPECT_EQ(c.classify("Validating: 0it [00:00, ?it/s]").events[0].phase, "eval") << "1.0-1.4";
   EXPECT_EQ(c.classify("Validation sanity check: 0it [00:00, ?it/s]").events[0].phase, "eval");
+}
+
+TEST(LogStepRules, UnnestedValidationBarsOwnTheirBatches) {
+  // Lightning 1.x pasted into an issue (Lightning-AI/pytorch-lightning#14094): the epoch bar
+  // (859 training + 157 validation batches) advances under an open validation bar.
+  auto ep = [](int n) {
+    return "Epoch 0:  92%|█████████▉| " + std::to_string(n) +
+           "/1016 [00:33<00:03, 27.70it/s, loss=0.223, v_num=77]";
+  };
+  auto val = [](int n, int m) {
+    return "Validation DataLoader 0:  46%|████▋     | " + std::to_string(n) + "/" +
+           std::to_string(m) + " [00:02<00:02, 37.48it/s]";
+  };
+  LogContract c = make({.preset = "lightning"});
+  EXPECT_EQ(
+      counted_steps(c, {ep(858), ep(859), val(73, 157), ep(932), ep(933), val(78, 157), ep(934)}),
+      (std::vector<int64_t>{858, 859}));
+  EXPECT_EQ(c.state().phase, "eval") << "validation goes on";
+  EXPECT_EQ(c.state().inner_redraws, 3u);
+  // The log may begin inside the validation: the first bar drawn then is not training's either.
+  LogContract late = make({.preset = "lightning"});
+  EXPECT_EQ(counted_steps(late, {val(73, 157), ep(932), ep(933)}), std::vector<int64_t>{});
+  // A bar owns only the batches it has left (and the advance of the batch it just drew): the
+  // rest of a jump is training, and the next epoch is training whatever was drawn before.
+  LogContract jump = make({.preset = "lightning"});
+  EXPECT_EQ(counted_steps(jump, {ep(10), val(1, 2), ep(14),
+                                 "Epoch 1:   1%|          | 1/1016 [00:00<00:03, 27.70it/s]"}),
+            (std::vector<int64_t>{10, 12, 13}))
+      << "2 of the 4 batches were validation's; epoch 1 goes on from step 12";
+  // A complete bar before any step is the sanity check: it owns nothing.
+  LogContract sanity = make({.preset = "lightning"});
+  EXPECT_EQ(
+      counted_steps(sanity, {"Sanity Checking DataLoader 0: 100%|██████████| 2/2 [00:00<00:00]",
+                             "Epoch 0:   1%|          | 1/100 [00:00<00:10,  9.1it/s]"}),
+      (std::vector<int64_t>{1}));
+  // Lightning 2.x draws validation without advancing the epoch bar: after its last batch the
+  // first advance is taken as 1.x's last validation batch (a missed step, never a false one).
+  LogContract two = make({.preset = "lightning"});
+  EXPECT_EQ(
+      counted_steps(two, {"Epoch 0:  10%|█         | 10/100 [00:01<00:10, 9.1it/s, v_num=0]",
+                          val(2, 2), "Epoch 0:  10%|█         | 10/100 [00:01<00:10, v_num=0]",
+                          "Epoch 0:  11%|█         | 11/100 [00:01<00:10, v_num=0]",
+                          "Epoch 0:  12%|█▏        | 12/100 [00:01<00:10, v_num=0]"}),
+      (std::vector<int64_t>{10, 11}));
+}
+
+TEST(LogStepRules, HuggingFaceLossDictsWithoutABar) {
+  // The Trainer without its bar (disable_tqdm, a notebook, a pasted log) prints only its dicts:
+  // each is a step whose number the log does not show, counted one by one.
+  const std::string d1 = "{'loss': 1.141, 'learning_rate': 8.36e-05, 'epoch': 50.0}";
+  const std::string d2 =
+      "{'loss': 0.0003, 'grad_norm': nan, 'learning_rate': 6.7e-05, 'epoch': 100.0}";
+  LogContract c = make({.preset = "huggingface"});
+  EXPECT_EQ(counted_steps(c, {d1, d2, "{'eval_loss': 2.1, 'epoch': 100.0}", d1}),
+            (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(c.state().loss, 1.141);
+  EXPECT_EQ(c.state().phase, "train");
+  // Once the log shows a step number (the bar, TFTrainer's 'step'), a dict only reports the
+  // loss of the step the bar counted.
+  EXPECT_EQ(counted_steps(c, {"  8%|▊         | 40/500 [00:04<00:38,  1.40it/s]", d2, d1,
+                              " 8%|▊         | 41/500 [00:04<00:38,  1.40it/s]"}),
+            (std::vector<int64_t>{40, 41}));
+  EXPECT_EQ(c.state().step_count, 5u);
+  c.reset(kT0);
+  EXPECT_EQ(counted_steps(c, {d1}), (std::vector<int64_t>{1})) << "a new incarnation";
+  // transformers 3 printed the dict as JSON, with the step.
+  LogContract json = make({.preset = "huggingface"});
+  EXPECT_EQ(counted_steps(json, {"> {\"loss\": 7.1527, \"learning_rate\": 4.83e-05, \"epoch\": "
+                                 "0.0328, \"step\": 500}"}),
+            (std::vector<int64_t>{500}));
+  EXPECT_EQ(json.state().loss, 7.1527);
+  // auto picks Hugging Face from a dict and counts it.
+  LogContract a = make({.preset = "auto"});
+  EXPECT_EQ(counted_steps(a, {"some banner", d1, d2}), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(a.state().preset, "huggingface");
+}
+
+TEST(LogStepRules, DeepSpeedStepLinesUnderNeoxAndHuggingFace) {
+  const std::string ds = "[2023-05-22 21:52:36,066] [INFO] [logging.py:96:log_dist] [Rank 0] ";
+  const std::string iter2 =
+      " samples/sec: 4.904 | iteration        2/   55000 | elapsed time per iteration (ms): "
+      "6524.7 | learning rate: 2.424E-09 | lm_loss: 2.175701E+00 | loss scale: 4096.0 |";
+  // GPT-NeoX prints DeepSpeed's step line for the same iteration, before its own.
+  LogContract neox = make({.preset = "megatron"});
+  EXPECT_EQ(counted_steps(neox, {ds + "step=2, skipped=0, lr=[2.4e-09], mom=[[0.9, 0.95]]", iter2,
+                                 ds + "step=3, skipped=0, lr=[3.6e-09], mom=[[0.9, 0.95]]"}),
+            (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(neox.state().loss, 2.175701);
+  // Under the Trainer the engine's step is the bar's.
+  LogContract hf = make({.preset = "huggingface"});
+  EXPECT_EQ(counted_steps(hf, {"  8%|▊         | 1999/24128 [1:52:09<20:27:23,  3.33s/it]" + ds +
+                                   "step=2000, skipped=1995, lr=[0.001], mom=[0.0, 0.0]",
+                               ds + "step=2010, skipped=1995, lr=[0.001], mom=[0.0, 0.0]"}),
+            (std::vector<int64_t>{1999, 2010}));
+  // "step=0" is the engine saying it started, under every framework: no step.
+  for (const char* p : {"deepspeed", "megatron", "huggingface"}) {
+    LogContract c = make({.preset = p});
+    EXPECT_EQ(counted_steps(c, {ds + "step=0, skipped=0, lr=[5e-06], mom=[[0.9, 0.999]]"}),
+              std::vector<int64_t>{})
+        << p;
+  }
+  // auto: DeepSpeed's line picks deepspeed; the Trainer's first dict (its banner is at INFO
+  // level) moves it to huggingface, which reads both.
+  LogContract a = make({.preset = "auto"});
+  EXPECT_EQ(counted_steps(a, {ds + "step=10, skipped=0, lr=[5e-05], mom=[[0.9, 0.999]]",
+                              "{'loss': 6.2645, 'learning_rate': 0.001, 'epoch': 0.02}",
+                              ds + "step=20, skipped=0, lr=[5e-05], mom=[[0.9, 0.999]]"}),
+            (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(a.state().preset, "huggingface");
+}
+
+TEST(LogStepRules, NemoAutomodelAndNemo2Lines) {
+  auto am = [](int step, int epoch) {
+    return "2026-04-20 22:56:31 | INFO | root | step " + std::to_string(step) + " | epoch " +
+           std::to_string(epoch) +
+           " | loss 0.3582 | grad_norm 9.1875 | lr 2.00e-05 | mem 41.98 GiB | tps "
+           "2202.91(2202.91/gpu) | num_label_tokens 112";
+  };
+  // The step counts over the run: a new epoch keeps its numbers. Step 0 is the first one done.
+  LogContract c = make({.preset = "nemo"});
+  EXPECT_EQ(counted_steps(c, {am(0, 0), am(1, 0), am(2, 1), am(3, 1)}),
+            (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(c.state().epoch, 1);
+  EXPECT_EQ(c.state().loss, 0.3582);
+  EXPECT_EQ(c.classify("2026-07-26 19:37:11 | INFO | nemo_automodel.recipes.llm.train_eagle1 | "
+                       "epoch=0 step=1070 loss=2.5004 acc=0.3245 lr=2.61109e-05")
+                .events[0]
+                .step,
+            1070);
+  // NeMo 2 prints an iteration after it is done, from 0.
+  LogContract n2 = make({.preset = "nemo"});
+  EXPECT_EQ(counted_steps(n2, {"Training epoch 0, iteration 0/9 | lr: 0.0006 | global_step: 0 | "
+                               "reduced_train_loss: 11.02",
+                               "Training epoch 0, iteration 1/9 | lr: 0.0006 | global_step: 1 | "
+                               "reduced_train_loss: 9.761"}),
+            (std::vector<int64_t>{0, 1}));
+  // auto picks nemo from Automodel's line.
+  LogContract a = make({.preset = "auto"});
+  EXPECT_EQ(counted_steps(a, {am(5, 0)}), (std::vector<int64_t>{5}));
+  EXPECT_EQ(a.state().preset, "nemo");
+  // torchtitan before 2025 printed no [titan] prefix, and wps for tps.
+  LogContract titan = make({.preset = "auto"});
+  EXPECT_EQ(
+      counted_steps(titan, {"[rank0]:2024-04-01 17:54:52,734 - root - INFO - step:  1  "
+                            "loss: 10.9746  memory:  9.53GiB(10.03%)  wps: 1,228  mfu: 0.02%"}),
+      (std::vector<int64_t>{1}));
+  EXPECT_EQ(titan.state().preset, "torchtitan");
 }
 
 // auto over the lines of a sample: the preset it ends with (empty: none).
@@ -752,6 +901,45 @@ TEST(LogAuto, PicksRefinesAndKeepsItsChoice) {
   // A preset named in the spec is in force from the first line, and says so.
   EXPECT_EQ(make({.preset = "megatron"}).state().preset, "megatron");
   EXPECT_EQ(make({}).state().preset, "none");
+}
+
+TEST(LogAuto, ReadsTheLinesItHeldBackOnceItPicks) {
+  // The Trainer's bar says nothing auto can trust; its first loss dict picks huggingface, and
+  // the bar drawn before it is read then, not lost.
+  const std::vector<std::string> lines = {
+      " 94%|█████████▍| 499/532 [2:08:29<08:25, 15.33s/it]",
+      "W0501 12:00:40.123000 2345 torch/_dynamo/convert_frame.py:844] noise is not held",
+      " 94%|█████████▍| 500/532 [2:08:45<08:09, 15.30s/it]",
+      "{'loss': 4.8381, 'grad_norm': 20.2, 'learning_rate': 1.38e-07, 'epoch': 1.88}",
+      " 94%|█████████▍| 501/532 [2:09:00<07:54, 15.31s/it]"};
+  LogContract a = make({.preset = "auto"});
+  std::vector<LogLine> out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    out.push_back(a.feed(lines[i], kT0 + static_cast<int64_t>(i) * kNsPerSec));
+  }
+  EXPECT_TRUE(out[0].held.empty());
+  ASSERT_EQ(out[3].held.size(), 2u) << "the two bars, not the noise";
+  EXPECT_EQ(out[3].held[0].held_line, 1u);
+  EXPECT_TRUE(out[3].held[0].counted);
+  EXPECT_EQ(out[3].held[1].held_line, 3u);
+  EXPECT_EQ(out[3].held[1].step, 500);
+  EXPECT_EQ(a.state().held_lines_read, 2u);
+  EXPECT_EQ(a.state().step, 501);
+  EXPECT_EQ(a.state().step_count, 3u);
+  EXPECT_EQ(a.state().loss, 4.8381);
+  // Only the last kMaxHeldLines are held, and reset() forgets them.
+  LogContract many = make({.preset = "auto"});
+  for (size_t i = 1; i <= kMaxHeldLines + 10; ++i) {
+    many.feed("Epoch 0:  1%| | " + std::to_string(i) + "/5005 [00:03<5:11:29,  0.27it/s]", kT0);
+  }
+  many.feed("GPU available: True (cuda), used: True", kT0);
+  EXPECT_EQ(many.state().held_lines_read, kMaxHeldLines);
+  EXPECT_EQ(many.state().step_count, kMaxHeldLines);
+  LogContract reset = make({.preset = "auto"});
+  reset.feed("Epoch 0:  1%| | 1/5005 [00:03<5:11:29,  0.27it/s]", kT0);
+  reset.reset(kT0 + 1);
+  reset.feed("GPU available: True (cuda), used: True", kT0 + 2);
+  EXPECT_EQ(reset.state().step_count, 0u);
 }
 
 TEST(LogAuto, ExplicitPatternsApplyFromTheFirstLine) {
