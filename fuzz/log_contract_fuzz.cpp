@@ -94,7 +94,8 @@ bool same_event(const LogEvent& a, const LogEvent& b) {
 }
 
 void check_event(const LogEvent& e) {
-  FUZZ_REQUIRE(e.kind != LogEventKind::kStep || e.step >= 0);
+  // A step's number, or -1 for a tick (a step line that shows no number: a Trainer's loss dict).
+  FUZZ_REQUIRE(e.kind != LogEventKind::kStep || e.step >= -1);
   FUZZ_REQUIRE(e.kind == LogEventKind::kStep || (!e.counted && !e.inner && !e.epoch));
   FUZZ_REQUIRE(!e.loss || e.kind == LogEventKind::kStep || e.kind == LogEventKind::kLoss);
   FUZZ_REQUIRE(e.kind != LogEventKind::kLoss || e.loss);
@@ -177,9 +178,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check_event(e);
       counted += e.counted;
       FUZZ_REQUIRE(e.picked.empty() || auto_mode);
+      FUZZ_REQUIRE(e.held_line == 0);
+    }
+    // The lines auto held back before it picked, read once it picked: earlier lines of this run.
+    for (const auto& e : got.held) {
+      check_event(e);
+      counted += e.counted;
+      FUZZ_REQUIRE(auto_mode && e.held_line >= 1 && e.held_line < fed);
     }
 
     FUZZ_REQUIRE(s.lines_total == fed && s.noise_lines <= s.lines_total);
+    FUZZ_REQUIRE(s.held_lines_read <= s.lines_total);
     FUZZ_REQUIRE(s.last_line_wall_ns == wall);
     FUZZ_REQUIRE(s.step_count == counted);
     FUZZ_REQUIRE(s.step.has_value() == (s.step_count > 0));
