@@ -7,11 +7,11 @@
 # install through DESTDIR checks that the files name the prefix, never the staging directory.
 # Any missing file or failed step fails the test.
 #
-#   install_test.sh BUILD_DIR VERSION LIBDIR PYTHONDIR
-#   (PYTHONDIR empty: the Python package is not part of the build)
+#   install_test.sh BUILD_DIR VERSION LIBDIR PYTHONDIR [man]
+#   (PYTHONDIR empty: the Python package is not part of the build; "man": the man pages are)
 set -euo pipefail
 
-build="$1" version="$2" libdir="$3" pydir="$4"
+build="$1" version="$2" libdir="$3" pydir="$4" man="${5:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 cc="${CC:-cc}"
 # The build's own C flags (the asan preset's sanitizers must be in the consumer too).
@@ -59,11 +59,16 @@ need "$prefix/include/stepwatch/stepwatch.h" "$prefix/include/stepwatch/stepwatc
 need "$prefix/share/doc/stepwatch/LICENSE"
 grep -q "Apache License" "$prefix/share/doc/stepwatch/LICENSE" || fail "the installed LICENSE is not the Apache License"
 
-# The man pages: stepwatch(1) and one per subcommand (scripts/man-pages.sh), readable by man.
-need "$prefix/share/man/man1/stepwatch.1.gz" "$prefix/share/man/man1/stepwatch-run.1.gz" \
-  "$prefix/share/man/man1/stepwatch-agent.1.gz"
-LC_ALL=C MANWIDTH=1000 man -P cat -l "$prefix/share/man/man1/stepwatch-run.1.gz" 2>/dev/null |
-  grep -qF -- "--spec" || fail "man stepwatch-run does not show run's --spec"
+# The man pages: stepwatch(1) and one per subcommand (scripts/man-pages.sh), readable by man;
+# none at all from a build without them.
+if [ -n "$man" ]; then
+  need "$prefix/share/man/man1/stepwatch.1.gz" "$prefix/share/man/man1/stepwatch-run.1.gz" \
+    "$prefix/share/man/man1/stepwatch-agent.1.gz"
+  page="$(LC_ALL=C MANWIDTH=1000 man -P cat -l "$prefix/share/man/man1/stepwatch-run.1.gz" 2>/dev/null)"
+  grep -qF -- "--spec" <<<"$page" || fail "man stepwatch-run does not show run's --spec"
+else
+  [ ! -e "$prefix/share/man" ] || fail "a build without man pages installed $prefix/share/man"
+fi
 
 # What the agent's node needs: the unit (naming the installed binary), the example
 # configuration and the alert rules.
