@@ -15,7 +15,9 @@ rank stuck in "init"); the first step runs in phase "compile"; every optimizer s
 step(n, loss); every --eval-every steps a phase "eval" with a beat per batch; every --ckpt-every
 steps a phase "checkpoint" that writes step_<N>/model.pt, then the commit marker
 step_<N>/COMMITTED, then reports checkpoint_committed("step_<N>", N). A restart resumes from
-the newest step_<N> that has its COMMITTED marker. SIGUSR1 writes every thread's stack to
+the newest step_<N> that has its COMMITTED marker (with --resume-from-env: from the one stepwatch
+names in STEPWATCH_RESUME_DIR and STEPWATCH_RESUME_STEP, as a trainer whose resume_command passes
+{checkpoint_id} does). SIGUSR1 writes every thread's stack to
 $STEPWATCH_DIR/<job>/rank-<rank>.stacks.
 
 --hang-rank R --hang-at-step S makes rank R sleep forever before step S, so the other ranks block
@@ -51,6 +53,10 @@ def parse_args(argv=None):
                    help="seconds of real compute (matrix products) inside each step, as a large model's step")
     p.add_argument("--ckpt-dir", default=None, help="checkpoint directory (shared by the ranks); none: no checkpoints")
     p.add_argument("--ckpt-every", type=int, default=0, help="checkpoint every N steps (0: never)")
+    p.add_argument("--resume-from-env", action="store_true",
+                   help="resume only from the checkpoint the watchdog names (STEPWATCH_RESUME_DIR, "
+                        "STEPWATCH_RESUME_STEP), not from the newest in --ckpt-dir: a trainer whose "
+                        "resume_command passes {checkpoint_id}")
     p.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (0: never)")
     p.add_argument("--eval-batches", type=int, default=4, help="batches per evaluation (default 4)")
     p.add_argument("--batch-size", type=int, default=32)
@@ -210,7 +216,13 @@ def train(args):
     net = nn.Sequential(nn.Linear(FEATURES, 32), nn.Tanh(), nn.Linear(32, 1))
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr)
     start = 0
-    resume = newest_committed(args.ckpt_dir)
+    if args.resume_from_env:
+        named = os.environ.get("STEPWATCH_RESUME_DIR")
+        resume = (int(os.environ["STEPWATCH_RESUME_STEP"]), named) if named else None
+        if resume is None:
+            log(rank, "no resume point named (STEPWATCH_RESUME_DIR unset): from scratch")
+    else:
+        resume = newest_committed(args.ckpt_dir)
     if resume is not None:
         start, path = resume
         state = torch.load(os.path.join(path, "model.pt"), map_location="cpu")

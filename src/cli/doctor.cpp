@@ -76,14 +76,12 @@ Result<Plan> make_plan(const DoctorOptions& o) {
     sp = std::move(*loaded);
     p.grace_ns = sp->runbook.preempt_grace_ns;
   }
-  p.job = !o.job.empty()             ? o.job
-          : (sp && !sp->job.empty()) ? sp->job
-          : getenv("STEPWATCH_JOB")  ? getenv("STEPWATCH_JOB")
-                                     : "";
-  if (p.job.empty())
-    return Error{Errc::kInvalidArgument,
-                 "no job: pass --job ID, a --spec with `job`, or set STEPWATCH_JOB"};
-  if (auto st = contract::validate_job_id(p.job); !st) return st.error();
+  // The job id as `stepwatch run` decides it (inside a Slurm job: slurm-<SLURM_JOB_ID>).
+  auto sched = runbook::scheduler_from_env(getenv);
+  if (!sched) return sched.error();
+  auto job = runbook::job_id_for(o.job, sp ? sp->job : "", *sched, getenv);
+  if (!job) return job.error();
+  p.job = std::move(*job);
   std::string root = o.dir;
   if (root.empty())
     root = getenv("STEPWATCH_DIR") && *getenv("STEPWATCH_DIR") ? getenv("STEPWATCH_DIR")
@@ -119,8 +117,6 @@ Result<Plan> make_plan(const DoctorOptions& o) {
     p.incarnation = std::max(p.incarnation, beacon_incarnation(p.beacon_dir, p.job).value_or(0));
   }
   if (o.grace_ns) p.grace_ns = *o.grace_ns;
-  auto sched = runbook::scheduler_from_env(getenv);
-  if (!sched) return sched.error();
   bool slurm_owned = sp && runbook::make_resume_owner(*sp)->needs_batch_job();
   if (!o.slurm_job.empty()) {
     if (auto st = contract::validate_slurm_job_id(o.slurm_job); !st)

@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
       "run", "Launch a training job and keep it honest: watch, page, collect, preempt, resume");
   run->add_option("--spec", run_args.spec_path,
                   "Job spec (TOML); default: every default, interval learned");
-  run->add_option("--job", run_args.job, "Job id (default: the spec's, else $STEPWATCH_JOB)");
+  run->add_option("--job", run_args.job,
+                  "Job id (default: the spec's, else $STEPWATCH_JOB, else slurm-<SLURM_JOB_ID>)");
   run->add_option("--dir", run_args.dir,
                   "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
   run->add_option("--state-dir", run_args.state_dir, "Incident store, traces and artifacts");
@@ -107,7 +108,8 @@ int main(int argc, char** argv) {
   stepwatch::cli::AckArgs ack_args;
   auto* ack = app.add_subcommand(
       "ack", "Acknowledge a job's open incident: hold the runbook while you look");
-  ack->add_option("job", ack_args.job, "Job id")->required();
+  ack->add_option("job", ack_args.job,
+                  "Job id (default: $STEPWATCH_JOB, else slurm-<SLURM_JOB_ID> inside a Slurm job)");
   ack->add_option("--state-dir", ack_args.state_dir,
                   "The supervisor's state directory (default: the agent if one runs)");
   ack->add_option(
@@ -133,7 +135,9 @@ int main(int argc, char** argv) {
       "doctor",
       "Check for leftovers of earlier incarnations (processes, GPU memory, port, beacons)");
   doctor->add_option("--spec", doc.spec_path, "Job spec (TOML)");
-  doctor->add_option("--job", doc.job, "Job id (default: the spec's, else $STEPWATCH_JOB)");
+  doctor->add_option(
+      "--job", doc.job,
+      "Job id (default: the spec's, else $STEPWATCH_JOB, else slurm-<SLURM_JOB_ID>)");
   doctor->add_option("--dir", doc.dir,
                      "Beacon root (default $STEPWATCH_DIR or /dev/shm/stepwatch)");
   doctor->add_option("--state-dir", doc.state_dir,

@@ -66,16 +66,10 @@ int run_supervisor(const RunArgs& a) {
     return fail(fmt::format("{}: {}; nothing was launched",
                             a.spec_path.empty() ? "the spec" : a.spec_path, st.error().message));
   o.scheduler = *sched;
-  // Under Slurm the batch job's id is the job id when nothing else names one: every
-  // incarnation (requeue) keeps it.
-  o.job = !a.job.empty()           ? a.job
-          : !spec.job.empty()      ? spec.job
-          : env("STEPWATCH_JOB")   ? env("STEPWATCH_JOB")
-          : !sched->job_id.empty() ? "slurm-" + sched->job_id
-                                   : "";
-  if (o.job.empty())
-    return fail("no job id: give --job, set job in the spec, or set STEPWATCH_JOB");
-  if (auto st = contract::validate_job_id(o.job); !st) return fail(st.error().message);
+  auto job =
+      runbook::job_id_for(a.job, spec.job, *sched, [](const char* n) { return std::getenv(n); });
+  if (!job) return fail(job.error().message);
+  o.job = std::move(*job);
   o.beacon_root = !a.dir.empty()
                       ? a.dir
                       : (env("STEPWATCH_DIR") ? env("STEPWATCH_DIR") : contract::kDefaultDir);
@@ -139,11 +133,12 @@ int run_launcher(const RunArgs& a) {
     o.endpoints.push_back(e);
   }
   if (o.endpoints.empty()) return fail("--coord: no etcd endpoint given");
-  o.job = !a.job.empty() ? a.job : (env("STEPWATCH_JOB") ? env("STEPWATCH_JOB") : "");
-  if (o.job.empty()) return fail("no job id: give --job or set STEPWATCH_JOB");
-  if (auto st = contract::validate_job_id(o.job); !st) return fail("--job: " + st.error().message);
   auto sched = runbook::scheduler_from_env([](const char* n) { return std::getenv(n); });
   if (!sched) return fail(sched.error().message);
+  // A launcher reads no spec: the leader's agent has it.
+  auto job = runbook::job_id_for(a.job, "", *sched, [](const char* n) { return std::getenv(n); });
+  if (!job) return fail(job.error().message);
+  o.job = std::move(*job);
   o.scheduler = *sched;
   // Under Slurm the node's name is Slurm's (SLURMD_NODENAME), as its agent is usually named.
   o.node = !a.node.empty() ? a.node : !sched->node.empty() ? sched->node : short_hostname();
@@ -190,11 +185,18 @@ int run_launcher(const RunArgs& a) {
   return launcher.run();
 }
 
-int run_ack(const AckArgs& a) {
-  if (auto st = contract::validate_job_id(a.job); !st) {
-    fmt::print(stderr, "stepwatch ack: {}\n", st.error().message);
+int run_ack(const AckArgs& args) {
+  // Inside the job (its STEPWATCH_JOB, its Slurm job) the job id may be left out.
+  AckArgs a = args;
+  auto sched = runbook::scheduler_from_env([](const char* n) { return std::getenv(n); });
+  auto job =
+      sched ? runbook::job_id_for(a.job, "", *sched, [](const char* n) { return std::getenv(n); })
+            : Result<std::string>(sched.error());
+  if (!job) {
+    fmt::print(stderr, "stepwatch ack: {}\n", job.error().message);
     return 2;
   }
+  a.job = std::move(*job);
   std::string by = a.by;
   if (by.empty()) by = env("USER") ? env("USER") : fmt::format("uid {}", ::getuid());
   if (a.state_dir.empty()) {

@@ -98,10 +98,6 @@ class ResumeOwner {
                                        std::set<std::string>& /*drained*/) {
     return {};
   }
-  // Whether the owner restarts the job as a new process (a rerun of the batch job, a new pod),
-  // which resumes from the checkpoint the ending incarnation recorded; false: the host
-  // relaunches the command itself.
-  virtual bool starts_new_process() const { return true; }
   // Whether the scheduler restarted `batch` since the incarnation started with it (Slurm: its
   // Restarts moved): why, if so. Then this incarnation is a leftover, and must stand down. An
   // error says that the scheduler could not be asked.

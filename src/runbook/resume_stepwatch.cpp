@@ -14,7 +14,6 @@ class StepwatchOwner final : public ResumeOwner {
  public:
   explicit StepwatchOwner(std::vector<std::string> command) : command_(std::move(command)) {}
   const char* name() const override { return "stepwatch"; }
-  bool starts_new_process() const override { return false; }
   ResumePlan plan(const OwnerRequest& /*r*/, OwnerNotes& /*notes*/) override {
     return ResumePlan::of(ResumePlan::Kind::kRelaunch);
   }

@@ -74,6 +74,31 @@ Result<SchedulerContext> scheduler_from_env(const GetEnv& getenv) {
   return ctx;
 }
 
+Result<std::string> job_id_for(std::string_view given, std::string_view spec_job,
+                               const SchedulerContext& ctx, const GetEnv& getenv) {
+  std::string id, from;
+  if (!given.empty()) {
+    id = given;
+    from = "--job";
+  } else if (!spec_job.empty()) {
+    id = spec_job;
+    from = "the spec's job";
+  } else if (const char* e = value(getenv, "STEPWATCH_JOB")) {
+    id = e;
+    from = "STEPWATCH_JOB";
+  } else if (ctx.kind == spec::ResumeOwner::kSlurm && !ctx.job_id.empty()) {
+    id = "slurm-" + ctx.job_id;
+    from = "SLURM_JOB_ID";
+  } else {
+    return Error{Errc::kInvalidArgument,
+                 "no job id: give --job, set job in the spec, set STEPWATCH_JOB, or run inside a "
+                 "Slurm job (slurm-<SLURM_JOB_ID>)"};
+  }
+  if (auto st = contract::validate_job_id(id); !st)
+    return Error{st.error().code, fmt::format("{}: {}", from, st.error().message)};
+  return id;
+}
+
 Status check_resume_owner(spec::ResumeOwner owner, const SchedulerContext& ctx) {
   if (owner == spec::ResumeOwner::kStepwatch || owner == ctx.kind) return {};
   if (owner == spec::ResumeOwner::kSlurm) {

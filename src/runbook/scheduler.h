@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "src/common/result.h"
 #include "src/contract/identity.h"
@@ -39,6 +40,14 @@ struct SchedulerContext {
 // Errors name the variable and its value (SLURM_RESTART_COUNT=x is not a count); SLURM_JOB_ID
 // must be a Slurm job id (contract::validate_slurm_job_id).
 Result<SchedulerContext> scheduler_from_env(const GetEnv& getenv);
+
+// The job id of a command run for one job, one rule for `run`, `run --coord`, `doctor` and `ack`
+// (docs/run.md, "The job id"): `given` (--job, ack's argument), else the spec's `job`, else
+// $STEPWATCH_JOB (the Kubernetes manifests set it to the JobSet's name), else under Slurm
+// "slurm-<SLURM_JOB_ID>", which every requeue of the batch job keeps. The result is a valid job
+// id; the error of none names every way to give one, that of a bad one its source.
+Result<std::string> job_id_for(std::string_view given, std::string_view spec_job,
+                               const SchedulerContext& ctx, const GetEnv& getenv);
 
 // Refuses a resume owner that is not where the job runs: a scheduler that is not there would
 // never restart the job. Errors name runbook.resume_owner and what the environment lacks.

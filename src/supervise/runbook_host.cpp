@@ -134,21 +134,38 @@ runbook::PreemptReport Supervisor::preempt(const runbook::PreemptTargets& target
   return rep;
 }
 
+Result<std::optional<std::pair<std::string, int64_t>>> Supervisor::newest_committed(
+    std::string* path) {
+  const auto& c = spec_.checkpoint;
+  auto cat = probe::scan_checkpoints(c.dir, c.marker);
+  if (!cat) return Error{cat.error().code, "checkpoint catalog: " + cat.error().message};
+  for (const auto& p : cat->problems) say("checkpoint catalog: " + p);
+  const probe::Generation* g = cat->latest();
+  // A newer generation whose marker has no data beside it (a torn write) is passed over: said
+  // by name, with the one resumed from instead.
+  for (const auto& bad : cat->inconsistent) {
+    if (bad.step && (!g || !g->step || *bad.step > *g->step)) {
+      say(
+          fmt::format("checkpoint catalog: {} has its marker but no data (a torn write?): "
+                      "resuming from {} instead",
+                      bad.id, g ? g->id : "scratch"));
+    }
+  }
+  if (!g) return std::optional<std::pair<std::string, int64_t>>{};
+  *path = g->path;
+  return std::optional<std::pair<std::string, int64_t>>{std::make_pair(g->id, g->step.value_or(0))};
+}
+
 std::optional<std::pair<std::string, int64_t>> Supervisor::last_checkpoint(
     const detect::Observation& obs, std::string* path) {
   const auto& c = spec_.checkpoint;
   if (c.source == spec::CheckpointSource::kMarker && !c.dir.empty()) {
-    auto cat = probe::scan_checkpoints(c.dir, c.marker);
-    if (!cat) {
-      say(fmt::format("checkpoint catalog: {}", cat.error().message));
+    auto newest = newest_committed(path);
+    if (!newest) {
+      say(newest.error().message);
       return std::nullopt;
     }
-    for (const auto& p : cat->problems) say("checkpoint catalog: " + p);
-    if (const auto* g = cat->latest()) {
-      *path = g->path;
-      return std::make_pair(g->id, g->step.value_or(0));
-    }
-    return std::nullopt;
+    return *newest;
   }
   // The trainer's own word: the newest checkpoint any rank reported committed.
   std::optional<std::pair<std::string, int64_t>> best;
@@ -157,6 +174,57 @@ std::optional<std::pair<std::string, int64_t>> Supervisor::last_checkpoint(
       best = {{r.checkpoint->id, r.checkpoint->step}};
   }
   return best;
+}
+
+std::optional<std::pair<std::string, int64_t>> Supervisor::launch_checkpoint(std::string* path) {
+  std::optional<std::pair<std::string, int64_t>> saved;
+  if (state_.incarnation > 0 && !state_.checkpoint_id.empty() && state_.checkpoint_step)
+    saved = std::make_pair(state_.checkpoint_id, *state_.checkpoint_step);
+  const auto& c = spec_.checkpoint;
+  if (c.source != spec::CheckpointSource::kMarker || c.dir.empty()) {
+    // No catalog to read: the trainer's word at the last preempt is all there is.
+    if (saved)
+      say(
+          fmt::format("resuming from {} (step {}), as the last preempt saved it "
+                      "(no checkpoint catalog: checkpoint.source = \"beacon\")",
+                      saved->first, saved->second));
+    return saved;
+  }
+  auto newest = newest_committed(path);
+  if (!newest) {
+    say(newest.error().message);
+    if (saved)
+      say(fmt::format("resuming from {} (step {}), as the last preempt saved it", saved->first,
+                      saved->second));
+    return saved;
+  }
+  if (!*newest) {
+    if (saved)
+      say(
+          fmt::format("no committed checkpoint in {}: starting from scratch, not from {} (the "
+                      "last preempt's, no longer there)",
+                      c.dir, saved->first));
+    return std::nullopt;
+  }
+  const auto& [id, step] = **newest;
+  if (saved && saved->second > step) {
+    say(
+        fmt::format("the last preempt saved {} (step {}), newer than any committed checkpoint "
+                    "in {}: resuming from {} (step {})",
+                    saved->first, saved->second, c.dir, id, step));
+  } else if (saved && saved->first != id) {
+    say(
+        fmt::format("resuming from {} (step {}), the newest committed checkpoint, not {} "
+                    "(step {}) that the last preempt saved",
+                    id, step, saved->first, saved->second));
+  } else {
+    say(fmt::format("resuming from {} (step {}), the newest committed checkpoint in {}", id, step,
+                    c.dir));
+  }
+  // The resume point now: the restart budget counts progress from here.
+  state_.checkpoint_id = id;
+  state_.checkpoint_step = step;
+  return *newest;
 }
 
 runbook::AfterPreempt Supervisor::resume(const detect::Observation& obs,

@@ -374,13 +374,10 @@ int Supervisor::run() {
     say(st.error().message);
     return kExitUsage;
   }
-  // A scheduler's restart resumes from the checkpoint the previous incarnation recorded.
-  std::optional<std::pair<std::string, int64_t>> resume_from;
-  if (owner_->starts_new_process() && state_.incarnation > 0 && !state_.checkpoint_id.empty() &&
-      state_.checkpoint_step) {
-    resume_from = std::make_pair(state_.checkpoint_id, *state_.checkpoint_step);
-  }
-  if (auto st = launch(resume_from, ""); !st) {
+  // Whoever restarted the job, it resumes from the newest committed checkpoint.
+  std::string resume_path;
+  const auto resume_from = launch_checkpoint(&resume_path);
+  if (auto st = launch(resume_from, resume_path); !st) {
     say(st.error().message);
     return kExitLaunchFailed;
   }

@@ -127,8 +127,21 @@ class Supervisor final : private runbook::IncidentHost, private runbook::ResumeH
   void history_ended(std::string_view reason, const detect::Verdict* v);
   void add_node_fault(runbook::PageMessage& m);
   bool may_open(const detect::Verdict& v, Stamp now) override;
+  // The checkpoint the next incarnation starts from after a preempt: the newest committed in the
+  // catalog (checkpoint.source = "marker"), else the newest any rank reported; its directory in
+  // *path when the catalog knows it.
   std::optional<std::pair<std::string, int64_t>> last_checkpoint(const detect::Observation& obs,
                                                                  std::string* path);
+  // The newest committed generation of the spec's catalog (nullopt: none committed), its
+  // directory in *path. Says the catalog's problems, and a newer generation passed over (a
+  // marker without data) by name. An error: the catalog cannot be read.
+  Result<std::optional<std::pair<std::string, int64_t>>> newest_committed(std::string* path);
+  // The checkpoint this process's first launch starts from, whoever restarted the job (a
+  // scheduler's requeue, an operator, a node failure, an outer supervisor): the newest committed
+  // one in the catalog. What the last preempt saved is a hint only: it never makes the job go
+  // back, and is taken alone only where there is no catalog (checkpoint.source = "beacon") or it
+  // cannot be read. Says which it took and why.
+  std::optional<std::pair<std::string, int64_t>> launch_checkpoint(std::string* path);
   void record_action(std::string_view kind, bool ok, const std::string& detail);
   void say(const std::string& line) const;
 

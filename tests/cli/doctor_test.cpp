@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <string_view>
 
 #include "tests/contract/test_support.h"
 #include "tests/runbook/children.h"
@@ -80,6 +82,26 @@ TEST(Doctor, UsageErrors) {
   EXPECT_NE(out.find("--slurm-job: Slurm job id \"--state=RUNNING\" must be digits"),
             std::string::npos)
       << out;
+}
+
+// Inside a Slurm job, with a spec that names no job, doctor finds the job `stepwatch run` runs:
+// slurm-<SLURM_JOB_ID> (issue 30: one rule for the job id).
+TEST(Doctor, InsideASlurmJobTheJobIsTheOneRunRuns) {
+  Fixture fx;
+  std::ofstream(fx.root / "job.toml") << "expected_interval = \"2s\"\n";
+  DoctorOptions o = fx.options();
+  o.job.clear();
+  o.spec_path = fx.root / "job.toml";
+  o.getenv = [](const char* n) -> const char* {
+    return std::string_view(n) == "SLURM_JOB_ID" ? "7001" : nullptr;
+  };
+  std::string out;
+  // Not a usage error; its Slurm checks fail here, where no slurmctld answers (e2e_slurm runs
+  // doctor inside a real Slurm job).
+  EXPECT_NE(doctor_report(o, &out), kDoctorUsage) << out;
+  EXPECT_NE(out.find("stepwatch doctor: job slurm-7001, current incarnation 0"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("no job id"), std::string::npos) << out;
 }
 
 TEST(Doctor, CleanJob) {

@@ -15,6 +15,8 @@ receiver for pages and the real SQLite store:
 5. A rank that crashes while the other hangs in gloo: `dead`, the crashed rank named, and the
    runbook acts at once instead of waiting for gloo's 30-minute timeout.
 6. Bad input: a spec with errors refuses to start with a precise message.
+7. A restart nobody told stepwatch of (a pod killed whole and started again by its controller)
+   resumes from the newest committed checkpoint.
 """
 
 import http.server
@@ -39,6 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import swtest  # noqa: E402
 
+from agent_support import free_port  # noqa: E402
 from swtest import HAVE_TORCH, LAUNCH, PLAIN, TRAIN, alive, python_env, wait_until  # noqa: E402
 
 
@@ -331,6 +334,48 @@ class SchedulerOwner(RunTest):
         self.assertIn("exiting with 143 for Kubernetes to restart the pod (next incarnation from step_10 (step 10))",
                       out)
         self.assertNotIn("launched incarnation 3", out)
+
+    def test_a_pod_restarted_by_its_controller_resumes_from_the_newest_committed_checkpoint(self):
+        # Issue 30, the Kubernetes case at the process level: the pod of a healthy job is killed
+        # whole (a drain, a node lost) after step_20 is committed, and its controller starts it
+        # again (STEPWATCH_INCARNATION from the restart attempt). stepwatch did not order it; the
+        # new `stepwatch run` resumes from the newest committed checkpoint, and the trainer takes
+        # only what stepwatch names.
+        spec = self.spec("pod", pagers=False)
+        with open(spec) as f:
+            text = f.read().replace("restart_budget = 2", 'restart_budget = 2\nresume_owner = "kubernetes"', 1)
+        with open(spec, "w") as f:
+            f.write(text)
+        env = python_env()
+        for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "STEPWATCH_JOB"):
+            env.pop(k, None)
+        env.update({"KUBERNETES_SERVICE_HOST": "10.0.0.1", "STEPWATCH_INCARNATION": "0"})
+        command = self.ddp("--steps", "60", "--step-time", "0.1", "--ckpt-every", "10", "--resume-from-env",
+                           master_port=free_port())
+        args = [self.bin, "run", "--spec", spec, "--dir", self.dir, "--state-dir", self.state, "--", *command]
+        log = open(os.path.join(self.tmp, "pod-0.out"), "w+")
+        self.addCleanup(log.close)
+        first = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.strays.append(first)
+        committed = lambda: os.path.isfile(os.path.join(self.ckpt, "step_20", "COMMITTED"))
+        if not wait_until(committed, 90):
+            log.seek(0)
+            self.fail(log.read())
+        # The pod goes, every process of it at once: its session (the job runs in a process group
+        # of its own inside it).
+        subprocess.run(["pkill", "-KILL", "-s", str(first.pid)], check=False)
+        first.wait()
+        rc, out, took = self.run_job(spec, command, env_extra={"KUBERNETES_SERVICE_HOST": "10.0.0.1",
+                                                                "STEPWATCH_INCARNATION": "1"})
+        self.assertEqual(rc, 0, out)
+        m = re.search(r"resuming from step_(\d+) \(step \d+\), the newest committed checkpoint in ", out)
+        self.assertTrue(m, out)
+        step = int(m.group(1))
+        self.assertGreaterEqual(step, 20, out)
+        resumed = {int(r): int(n) for r, n in re.findall(r"\[rank (\d)\] resumed from step_(\d+) ", out)}
+        self.assertEqual(resumed, {0: step, 1: step}, out)
+        print(f"\nrun: a pod killed after step_20 and restarted by its controller: every rank resumed from "
+              f"step_{step}, finished in {took:.1f} s", flush=True)
 
     def test_slurm_requeue_exit_code_and_scancel_without_a_controller(self):
         # stepwatch's side of the RequeueExit contract (the real Slurm's side: test_slurm_cluster),

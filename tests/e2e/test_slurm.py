@@ -15,6 +15,12 @@ machine, auth/none), with the spec's runbook.resume_owner = "slurm" (docs/slurm.
    same MASTER_PORT; the orphaned `stepwatch run` then sees its job's restart count moved and
    stands down: no incident, no page, no second requeue (the restart-count fence).
 
+3. Restarts stepwatch did not order (issue 30): an operator's `scontrol requeue` of a healthy job,
+   and one after a stall, a stepwatch requeue and more committed steps. The trainer resumes only
+   from what stepwatch names; every rank must resume from the newest committed checkpoint, never
+   from the one the last preempt saved. `stepwatch doctor` inside the job, with a spec that names
+   no job, finds slurm-<SLURM_JOB_ID> as `stepwatch run` does.
+
 Times are printed. The job's output (both incarnations, --open-mode=append) is shown on failure.
 """
 
@@ -61,10 +67,12 @@ class SlurmTest(unittest.TestCase):
         self.addCleanup(self.receiver.close)
         self.bin = stepwatch_bin()
 
-    def spec(self, job, extra="", runbook=""):
+    def spec(self, job, extra="", runbook="", named=True):
+        """The job's spec; named=False leaves `job` out (the job id is then slurm-<SLURM_JOB_ID>)."""
         path = os.path.join(self.tmp, f"{job}.toml")
+        name = f'job = "{job}"' if named else "# job: not set"
         with open(path, "w") as f:
-            f.write(f'''job = "{job}"
+            f.write(f'''{name}
 expected_interval = "1s"
 grace_intervals = 3
 poll_interval = "250ms"
@@ -90,12 +98,14 @@ retries = 1
 ''')
         return path
 
-    def submit(self, job, train_args, *sbatch_args, master_port, extra="", runbook=""):
+    def submit(self, job, train_args, *sbatch_args, master_port, extra="", runbook="", named=True):
+        spec = self.spec(job, extra, runbook, named)
         script = f'''#!/bin/bash
 echo "batch on $SLURMD_NODENAME: restart count ${{SLURM_RESTART_COUNT:-unset}}, stepwatch pid $$"
 export MASTER_PORT={master_port}
-{self.bin} doctor --spec {self.spec(job, extra, runbook)} --dir {self.dir} --state-dir {self.state}
-exec {self.bin} run --spec {self.spec(job, extra, runbook)} --dir {self.dir} --state-dir {self.state} -- \\
+{self.bin} doctor --spec {spec} --dir {self.dir} --state-dir {self.state}
+echo "doctor exited $?"
+exec {self.bin} run --spec {spec} --dir {self.dir} --state-dir {self.state} -- \\
     /usr/bin/python3 {LAUNCH} --nproc 2 --grace 3 --master-port {master_port} \\
     {TRAIN} --ckpt-dir {self.ckpt} {" ".join(train_args)}
 '''
@@ -233,6 +243,83 @@ exec {self.bin} run --spec {self.spec(job, extra, runbook)} --dir {self.dir} --s
         # The new trainer bound the same rendezvous port and trains on from the checkpoint.
         b = wait_until(lambda: self._beacon_of_incarnation(beacons, 1, min_step=25), 60)
         self.assertTrue(b, self.output(job_id))
+
+    # Issue 30: a restart stepwatch did not order resumes from the newest committed checkpoint.
+    # The trainer resumes only from what stepwatch names (--resume-from-env, as a trainer whose
+    # resume_command passes {checkpoint_id} does), and every rank says where it resumed from.
+
+    def committed(self):
+        """The steps of ckpt/step_<N>/COMMITTED, ascending."""
+        steps = []
+        for name in os.listdir(self.ckpt) if os.path.isdir(self.ckpt) else []:
+            m = re.fullmatch(r"step_(\d+)", name)
+            if m and os.path.isfile(os.path.join(self.ckpt, name, "COMMITTED")):
+                steps.append(int(m.group(1)))
+        return sorted(steps)
+
+    def resumed(self, out, incarnation_text):
+        """{rank: step} each rank resumed from after the batch line `incarnation_text`."""
+        part = out.split(incarnation_text, 1)[1]
+        part = part.split("batch on ", 1)[0]  # up to the next incarnation, if any
+        return {int(r): int(n) for r, n in re.findall(r"\[rank (\d)\] resumed from step_(\d+) ", part)}
+
+    def operator_requeue(self, job_id, restarts):
+        """`scontrol requeue` by hand, as an operator would, then waits for the rerun to run."""
+        self.cluster.run("scontrol", "requeue", job_id)
+        return self.cluster.wait_job(job_id, {"RUNNING"}, timeout=90,
+                                     until=lambda r: r.get("Restarts") == str(restarts))
+
+    def test_an_operators_requeue_of_a_healthy_job_resumes_from_the_newest_committed_checkpoint(self):
+        # The spec names no job: the job id is slurm-<id>, and doctor inside the job finds it too.
+        t0 = time.monotonic()
+        job_id = self.submit("slurm-requeue", ["--steps", "70", "--step-time", "0.1", "--ckpt-every", "10",
+                                               "--resume-from-env"], master_port=free_port(), named=False)
+        self.assertTrue(wait_until(lambda: 20 in self.committed(), 90), self.output(job_id))
+        self.operator_requeue(job_id, 1)
+        rec = self.cluster.wait_job(job_id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=180)
+        out = self.output(job_id)
+        print(f"slurm: healthy -> operator requeue -> COMPLETED in {time.monotonic() - t0:.1f} s", flush=True)
+        self.assertEqual((rec["JobState"], rec["Restarts"]), ("COMPLETED", "1"), out)
+        job = f"slurm-{job_id}"
+        first = out.split("restart count 1", 1)[0]
+        self.assertIn(f"stepwatch doctor: job {job}, current incarnation 0", first)
+        self.assertIn("doctor exited 0", first)
+        m = re.search(r"resuming from step_(\d+) \(step \d+\), the newest committed checkpoint in ", out)
+        self.assertTrue(m, out)
+        step = int(m.group(1))
+        self.assertGreaterEqual(step, 20, out)
+        self.assertEqual(self.resumed(out, "restart count 1"), {0: step, 1: step}, out)
+        self.assertEqual(self.resumed(out, "restart count unset"), {}, out)
+        print(f"slurm: operator requeue after step_20: every rank resumed from step_{step}", flush=True)
+        beacon = swtest.read_beacon(os.path.join(self.dir, job, "rank-0.beacon"))
+        self.assertEqual((beacon["step"], beacon["incarnation"]), (70, 1))
+
+    def test_a_stall_then_more_commits_then_an_operators_requeue_resumes_from_the_newest(self):
+        # Incarnation 0 hangs before step 15: stepwatch saves step_10 and requeues. Incarnation 1
+        # runs on and commits up to step_40; then an operator requeues: incarnation 2 must not go
+        # back to step_10.
+        t0 = time.monotonic()
+        job_id = self.submit("slurm-again", ["--steps", "200", "--step-time", "0.1", "--ckpt-every", "10",
+                                             "--hang-rank", "1", "--hang-at-step", "15", "--hang-incarnation", "0",
+                                             "--label-data", "--resume-from-env"], master_port=free_port())
+        self.cluster.wait_job(job_id, {"RUNNING"}, timeout=120, until=lambda r: r.get("Restarts") == "1")
+        self.assertTrue(wait_until(lambda: 40 in self.committed(), 120), self.output(job_id))
+        self.operator_requeue(job_id, 2)
+        self.assertTrue(wait_until(lambda: self.resumed(self.output(job_id), "restart count 2")
+                                   .keys() == {0, 1}, 90), self.output(job_id))
+        out = self.output(job_id)
+        print(f"slurm: stall -> requeue -> step_40 -> operator requeue -> resumed in {time.monotonic() - t0:.1f} s",
+              flush=True)
+        self.assertEqual(self.resumed(out, "restart count 1"), {0: 10, 1: 10}, out)
+        m = re.search(r"resuming from step_(\d+) \(step \d+\), the newest committed checkpoint, not step_10 "
+                      r"\(step 10\) that the last preempt saved", out)
+        self.assertTrue(m, out)
+        step = int(m.group(1))
+        self.assertGreaterEqual(step, 40, out)
+        self.assertEqual(self.resumed(out, "restart count 2"), {0: step, 1: step}, out)
+        print(f"slurm: stall (step_10 saved), then step_40, then an operator requeue: every rank resumed "
+              f"from step_{step}", flush=True)
+        self.assertEqual(len(self.receiver.pages), 1, self.receiver.pages)
 
     def _beacon_of_incarnation(self, beacons, incarnation, min_step=1):
         try:

@@ -49,9 +49,6 @@ class FakeOwner final : public runbook::ResumeOwner {
     return out;
   }
   bool needs_batch_job() const override { return batch; }
-  bool starts_new_process() const override {
-    return next_plan.kind != runbook::ResumePlan::Kind::kRelaunch;
-  }
   std::string describe() const override { return "by the fake"; }
 };
 
@@ -73,7 +70,6 @@ class BorrowedOwner final : public runbook::ResumeOwner {
                                         std::set<std::string>& drained) override {
     return to_.drain(report, job, drained);
   }
-  bool starts_new_process() const override { return to_.starts_new_process(); }
   Result<std::optional<std::string>> superseded(const runbook::BatchJob& b) const override {
     return to_.superseded(b);
   }

@@ -61,7 +61,6 @@ TEST(StepwatchOwner, TheHostRelaunchesAndResumeOffLeavesTheJob) {
   EXPECT_EQ(stop.kind, Kind::kStopped);
   EXPECT_EQ(stop.detail, "");
   EXPECT_TRUE(n.lines.empty());
-  EXPECT_FALSE(owner->starts_new_process());
   EXPECT_FALSE(owner->needs_batch_job());
   EXPECT_FALSE(owner->can_drain());
   EXPECT_EQ(owner->describe(), "the original command (STEPWATCH_RESUME_CHECKPOINT)");
@@ -81,7 +80,6 @@ TEST(KubernetesOwner, ExitsWithTheCodeThePodFailurePolicyRestarts) {
   EXPECT_EQ(p.by, "Kubernetes");
   EXPECT_EQ(p.detail, "restart the pod");
   EXPECT_EQ(owner->stop(request(), n).kind, Kind::kStopped);
-  EXPECT_TRUE(owner->starts_new_process());
   EXPECT_EQ(owner->describe(), "by Kubernetes (exit 88)");
 }
 

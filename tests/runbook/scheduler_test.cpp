@@ -23,6 +23,31 @@ GetEnv env_of(std::map<std::string, std::string> vars) {
   };
 }
 
+// One rule for the job id of every command (issue 30): given, spec, STEPWATCH_JOB, then the Slurm
+// job's; each source checked, and none named in the error of none.
+TEST(JobIdFor, GivenThenSpecThenEnvironmentThenTheSlurmJob) {
+  auto slurm_env = env_of({{"SLURM_JOB_ID", "4242"}});
+  auto slurm = scheduler_from_env(slurm_env);
+  ASSERT_TRUE(slurm.ok());
+  auto both = env_of({{"SLURM_JOB_ID", "4242"}, {"STEPWATCH_JOB", "from-env"}});
+  EXPECT_EQ(*job_id_for("given", "spec-job", *slurm, both), "given");
+  EXPECT_EQ(*job_id_for("", "spec-job", *slurm, both), "spec-job");
+  EXPECT_EQ(*job_id_for("", "", *slurm, both), "from-env");
+  EXPECT_EQ(*job_id_for("", "", *slurm, slurm_env), "slurm-4242");
+  SchedulerContext none;
+  auto nothing = job_id_for("", "", none, env_of({}));
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_EQ(nothing.error().message,
+            "no job id: give --job, set job in the spec, set STEPWATCH_JOB, or run inside a Slurm "
+            "job (slurm-<SLURM_JOB_ID>)");
+  auto bad = job_id_for("", "", none, env_of({{"STEPWATCH_JOB", "../etc"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message.rfind("STEPWATCH_JOB: ", 0), 0u) << bad.error().message;
+  auto bad_flag = job_id_for("a b", "", none, env_of({}));
+  ASSERT_FALSE(bad_flag.ok());
+  EXPECT_EQ(bad_flag.error().message.rfind("--job: ", 0), 0u) << bad_flag.error().message;
+}
+
 TEST(SchedulerFromEnv, SlurmGivesJobIdAndRestartCount) {
   auto first = scheduler_from_env(env_of({{"SLURM_JOB_ID", "1234"}, {"SLURMD_NODENAME", "n2"}}));
   ASSERT_TRUE(first.ok()) << first.error().message;

@@ -60,9 +60,9 @@ class SupervisorTest : public ::testing::Test {
   }
   ~SupervisorTest() override { fs::remove_all(dir_); }
 
-  int run() {
+  int run(const char* trainer = kTrainer) {
     RunOptions o;
-    o.argv = {"/bin/sh", "-c", kTrainer};
+    o.argv = {"/bin/sh", "-c", trainer};
     o.job = "train";
     o.beacon_root = (dir_ / "beacons").string();
     o.state_dir = (dir_ / "state").string();
@@ -156,6 +156,110 @@ TEST_F(SupervisorTest, ASpentRestartBudgetGivesUpWith76BeforeTheOwnerIsAsked) {
   auto inc = incidents();
   ASSERT_EQ(inc.size(), 1u);
   EXPECT_THAT(inc[0].resolution, HasSubstr("gave up: "));
+}
+
+// Issue 30: whoever restarted the job (an operator's requeue, a node failure, an outer
+// supervisor), the first launch of `stepwatch run` resumes from the newest committed checkpoint.
+// The trainer writes what it was given and finishes.
+constexpr const char* kResumeRecorder = R"(
+d="$STEPWATCH_DIR/$STEPWATCH_JOB"; mkdir -p "$d"
+echo "${STEPWATCH_RESUME_CHECKPOINT:-none} ${STEPWATCH_RESUME_STEP:-none} ${STEPWATCH_RESUME_DIR:-none}" > "$STEPWATCH_DIR/../resumed"
+echo "{\"job\":\"$STEPWATCH_JOB\",\"rank\":0,\"world_size\":1,\"pid\":$$,\"incarnation\":$STEPWATCH_INCARNATION,\"time\":$(date +%s.%N),\"step\":1,\"status\":\"finished\"}" >> "$d/progress.jsonl"
+)";
+
+class SupervisorResumeTest : public SupervisorTest {
+ protected:
+  SupervisorResumeTest() {
+    spec_.checkpoint.dir = (dir_ / "ckpt").string();
+    spec_.checkpoint.source = spec::CheckpointSource::kMarker;
+  }
+  // A generation step_N: its data, and its commit marker unless `committed` is false; a marker
+  // without data when `data` is false (a torn write).
+  void generation(int step, bool committed = true, bool data = true) {
+    fs::path g = dir_ / "ckpt" / ("step_" + std::to_string(step));
+    fs::create_directories(g);
+    if (data) std::ofstream(g / "model.pt") << "weights " << step;
+    if (committed) std::ofstream(g / "COMMITTED") << "";
+  }
+  // What an earlier run saved at its last preempt: the next incarnation from step_N.
+  void saved(int incarnation, int step) {
+    auto st = store::Store::open((dir_ / "state").string());
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    store::SupervisorState s;
+    s.job = "train";
+    s.incarnation = incarnation;
+    s.checkpoint_id = "step_" + std::to_string(step);
+    s.checkpoint_step = step;
+    ASSERT_TRUE(st->save_state(s).ok());
+  }
+  // "<checkpoint id> <step> <dir>" as the trainer was given them ("none" for each not given).
+  std::string resumed() {
+    std::ifstream in(dir_ / "resumed");
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }
+  std::string run_and_say() {
+    ::testing::internal::CaptureStderr();
+    int rc = run(kResumeRecorder);
+    std::string said = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 0) << said;
+    return said;
+  }
+  std::string dir_of(int step) {
+    return (dir_ / "ckpt" / ("step_" + std::to_string(step))).string();
+  }
+};
+
+TEST_F(SupervisorResumeTest, AnOperatorsRequeueOfAHealthyJobResumesFromTheNewestCommitted) {
+  generation(10);
+  generation(20);
+  generation(30, /*committed=*/false);  // in flight when the job went: never a resume point
+  std::string said = run_and_say();
+  EXPECT_EQ(resumed(), "step_20 20 " + dir_of(20));
+  EXPECT_THAT(said, HasSubstr("resuming from step_20 (step 20), the newest committed checkpoint"));
+}
+
+TEST_F(SupervisorResumeTest, ASavedResumePointNeverMakesTheJobGoBack) {
+  // A stall once (step_10 saved), then the job ran on to step_40, then an operator requeued it.
+  saved(1, 10);
+  generation(10);
+  generation(40);
+  std::string said = run_and_say();
+  EXPECT_EQ(resumed(), "step_40 40 " + dir_of(40));
+  EXPECT_THAT(said, HasSubstr("resuming from step_40 (step 40), the newest committed checkpoint, "
+                              "not step_10 (step 10) that the last preempt saved"));
+}
+
+TEST_F(SupervisorResumeTest, ATornNewestCheckpointFallsBackToTheNextAndSaysSo) {
+  generation(30);
+  generation(40, /*committed=*/true, /*data=*/false);  // the marker, and no data beside it
+  std::string said = run_and_say();
+  EXPECT_EQ(resumed(), "step_30 30 " + dir_of(30));
+  EXPECT_THAT(said, HasSubstr("step_40 has its marker but no data (a torn write?): resuming from "
+                              "step_30 instead"));
+}
+
+TEST_F(SupervisorResumeTest, ASavedPointThatIsGoneStartsFromScratchAndSaysSo) {
+  saved(2, 50);  // the catalog was cleaned since: step_50 is no longer there
+  fs::create_directories(dir_ / "ckpt");
+  std::string said = run_and_say();
+  EXPECT_EQ(resumed(), "none none none");
+  EXPECT_THAT(said, HasSubstr("starting from scratch, not from step_50"));
+}
+
+TEST_F(SupervisorResumeTest, WithoutACatalogTheSavedPointIsTheResumePoint) {
+  spec_.checkpoint.dir.clear();
+  spec_.checkpoint.source = spec::CheckpointSource::kBeacon;
+  saved(1, 10);
+  run_and_say();
+  EXPECT_EQ(resumed(), "step_10 10 none");
+}
+
+TEST_F(SupervisorResumeTest, AFirstRunWithNothingCommittedStartsFromScratch) {
+  generation(10, /*committed=*/false);
+  run_and_say();
+  EXPECT_EQ(resumed(), "none none none");
 }
 
 }  // namespace
