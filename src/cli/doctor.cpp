@@ -79,7 +79,8 @@ Result<Plan> make_plan(const DoctorOptions& o) {
   // The job id as `stepwatch run` decides it (inside a Slurm job: slurm-<SLURM_JOB_ID>).
   auto sched = runbook::scheduler_from_env(getenv);
   if (!sched) return sched.error();
-  auto job = runbook::job_id_for(o.job, sp ? sp->job : "", *sched, getenv);
+  auto job =
+      runbook::job_id_for({o.job, "--job", std::string_view(sp ? sp->job : "")}, *sched, getenv);
   if (!job) return job.error();
   p.job = std::move(*job);
   std::string root = o.dir;

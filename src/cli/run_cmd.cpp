@@ -66,8 +66,8 @@ int run_supervisor(const RunArgs& a) {
     return fail(fmt::format("{}: {}; nothing was launched",
                             a.spec_path.empty() ? "the spec" : a.spec_path, st.error().message));
   o.scheduler = *sched;
-  auto job =
-      runbook::job_id_for(a.job, spec.job, *sched, [](const char* n) { return std::getenv(n); });
+  auto job = runbook::job_id_for({a.job, "--job", spec.job}, *sched,
+                                 [](const char* n) { return std::getenv(n); });
   if (!job) return fail(job.error().message);
   o.job = std::move(*job);
   o.beacon_root = !a.dir.empty()
@@ -136,7 +136,8 @@ int run_launcher(const RunArgs& a) {
   auto sched = runbook::scheduler_from_env([](const char* n) { return std::getenv(n); });
   if (!sched) return fail(sched.error().message);
   // A launcher reads no spec: the leader's agent has it.
-  auto job = runbook::job_id_for(a.job, "", *sched, [](const char* n) { return std::getenv(n); });
+  auto job = runbook::job_id_for({a.job, "--job", std::nullopt}, *sched,
+                                 [](const char* n) { return std::getenv(n); });
   if (!job) return fail(job.error().message);
   o.job = std::move(*job);
   o.scheduler = *sched;
@@ -189,9 +190,9 @@ int run_ack(const AckArgs& args) {
   // Inside the job (its STEPWATCH_JOB, its Slurm job) the job id may be left out.
   AckArgs a = args;
   auto sched = runbook::scheduler_from_env([](const char* n) { return std::getenv(n); });
-  auto job =
-      sched ? runbook::job_id_for(a.job, "", *sched, [](const char* n) { return std::getenv(n); })
-            : Result<std::string>(sched.error());
+  auto job = sched ? runbook::job_id_for({a.job, "the job argument", std::nullopt}, *sched,
+                                         [](const char* n) { return std::getenv(n); })
+                   : Result<std::string>(sched.error());
   if (!job) {
     fmt::print(stderr, "stepwatch ack: {}\n", job.error().message);
     return 2;

@@ -74,14 +74,14 @@ Result<SchedulerContext> scheduler_from_env(const GetEnv& getenv) {
   return ctx;
 }
 
-Result<std::string> job_id_for(std::string_view given, std::string_view spec_job,
-                               const SchedulerContext& ctx, const GetEnv& getenv) {
+Result<std::string> job_id_for(const JobIdGiven& given, const SchedulerContext& ctx,
+                               const GetEnv& getenv) {
   std::string id, from;
-  if (!given.empty()) {
-    id = given;
-    from = "--job";
-  } else if (!spec_job.empty()) {
-    id = spec_job;
+  if (!given.value.empty()) {
+    id = given.value;
+    from = given.as;
+  } else if (given.spec_job && !given.spec_job->empty()) {
+    id = *given.spec_job;
     from = "the spec's job";
   } else if (const char* e = value(getenv, "STEPWATCH_JOB")) {
     id = e;
@@ -91,8 +91,9 @@ Result<std::string> job_id_for(std::string_view given, std::string_view spec_job
     from = "SLURM_JOB_ID";
   } else {
     return Error{Errc::kInvalidArgument,
-                 "no job id: give --job, set job in the spec, set STEPWATCH_JOB, or run inside a "
-                 "Slurm job (slurm-<SLURM_JOB_ID>)"};
+                 fmt::format("no job id: give {}{}, set STEPWATCH_JOB, or run inside a Slurm job "
+                             "(slurm-<SLURM_JOB_ID>)",
+                             given.as, given.spec_job ? ", set job in the spec" : "")};
   }
   if (auto st = contract::validate_job_id(id); !st)
     return Error{st.error().code, fmt::format("{}: {}", from, st.error().message)};

@@ -41,13 +41,21 @@ struct SchedulerContext {
 // must be a Slurm job id (contract::validate_slurm_job_id).
 Result<SchedulerContext> scheduler_from_env(const GetEnv& getenv);
 
+// What a command was told of its job: the id it was given (and how the command names that
+// source), and its spec's `job` where it reads a spec.
+struct JobIdGiven {
+  std::string_view value;                    // "": none given
+  std::string_view as = "--job";             // "--job"; ack: "the job argument"
+  std::optional<std::string_view> spec_job;  // nullopt: the command reads no spec
+};
+
 // The job id of a command run for one job, one rule for `run`, `run --coord`, `doctor` and `ack`
-// (docs/run.md, "The job id"): `given` (--job, ack's argument), else the spec's `job`, else
-// $STEPWATCH_JOB (the Kubernetes manifests set it to the JobSet's name), else under Slurm
-// "slurm-<SLURM_JOB_ID>", which every requeue of the batch job keeps. The result is a valid job
-// id; the error of none names every way to give one, that of a bad one its source.
-Result<std::string> job_id_for(std::string_view given, std::string_view spec_job,
-                               const SchedulerContext& ctx, const GetEnv& getenv);
+// (docs/run.md, "The job id"): the one given, else the spec's `job`, else $STEPWATCH_JOB (the
+// Kubernetes manifests set it to the JobSet's name), else under Slurm "slurm-<SLURM_JOB_ID>",
+// which every requeue of the batch job keeps. The result is a valid job id; the error of none
+// names every way this command has to give one, that of a bad one its source.
+Result<std::string> job_id_for(const JobIdGiven& given, const SchedulerContext& ctx,
+                               const GetEnv& getenv);
 
 // Refuses a resume owner that is not where the job runs: a scheduler that is not there would
 // never restart the job. Errors name runbook.resume_owner and what the environment lacks.

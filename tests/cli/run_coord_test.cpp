@@ -647,7 +647,7 @@ TEST(RunCoordFlags, ErrorsNameTheFlag) {
     int code;
     const char* says;
   } cases[] = {
-      {{"--coord", "http://127.0.0.1:1"}, 2, "give --job or set STEPWATCH_JOB"},
+      {{"--coord", "http://127.0.0.1:1"}, 2, "no job id: give --job, set STEPWATCH_JOB, or run"},
       {{"--coord", "etcd://127.0.0.1:2379", "--job", "j"}, 2, "--coord: \"etcd://127.0.0.1:2379\""},
       {{"--coord", ",", "--job", "j"}, 2, "--coord: no etcd endpoint"},
       {{"--coord", "http://127.0.0.1:1", "--job", "j", "--spec", "x.toml"},

@@ -30,20 +30,26 @@ TEST(JobIdFor, GivenThenSpecThenEnvironmentThenTheSlurmJob) {
   auto slurm = scheduler_from_env(slurm_env);
   ASSERT_TRUE(slurm.ok());
   auto both = env_of({{"SLURM_JOB_ID", "4242"}, {"STEPWATCH_JOB", "from-env"}});
-  EXPECT_EQ(*job_id_for("given", "spec-job", *slurm, both), "given");
-  EXPECT_EQ(*job_id_for("", "spec-job", *slurm, both), "spec-job");
-  EXPECT_EQ(*job_id_for("", "", *slurm, both), "from-env");
-  EXPECT_EQ(*job_id_for("", "", *slurm, slurm_env), "slurm-4242");
+  EXPECT_EQ(*job_id_for({"given", "--job", "spec-job"}, *slurm, both), "given");
+  EXPECT_EQ(*job_id_for({"", "--job", "spec-job"}, *slurm, both), "spec-job");
+  EXPECT_EQ(*job_id_for({"", "--job", ""}, *slurm, both), "from-env");
+  EXPECT_EQ(*job_id_for({"", "--job", std::nullopt}, *slurm, slurm_env), "slurm-4242");
   SchedulerContext none;
-  auto nothing = job_id_for("", "", none, env_of({}));
+  auto nothing = job_id_for({"", "--job", ""}, none, env_of({}));
   ASSERT_FALSE(nothing.ok());
   EXPECT_EQ(nothing.error().message,
             "no job id: give --job, set job in the spec, set STEPWATCH_JOB, or run inside a Slurm "
             "job (slurm-<SLURM_JOB_ID>)");
-  auto bad = job_id_for("", "", none, env_of({{"STEPWATCH_JOB", "../etc"}}));
+  // A command that reads no spec (run --coord, ack) does not offer one.
+  auto no_spec = job_id_for({"", "the job argument", std::nullopt}, none, env_of({}));
+  ASSERT_FALSE(no_spec.ok());
+  EXPECT_EQ(no_spec.error().message,
+            "no job id: give the job argument, set STEPWATCH_JOB, or run inside a Slurm job "
+            "(slurm-<SLURM_JOB_ID>)");
+  auto bad = job_id_for({"", "--job", ""}, none, env_of({{"STEPWATCH_JOB", "../etc"}}));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message.rfind("STEPWATCH_JOB: ", 0), 0u) << bad.error().message;
-  auto bad_flag = job_id_for("a b", "", none, env_of({}));
+  auto bad_flag = job_id_for({"a b", "--job", ""}, none, env_of({}));
   ASSERT_FALSE(bad_flag.ok());
   EXPECT_EQ(bad_flag.error().message.rfind("--job: ", 0), 0u) << bad_flag.error().message;
 }
