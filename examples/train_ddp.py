@@ -55,8 +55,8 @@ def parse_args(argv=None):
     p.add_argument("--ckpt-every", type=int, default=0, help="checkpoint every N steps (0: never)")
     p.add_argument("--resume-from-env", action="store_true",
                    help="resume only from the checkpoint the watchdog names (STEPWATCH_RESUME_DIR, "
-                        "STEPWATCH_RESUME_STEP), not from the newest in --ckpt-dir: a trainer whose "
-                        "resume_command passes {checkpoint_id}")
+                        "else STEPWATCH_RESUME_CHECKPOINT in --ckpt-dir; STEPWATCH_RESUME_STEP), not from "
+                        "the newest in --ckpt-dir: a trainer whose resume_command passes {checkpoint_id}")
     p.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (0: never)")
     p.add_argument("--eval-batches", type=int, default=4, help="batches per evaluation (default 4)")
     p.add_argument("--batch-size", type=int, default=32)
@@ -218,9 +218,15 @@ def train(args):
     start = 0
     if args.resume_from_env:
         named = os.environ.get("STEPWATCH_RESUME_DIR")
+        # `stepwatch run --coord` names the checkpoint by id alone (the job's leader knows no
+        # directory): it is the directory of that name in --ckpt-dir.
+        by_id = os.environ.get("STEPWATCH_RESUME_CHECKPOINT")
+        if not named and by_id and args.ckpt_dir:
+            named = os.path.join(args.ckpt_dir, by_id)
         resume = (int(os.environ["STEPWATCH_RESUME_STEP"]), named) if named else None
         if resume is None:
-            log(rank, "no resume point named (STEPWATCH_RESUME_DIR unset): from scratch")
+            log(rank, "no resume point named (STEPWATCH_RESUME_DIR, STEPWATCH_RESUME_CHECKPOINT unset): "
+                      "from scratch")
     else:
         resume = newest_committed(args.ckpt_dir)
     if resume is not None:

@@ -149,6 +149,29 @@ void JobLeader::keep_roster(const detect::Observation& merged, bool took_over) {
   roster_written_ = std::move(nodes);
 }
 
+void JobLeader::keep_checkpoint(Stamp now) {
+  if (!seen_) return;
+  // Every rank of the world in the look (not a leader alone before the others published).
+  std::set<int> ranks;
+  int world = seen_->world_size;
+  for (const auto& r : seen_->ranks) {
+    ranks.insert(r.rank);
+    world = std::max(world, r.world_size);
+  }
+  if (world <= 0 || static_cast<int>(ranks.size()) < world) return;
+  auto common = committed_by_every_rank(*seen_);
+  if (!common || (checkpoint_written_ && common->step <= *checkpoint_written_)) return;
+  coord::CheckpointRecord c{common->id, common->step, incarnation_, node_name(), now.wall_ns};
+  auto moved = orders_.advance_checkpoint(c, coord_.fence());
+  if (!moved) {
+    session_.note_failure(moved.error());
+    return;
+  }
+  // Not moved: the key names it or a newer one already (or the fence failed: this node leads
+  // no more, and forgets it in step()).
+  checkpoint_written_ = common->step;
+}
+
 void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, int64_t incarnation,
                      Stamp now) {
   now_ = now;
@@ -156,6 +179,7 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
   seen_ = &seen;
   last_state_ = v.state;
   coord_.settle(v.state == detect::State::kHealthy, now);
+  if (!coord_.leads()) checkpoint_written_.reset();  // a next term reads the key again
   if (session_.connected()) follow_orders(v, now);
   if (coord_.leads() && session_.connected() && session_.rejoining(now)) {
     // Every node's lease lapsed with this one's (etcd paused): the others re-publish within a
@@ -188,6 +212,7 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
 
 void JobLeader::lead(const detect::Verdict& v, Stamp now) {
   gather_reports(now);
+  keep_checkpoint(now);
   if (!incident_) {
     if (!ledger_) {
       ledger_ = std::make_unique<coord::EtcdLedger>(d_.etcd, d_.job, keys_,

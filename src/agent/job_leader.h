@@ -163,6 +163,10 @@ class JobLeader {
   // Every node with ranks of the running incarnation (the roster; the last look's before one).
   std::vector<std::string> run_nodes() const;
   void keep_roster(const detect::Observation& merged, bool took_over);
+  // The leader moves the checkpoint key forward to the newest checkpoint every rank committed,
+  // once its look holds every rank of the world: what a restart it did not order resumes from
+  // (coord/incarnation.h).
+  void keep_checkpoint(Stamp now);
   void follow_orders(const detect::Verdict& v, Stamp now);
   // Why this node does not carry out `o` (nullopt: it does). An order is carried out only when
   // the job's leader of now signed it with its fence (unsigned_by_leader, no etcd read) and it
@@ -214,6 +218,8 @@ class JobLeader {
   std::unique_ptr<runbook::Resume> resume_;
   std::optional<JobAct> act_;
   std::map<std::string, std::vector<int>> roster_written_;  // what the leader last wrote
+  // The step of the checkpoint key as this leader last left it (written, or found as new).
+  std::optional<int64_t> checkpoint_written_;
 
   // Orders of the job's incidents: those this node reported on, and the one it carries out now.
   std::set<int64_t> orders_done_;

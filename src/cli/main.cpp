@@ -16,6 +16,7 @@
 #include "src/cli/run_cmd.h"
 #include "src/cli/status_cmd.h"
 #include "src/contract/names.h"
+#include "src/runbook/scheduler.h"
 
 namespace {
 
@@ -27,6 +28,27 @@ std::string default_dir() {
 constexpr const char* kNewStoreHelp =
     "Start a new incident store if stepwatch.db is empty (0 bytes, e.g. truncated), instead of "
     "refusing it: its history is gone and open incidents will page again";
+
+// `status` and `incidents` given no job: inside one (STEPWATCH_JOB, a Slurm job) that job, by the
+// rule every command follows (runbook::job_id_for), said on stderr; else, or with --all, every
+// job. 0, or the exit status of a bad environment.
+int job_inside(const char* cmd, bool all, std::string& job) {
+  if (all || !job.empty()) return 0;
+  auto getenv = [](const char* n) -> const char* { return std::getenv(n); };
+  auto sched = stepwatch::runbook::scheduler_from_env(getenv);
+  auto id = sched ? stepwatch::runbook::job_id_for({"", "the job argument", std::nullopt, false},
+                                                   *sched, getenv)
+                  : stepwatch::Result<std::string>(sched.error());
+  if (!id) {
+    fmt::print(stderr, "stepwatch {}: {} (--all: every job)\n", cmd, id.error().message);
+    return 2;
+  }
+  if (!id->empty())
+    fmt::print(stderr, "stepwatch {}: job {}, the one this shell runs in (--all: every job)\n", cmd,
+               *id);
+  job = std::move(*id);
+  return 0;
+}
 
 }  // namespace
 
@@ -46,7 +68,11 @@ int main(int argc, char** argv) {
   status->add_option(
       "--agent", st.agent,
       "The node's agent (default $STEPWATCH_AGENT, else http://127.0.0.1:9465 if it answers)");
-  status->add_option("job", st.job, "Only this job");
+  status->add_option("job", st.job,
+                     "Only this job (default: the job this shell runs in, by $STEPWATCH_JOB or "
+                     "$SLURM_JOB_ID; else every job)");
+  bool status_all = false;
+  status->add_flag("--all", status_all, "Every job, even inside one")->excludes("job");
   status->add_option("--spec", st.spec_path,
                      "Judge with this spec (expected interval, phase budgets)");
   status->add_option("--sample", st.sample,
@@ -123,7 +149,11 @@ int main(int argc, char** argv) {
   int inc_limit = 20;
   auto* incidents =
       app.add_subcommand("incidents", "List incidents with their pages, acks and actions");
-  incidents->add_option("job", inc_job, "Only this job");
+  incidents->add_option("job", inc_job,
+                        "Only this job (default: the job this shell runs in, by $STEPWATCH_JOB "
+                        "or $SLURM_JOB_ID; else every job)");
+  bool inc_all = false;
+  incidents->add_flag("--all", inc_all, "Every job, even inside one")->excludes("job");
   incidents->add_option("--state-dir", inc_state, "The supervisor's state directory");
   incidents->add_flag("--json", inc_json, "Machine-readable output");
   incidents->add_option("--limit", inc_limit, "At most this many incidents (default 20)");
@@ -170,6 +200,7 @@ int main(int argc, char** argv) {
   try {
     if (status->parsed()) {
       st.dir_given = status_dir->count() > 0;
+      if (int rc = job_inside("status", status_all, st.job)) return rc;
       return stepwatch::cli::run_status(st);
     }
     if (check->parsed()) return stepwatch::cli::run_check_spec(spec_files, spec_json);
@@ -189,6 +220,7 @@ int main(int argc, char** argv) {
     }
     if (ack->parsed()) return stepwatch::cli::run_ack(ack_args);
     if (incidents->parsed()) {
+      if (int rc = job_inside("incidents", inc_all, inc_job)) return rc;
       return stepwatch::cli::run_incidents(
           inc_state.empty() ? stepwatch::cli::default_state_dir() : inc_state, inc_job, inc_json,
           inc_limit);

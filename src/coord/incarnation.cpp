@@ -50,6 +50,10 @@ std::string start_key(std::string_view prefix, std::string_view job) {
   return fmt::format("{}/jobs/{}/start", prefix, job);
 }
 
+std::string checkpoint_key(std::string_view prefix, std::string_view job) {
+  return fmt::format("{}/jobs/{}/checkpoint", prefix, job);
+}
+
 std::string incarnation_to_json(const IncarnationRecord& r) {
   json j{{"incarnation", r.incarnation},
          {"resume_from", r.resume_from},
@@ -146,6 +150,33 @@ Result<StartRecord> start_from_json(std::string_view text, std::string_view sour
     opt(j, "at_ns", r.at_ns, as_int);
     opt(j, "nodes", r.nodes, json_fields::as_strs);
   });
+}
+
+std::string checkpoint_to_json(const CheckpointRecord& r) {
+  return json{{"id", r.id},
+              {"step", r.step},
+              {"incarnation", r.incarnation},
+              {"by", r.by},
+              {"at_ns", r.at_ns}}
+      .dump();
+}
+
+Result<CheckpointRecord> checkpoint_from_json(std::string_view text, std::string_view source) {
+  return json_fields::read_object<CheckpointRecord>(
+      text, source, [](const json& j, CheckpointRecord& r) {
+        // The id reaches every rank's environment (STEPWATCH_RESUME_CHECKPOINT).
+        r.id = as_str(need(j, "id"), "id");
+        if (auto st = contract::validate_checkpoint_id(r.id); !st)
+          throw json_fields::FieldError{Errc::kParse,
+                                        fmt::format("field \"id\": {}", st.error().message)};
+        r.step = as_int(need(j, "step"), "step");
+        if (r.step < 0)
+          throw json_fields::FieldError{Errc::kParse,
+                                        fmt::format("field \"step\" must be >= 0, got {}", r.step)};
+        opt(j, "incarnation", r.incarnation, as_int);
+        opt(j, "by", r.by, as_str);
+        opt(j, "at_ns", r.at_ns, as_int);
+      });
 }
 
 Result<SchedulerRun> slurm_run_of(const std::vector<LauncherRecord>& launchers,

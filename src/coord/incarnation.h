@@ -24,7 +24,12 @@
 //   <prefix>/jobs/<job>/start               {"incarnation":N,"by","at_ns","nodes"}
 //       the start barrier: written by the leader (fenced) once every node of the run is ready
 //       for N; the launchers waiting for N launch it.
-// Both are read leniently: only "incarnation" is required (a newer writer may add fields).
+//   <prefix>/jobs/<job>/checkpoint          {"id","step","incarnation","by","at_ns"}
+//       the newest checkpoint every rank of the job committed, as its leader last saw it
+//       (fenced; it only moves forward). Every launch resumes from it or from the incarnation's
+//       resume_from, whichever is newer: a restart the leader did not order (an operator's
+//       requeue, a node failure, a controller's) resumes from the newest too (issue 30).
+// Each is read leniently: only "incarnation" is required (a newer writer may add fields).
 #pragma once
 
 #include <cstdint>
@@ -63,6 +68,15 @@ struct IncarnationRecord {
   // With barrier: every node of the run as the move found it, each of which must be ready (the
   // leader's own view of the run shrinks as the nodes clean their old ranks' beacons up).
   std::vector<std::string> nodes;
+};
+
+// The newest checkpoint every rank committed (the checkpoint key).
+struct CheckpointRecord {
+  std::string id;
+  int64_t step = 0;
+  int64_t incarnation = 0;  // the incarnation whose ranks reported it
+  std::string by;           // the leader node that wrote it
+  int64_t at_ns = 0;        // wall clock of the write
 };
 
 struct LauncherRecord {
@@ -107,6 +121,7 @@ std::string incarnation_key(std::string_view prefix, std::string_view job);
 std::string launchers_prefix(std::string_view prefix, std::string_view job);  // ends with '/'
 std::string launcher_key(std::string_view prefix, std::string_view job, std::string_view node);
 std::string start_key(std::string_view prefix, std::string_view job);
+std::string checkpoint_key(std::string_view prefix, std::string_view job);
 
 std::string incarnation_to_json(const IncarnationRecord& r);
 // Errors name `source` (the key) and the field at fault.
@@ -115,6 +130,9 @@ std::string launcher_to_json(const LauncherRecord& r);
 Result<LauncherRecord> launcher_from_json(std::string_view text, std::string_view source);
 std::string start_to_json(const StartRecord& r);
 Result<StartRecord> start_from_json(std::string_view text, std::string_view source);
+std::string checkpoint_to_json(const CheckpointRecord& r);
+// "id" (a valid checkpoint id) and "step" (>= 0) are required.
+Result<CheckpointRecord> checkpoint_from_json(std::string_view text, std::string_view source);
 
 // The incarnation key as read: `mod_revision` 0 when the key is absent (incarnation 0), else
 // what a CAS from this record compares.

@@ -219,6 +219,36 @@ Result<bool> JobOrders::release(const StartRecord& s, int64_t fence) {
   return t->succeeded;
 }
 
+Result<std::optional<CheckpointRecord>> JobOrders::checkpoint() {
+  auto r = etcd_.range(base_ + "checkpoint");
+  if (!r) return r.error();
+  if (r->kvs.empty()) return std::optional<CheckpointRecord>();
+  auto c = checkpoint_from_json(r->kvs[0].value, "etcd key " + r->kvs[0].key);
+  if (!c) {
+    bad_.skip(r->kvs[0], c.error());
+    return std::optional<CheckpointRecord>();
+  }
+  return std::optional<CheckpointRecord>(std::move(*c));
+}
+
+Result<bool> JobOrders::advance_checkpoint(const CheckpointRecord& c, int64_t fence) {
+  if (fence == 0) return false;
+  const std::string key = base_ + "checkpoint";
+  auto r = etcd_.range(key);
+  if (!r) return r.error();
+  Compare as_read = Compare::create_rev(key, 0);
+  if (!r->kvs.empty()) {
+    as_read = Compare::mod_rev(key, r->kvs[0].mod_revision);
+    auto was = checkpoint_from_json(r->kvs[0].value, "etcd key " + key);
+    if (was && was->step >= c.step) return false;  // never back
+    if (!was) bad_.skip(r->kvs[0], was.error());   // replaced below
+  }
+  auto t = etcd_.txn({Compare::create_rev(fence_key_, fence), as_read},
+                     {TxnOp::put(key, checkpoint_to_json(c))});
+  if (!t) return t.error();
+  return t->succeeded;
+}
+
 Status JobOrders::write_roster(int64_t incarnation,
                                const std::map<std::string, std::vector<int>>& nodes,
                                int64_t fence) {

@@ -21,6 +21,9 @@
 //                              the incarnation it is ready to start at the barrier.
 //   start                      {"incarnation","by","at_ns","nodes"}: the start barrier,
 //                              written by the leader (fenced) once every node is ready for it.
+//   checkpoint                 {"id","step","incarnation","by","at_ns"}: the newest checkpoint
+//                              every rank committed, written by the leader (fenced) as it
+//                              moves forward, never back (coord/incarnation.h).
 //   roster                     {"incarnation","nodes":{node:[ranks]}}: every node the leader
 //                              knew ranks on, so a next leader names a dead leader's ranks.
 //   view                       {"leader","at_wall_ns","verdict":{...},"obs":{...},"nodes":[..],
@@ -123,6 +126,14 @@ class JobOrders {
   // and read as never). release() writes it, fenced: false when the fence failed.
   Result<std::optional<StartRecord>> start();
   Result<bool> release(const StartRecord& s, int64_t fence);
+
+  // The newest checkpoint every rank committed, as recorded (nullopt: none; one that does not
+  // read is said to `bad` and read as none).
+  Result<std::optional<CheckpointRecord>> checkpoint();
+  // Moves that record forward to `c` (fenced; a CAS on the key as read here, a bad record
+  // replaced). false: the key names c.step or later already, another writer came between, or
+  // the fence failed.
+  Result<bool> advance_checkpoint(const CheckpointRecord& c, int64_t fence);
 
   // The roster: nodes and their ranks, for an incarnation. Written by the leader (fenced) when
   // it changed.

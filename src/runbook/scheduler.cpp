@@ -89,6 +89,8 @@ Result<std::string> job_id_for(const JobIdGiven& given, const SchedulerContext& 
   } else if (ctx.kind == spec::ResumeOwner::kSlurm && !ctx.job_id.empty()) {
     id = "slurm-" + ctx.job_id;
     from = "SLURM_JOB_ID";
+  } else if (!given.required) {
+    return std::string();
   } else {
     return Error{Errc::kInvalidArgument,
                  fmt::format("no job id: give {}{}, set STEPWATCH_JOB, or run inside a Slurm job "

@@ -47,13 +47,16 @@ struct JobIdGiven {
   std::string_view value;                    // "": none given
   std::string_view as = "--job";             // "--job"; ack: "the job argument"
   std::optional<std::string_view> spec_job;  // nullopt: the command reads no spec
+  // false (`status`, `incidents`): none found is "" (every job), not an error.
+  bool required = true;
 };
 
-// The job id of a command run for one job, one rule for `run`, `run --coord`, `doctor` and `ack`
-// (docs/run.md, "The job id"): the one given, else the spec's `job`, else $STEPWATCH_JOB (the
-// Kubernetes manifests set it to the JobSet's name), else under Slurm "slurm-<SLURM_JOB_ID>",
-// which every requeue of the batch job keeps. The result is a valid job id; the error of none
-// names every way this command has to give one, that of a bad one its source.
+// The job id of a command run for one job, one rule for `run`, `run --coord`, `doctor`, `ack`,
+// and for `status` and `incidents` without a job (docs/run.md, "The job id"): the one given, else
+// the spec's `job`, else $STEPWATCH_JOB (the Kubernetes manifests set it to the JobSet's name),
+// else under Slurm "slurm-<SLURM_JOB_ID>", which every requeue of the batch job keeps. The result
+// is a valid job id; the error of none names every way this command has to give one, that of a bad
+// one its source.
 Result<std::string> job_id_for(const JobIdGiven& given, const SchedulerContext& ctx,
                                const GetEnv& getenv);
 

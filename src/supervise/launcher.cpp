@@ -84,7 +84,8 @@ Launcher::Launcher(LauncherOptions options)
       session_(etcd_, session_options(opt_)),
       incarnation_key_(coord::incarnation_key(opt_.prefix, opt_.job)),
       launcher_key_(coord::launcher_key(opt_.prefix, opt_.job, opt_.node)),
-      start_key_(coord::start_key(opt_.prefix, opt_.job)) {}
+      start_key_(coord::start_key(opt_.prefix, opt_.job)),
+      checkpoint_key_(coord::checkpoint_key(opt_.prefix, opt_.job)) {}
 
 Launcher::~Launcher() = default;
 
@@ -347,14 +348,44 @@ std::optional<int> Launcher::past_preempted(coord::IncarnationRecord& record) {
   }
 }
 
+std::pair<std::string, std::optional<int64_t>> Launcher::resume_point(
+    const coord::IncarnationRecord& record) {
+  std::pair<std::string, std::optional<int64_t>> named{record.resume_from, record.resume_step};
+  auto got = etcd_.range(checkpoint_key_);
+  if (!got) {
+    say(fmt::format("{}: not read ({}): incarnation {} resumes from {}", checkpoint_key_,
+                    got.error().message, record.incarnation,
+                    named.first.empty() ? "scratch, as its record names none" : named.first));
+    return named;
+  }
+  if (got->kvs.empty()) return named;
+  auto c = coord::checkpoint_from_json(got->kvs[0].value, "etcd key " + checkpoint_key_);
+  if (!c) {
+    say(fmt::format("{} (not used: incarnation {} resumes from {})", c.error().message,
+                    record.incarnation, named.first.empty() ? "scratch" : named.first));
+    return named;
+  }
+  // A record without a step names its checkpoint by id alone: the same id is the same one.
+  if (c->id == named.first || (named.second && *named.second >= c->step)) return named;
+  say(fmt::format(
+      "incarnation {} resumes from {} (step {}), the newest checkpoint every rank "
+      "committed (as {} recorded it in incarnation {}), not {}",
+      record.incarnation, c->id, c->step, c->by.empty() ? "the job's leader" : c->by,
+      c->incarnation,
+      named.first.empty() ? "from scratch as the incarnation's record says"
+                          : fmt::format("{} that the incarnation's record names", named.first)));
+  return {c->id, c->step};
+}
+
 Status Launcher::launch(const coord::IncarnationRecord& record) {
   incarnation_ = record.incarnation;
   LaunchSpec ls;
   ls.argv = opt_.argv;
   ls.env = job_environment(opt_.beacon_root, opt_.job, incarnation_, opt_.master_port);
   // The resume point as a single-node run passes it (docs/spec.md).
-  if (!record.resume_from.empty()) ls.env["STEPWATCH_RESUME_CHECKPOINT"] = record.resume_from;
-  if (record.resume_step) ls.env["STEPWATCH_RESUME_STEP"] = std::to_string(*record.resume_step);
+  const auto [resume_from, resume_step] = resume_point(record);
+  if (!resume_from.empty()) ls.env["STEPWATCH_RESUME_CHECKPOINT"] = resume_from;
+  if (resume_step) ls.env["STEPWATCH_RESUME_STEP"] = std::to_string(*resume_step);
   auto child = Child::start(ls, {});
   if (!child) return child.error();
   child_ = std::move(*child);
@@ -366,8 +397,7 @@ Status Launcher::launch(const coord::IncarnationRecord& record) {
   started_at_ns_ = wall_now_ns();
   published_ = false;
   say(fmt::format("job {} on {}: launched incarnation {}{} (pid {}): {}", opt_.job, opt_.node,
-                  incarnation_,
-                  record.resume_from.empty() ? "" : " resuming from " + record.resume_from,
+                  incarnation_, resume_from.empty() ? "" : " resuming from " + resume_from,
                   child_->pid(), fmt::join(ls.argv, " ")));
   return {};
 }
@@ -391,6 +421,10 @@ coord::IncarnationRecord Launcher::catch_up(coord::JobIncarnation seen) {
     to.at_ns = wall_now_ns();
     to.scheduler = batch ? batch->scheduler : "kubernetes";
     to.scheduler_job = batch ? batch->id : "";
+    // The resume point named before carries over: at most a hint, that the checkpoint key
+    // overrides when newer (resume_point()), but never dropped for scratch.
+    to.resume_from = seen.record.resume_from;
+    to.resume_step = seen.record.resume_step;
     auto moved = coord::move_incarnation(etcd_, incarnation_key_, seen, to);
     if (moved && *moved) {
       say(fmt::format(

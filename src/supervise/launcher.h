@@ -93,6 +93,12 @@ class Launcher {
   // Whether the start key names `incarnation` (or a later one); nullopt: etcd did not answer.
   std::optional<bool> started(int64_t incarnation);
   Status launch(const coord::IncarnationRecord& record);
+  // The checkpoint `record`'s incarnation starts from: the record's resume_from or the job's
+  // checkpoint key (the newest every rank committed, as its leader recorded it), whichever is
+  // newer, so a restart nobody recorded (an operator's requeue, a controller's) never goes back.
+  // Says which it took when the key decided; etcd not answering or a bad key: the record's.
+  std::pair<std::string, std::optional<int64_t>> resume_point(
+      const coord::IncarnationRecord& record);
   // Under Slurm: the incarnation to launch first, max(etcd's, SLURM_RESTART_COUNT), with etcd's
   // moved up to it when below.
   coord::IncarnationRecord catch_up(coord::JobIncarnation seen);
@@ -114,7 +120,7 @@ class Launcher {
   LauncherOptions opt_;
   coord::EtcdClient etcd_;
   coord::NodeSession session_;
-  std::string incarnation_key_, launcher_key_, start_key_;
+  std::string incarnation_key_, launcher_key_, start_key_, checkpoint_key_;
   std::unique_ptr<Child> child_;
   ProcessId child_id_;
   std::optional<int> exit_;           // of the current incarnation, once it exited

@@ -136,8 +136,9 @@ class JobLeaderTest : public ::testing::Test {
     b_->node.pid = 2000;
   }
 
-  // One rank of this node, `steps` committed.
-  static detect::Observation look(const std::string& host, int rank, uint64_t steps) {
+  // One rank of this node, `steps` committed, and the checkpoint it committed last (none: -1).
+  static detect::Observation look(const std::string& host, int rank, uint64_t steps,
+                                  int64_t checkpoint = -1) {
     detect::Observation obs;
     obs.local_host = host;
     contract::RankSnapshot r;
@@ -149,6 +150,8 @@ class JobLeaderTest : public ::testing::Test {
     r.pid_start_ticks = 7;
     r.step = static_cast<int64_t>(steps);
     r.step_count = steps;
+    if (checkpoint >= 0)
+      r.checkpoint = contract::CheckpointMark{fmt::format("step_{}", checkpoint), checkpoint, {}};
     obs.ranks.push_back(r);
     return obs;
   }
@@ -161,10 +164,11 @@ class JobLeaderTest : public ::testing::Test {
   }
   // One poll of a node: its lease, its look published (merged where it leads), then the turn
   // of the runbook on verdict `v`.
-  watch::ClusterState turn(Node& n, int rank, uint64_t steps, detect::State state) {
+  watch::ClusterState turn(Node& n, int rank, uint64_t steps, detect::State state,
+                           int64_t checkpoint = -1) {
     Stamp now = clock_.now();
     n.session.tick(now);
-    n.seen = look(n.name, rank, steps);
+    n.seen = look(n.name, rank, steps, checkpoint);
     watch::ClusterState c = n.leader.amend(n.seen, ++polls_, now);
     n.leader.step(verdict(state), n.seen, 0, now);
     return c;
@@ -251,6 +255,48 @@ TEST_F(JobLeaderTest, TheFirstToPublishLeadsAndMergesEveryNodesRanks) {
   cb = turn(*b_, 1, 6, detect::State::kHealthy);
   EXPECT_EQ(b_->seen.ranks.size(), 1u) << "a follower judges nothing but its own";
   EXPECT_TRUE(a_->node.problems.empty()) << a_->node.problems.front();
+}
+
+// The leader records the newest checkpoint every rank committed, for a restart it does not order
+// (issue 30): not while a rank has none or an older one, never back, and never a follower.
+TEST_F(JobLeaderTest, TheLeaderRecordsTheNewestCheckpointEveryRankCommitted) {
+  auto recorded = [&]() -> std::optional<coord::CheckpointRecord> {
+    auto r = kv_.range(coord::checkpoint_key(kPrefix, "pretrain"), {});
+    EXPECT_TRUE(r.ok());
+    if (!r || r->kvs.empty()) return std::nullopt;
+    auto c = coord::checkpoint_from_json(r->kvs[0].value, "checkpoint");
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c ? std::optional<coord::CheckpointRecord>(*c) : std::nullopt;
+  };
+  turn(*a_, 0, 5, detect::State::kHealthy, 20);
+  turn(*b_, 1, 5, detect::State::kHealthy);
+  advance(0.5);
+  turn(*a_, 0, 25, detect::State::kHealthy, 20);
+  EXPECT_FALSE(recorded()) << "rank 1 has committed none (and a alone, at first, saw no rank 1)";
+  turn(*b_, 1, 25, detect::State::kHealthy, 20);
+  advance(0.5);
+  turn(*a_, 0, 30, detect::State::kHealthy, 20);
+  auto twenty = recorded();
+  ASSERT_TRUE(twenty);
+  EXPECT_EQ(twenty->id, "step_20");
+  EXPECT_EQ(twenty->step, 20);
+  EXPECT_EQ(twenty->by, "a");
+  EXPECT_EQ(twenty->incarnation, 0);
+  EXPECT_EQ(twenty->at_ns, clock_.now().wall_ns);
+  turn(*b_, 1, 40, detect::State::kHealthy, 20);
+  advance(0.5);
+  turn(*a_, 0, 41, detect::State::kHealthy, 40);
+  EXPECT_EQ(recorded()->step, 20) << "rank 1 has not committed step_40 yet";
+  turn(*b_, 1, 41, detect::State::kHealthy, 40);
+  EXPECT_EQ(recorded()->step, 20) << "a follower writes nothing";
+  advance(0.5);
+  turn(*a_, 0, 42, detect::State::kHealthy, 40);
+  EXPECT_EQ(recorded()->id, "step_40");
+  // A rank resumed from an older one (its beacon says so) moves nothing back.
+  turn(*b_, 1, 11, detect::State::kHealthy, 10);
+  advance(0.5);
+  turn(*a_, 0, 43, detect::State::kHealthy, 40);
+  EXPECT_EQ(recorded()->id, "step_40");
 }
 
 // A following node's reads of a poll (its leader's key, the leader's view, the job's orders)

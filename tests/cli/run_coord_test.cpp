@@ -478,7 +478,7 @@ TEST_F(RunCoord, UnderSlurmPublishesTheBatchJobAndMovesTheIncarnationUp) {
   start({}, "", {{"SLURM_JOB_ID", "4242"}, {"SLURM_RESTART_COUNT", "2"}});
   ASSERT_TRUE(launches(1)) << err();
   EXPECT_EQ(lines()[0].inc, "2");
-  EXPECT_EQ(lines()[0].resume, "") << "etcd's resume point was incarnation 1's";
+  EXPECT_EQ(lines()[0].resume, "ckpt-1") << "the resume point named before carries over";
   auto moved = coord::read_incarnation(etcd(), coord::incarnation_key(kPrefix, job_));
   ASSERT_TRUE(moved.ok()) << moved.error().message;
   EXPECT_EQ(moved->record.incarnation, 2);
@@ -493,6 +493,57 @@ TEST_F(RunCoord, UnderSlurmPublishesTheBatchJobAndMovesTheIncarnationUp) {
   EXPECT_EQ(key.scheduler_restarts, 2);
   EXPECT_NE(err().find("incarnation 1 -> 2: Slurm job 4242 restarted (SLURM_RESTART_COUNT=2)"),
             std::string::npos)
+      << err();
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+// A restart nobody recorded (an operator's requeue): the incarnation moves up, and it resumes from
+// the newest checkpoint every rank committed as the leader recorded it, not from the older one
+// the incarnation's record named (issue 30). A key older than the record's point moves nothing
+// back; a bad key is said and passed over.
+TEST_F(RunCoord, UnderSlurmARequeueNobodyRecordedResumesFromTheNewestCheckpoint) {
+  bump(1, "step_10");
+  const std::string key = coord::checkpoint_key(kPrefix, job_);
+  ASSERT_TRUE(
+      etcd().put(key, coord::checkpoint_to_json({"step_40", 40, 1, "n9", wall_now_ns()})).ok());
+  start({}, "", {{"SLURM_JOB_ID", "4242"}, {"SLURM_RESTART_COUNT", "2"}});
+  ASSERT_TRUE(launches(1)) << err();
+  EXPECT_EQ(lines()[0].inc, "2");
+  EXPECT_EQ(lines()[0].resume, "step_40");
+  EXPECT_NE(err().find("incarnation 2 resumes from step_40 (step 40), the newest checkpoint every "
+                       "rank committed (as n9 recorded it in incarnation 1), not step_10 that the "
+                       "incarnation's record names"),
+            std::string::npos)
+      << err();
+  EXPECT_NE(err().find("launched incarnation 2 resuming from step_40"), std::string::npos) << err();
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+}
+
+TEST_F(RunCoord, ACheckpointKeyOlderThanTheRecordOrBadIsPassedOver) {
+  coord::IncarnationRecord r;
+  r.incarnation = 0;
+  r.resume_from = "step_60";
+  r.resume_step = 60;
+  ASSERT_TRUE(
+      etcd().put(coord::incarnation_key(kPrefix, job_), coord::incarnation_to_json(r)).ok());
+  const std::string key = coord::checkpoint_key(kPrefix, job_);
+  ASSERT_TRUE(etcd().put(key, coord::checkpoint_to_json({"step_40", 40, 0, "n9", 1})).ok());
+  start();
+  ASSERT_TRUE(launches(1)) << err();
+  EXPECT_EQ(lines()[0].resume, "step_60") << "never back";
+  EXPECT_EQ(err().find("the newest checkpoint every rank committed"), std::string::npos) << err();
+  finish();
+  EXPECT_EQ(wait_exit(5), 0) << err();
+
+  ASSERT_TRUE(etcd().put(key, R"({"id":"a\"b","step":90})").ok());
+  ::unlink(std::string(dir_ / "done").c_str());
+  start();
+  ASSERT_TRUE(launches(2)) << err();
+  EXPECT_EQ(lines()[1].resume, "step_60");
+  EXPECT_NE(err().find("etcd key " + key + ": field \"id\""), std::string::npos) << err();
+  EXPECT_NE(err().find("(not used: incarnation 0 resumes from step_60)"), std::string::npos)
       << err();
   finish();
   EXPECT_EQ(wait_exit(5), 0) << err();

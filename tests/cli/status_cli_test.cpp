@@ -84,13 +84,53 @@ TEST_F(StatusCli, AllJobsFromStepwatchDir) {
   ASSERT_EQ(b->finish(true), STEPWATCH_OK);
   std::filesystem::create_directories(root_ + "/not a job");
 
-  RunResult r = run({"status"}, scratch_.path(), {"STEPWATCH_DIR=" + root_});
+  RunResult r =
+      run({"status"}, scratch_.path(), {"STEPWATCH_DIR=" + root_, "STEPWATCH_JOB", "SLURM_JOB_ID"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("job job-a"));
   EXPECT_THAT(r.out, HasSubstr("job job-b"));
   EXPECT_THAT(line_of_rank(r.out, 0), HasSubstr(" 7 "));
   EXPECT_THAT(r.out, HasSubstr("finished"));
   EXPECT_THAT(r.err, HasSubstr("not a job")) << "junk in the root is reported on stderr";
+}
+
+// Inside a job (its STEPWATCH_JOB, its Slurm job) `status` shows that job, by the rule `run`
+// names it by (issue 30), and says so; --all shows every job; a bad id in the environment is
+// named.
+TEST_F(StatusCli, InsideAJobShowsThatJobUnlessAll) {
+  auto a = writer("job-a", 0, 1);
+  auto b = writer("job-b", 0, 1);
+  auto slurm = writer("slurm-77", 0, 1);
+  ASSERT_TRUE(a && b && slurm);
+  ASSERT_EQ(a->step(7), STEPWATCH_OK);
+  ASSERT_EQ(b->step(9), STEPWATCH_OK);
+  ASSERT_EQ(slurm->step(3), STEPWATCH_OK);
+  const std::vector<std::string> env = {"STEPWATCH_DIR=" + root_, "STEPWATCH_JOB=job-a",
+                                        "SLURM_JOB_ID"};
+
+  RunResult in = run({"status", "--dir", root_}, scratch_.path(), env);
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  EXPECT_THAT(in.out, HasSubstr("job job-a"));
+  EXPECT_THAT(in.out, Not(HasSubstr("job job-b")));
+  EXPECT_THAT(in.err, HasSubstr("stepwatch status: job job-a, the one this shell runs in "
+                                "(--all: every job)"));
+
+  RunResult all = run({"status", "--dir", root_, "--all"}, scratch_.path(), env);
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_THAT(all.out, HasSubstr("job job-a"));
+  EXPECT_THAT(all.out, HasSubstr("job job-b"));
+  EXPECT_THAT(all.err, Not(HasSubstr("the one this shell runs in")));
+
+  RunResult in_slurm =
+      run({"status", "--dir", root_}, scratch_.path(), {"STEPWATCH_JOB", "SLURM_JOB_ID=77"});
+  ASSERT_EQ(in_slurm.exit_code, 0) << in_slurm.err;
+  EXPECT_THAT(in_slurm.out, HasSubstr("job slurm-77"));
+  EXPECT_THAT(in_slurm.out, Not(HasSubstr("job job-a")));
+
+  RunResult bad = run({"status", "--dir", root_}, scratch_.path(), {"STEPWATCH_JOB=../x"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("stepwatch status: STEPWATCH_JOB: "));
+  EXPECT_EQ(bad.out, "");
 }
 
 TEST_F(StatusCli, ProblemsAreListed) {

@@ -14,6 +14,34 @@ TEST(IncarnationKeys, AreUnderTheJob) {
   EXPECT_EQ(launchers_prefix("/sw", "j1"), "/sw/jobs/j1/launchers/");
   EXPECT_EQ(launcher_key("/sw", "j1", "gpu-17"), "/sw/jobs/j1/launchers/gpu-17");
   EXPECT_EQ(start_key("/sw", "j1"), "/sw/jobs/j1/start");
+  EXPECT_EQ(checkpoint_key("/sw", "j1"), "/sw/jobs/j1/checkpoint");
+}
+
+// The newest checkpoint every rank committed: its id reaches every rank's environment, so a bad
+// one (or a negative step, or none) is refused with the key and field named.
+TEST(CheckpointRecord, RoundTripsAndRefusesABadIdOrStep) {
+  CheckpointRecord c{"step_40", 40, 2, "gpu-1", 1'700'000'000'000'000'000};
+  auto back = checkpoint_from_json(checkpoint_to_json(c), "k");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->id, "step_40");
+  EXPECT_EQ(back->step, 40);
+  EXPECT_EQ(back->incarnation, 2);
+  EXPECT_EQ(back->by, "gpu-1");
+  EXPECT_EQ(back->at_ns, c.at_ns);
+  auto minimal = checkpoint_from_json(R"({"id":"s1","step":1})", "k");
+  ASSERT_TRUE(minimal.ok()) << minimal.error().message;
+  EXPECT_EQ(minimal->incarnation, 0);
+  for (const char* bad : {R"({"step":1})", R"({"id":"s1"})", R"({"id":"a\"b","step":1})",
+                          R"({"id":"s1","step":-1})", R"({"id":7,"step":1})", "[]", "not json"}) {
+    auto r = checkpoint_from_json(bad, "etcd key /sw/jobs/j1/checkpoint");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("etcd key /sw/jobs/j1/checkpoint"), std::string::npos)
+        << r.error().message;
+  }
+  EXPECT_NE(checkpoint_from_json(R"({"id":"s1","step":-1})", "k").error().message.find("step"),
+            std::string::npos);
+  EXPECT_NE(checkpoint_from_json(R"({"id":"a\"b","step":1})", "k").error().message.find("id"),
+            std::string::npos);
 }
 
 // The start barrier: the incarnation record says the launchers start at it, each launcher that

@@ -298,5 +298,38 @@ TEST_F(OrdersTest, TheIncarnationMovesOnceFencedAndTheRosterIsKept) {
   EXPECT_EQ((*roster)->second.at("b"), (std::vector<int>{2, 3}));
 }
 
+// The newest checkpoint every rank committed moves forward only, and only by the leader: an older
+// or equal one is not written, a bad record is replaced (and said once), a lost fence writes
+// nothing.
+TEST_F(OrdersTest, TheCheckpointKeyMovesForwardOnlyAndOnlyByTheLeader) {
+  JobOrders a = on("a");
+  auto none = a.checkpoint();
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_FALSE(none->has_value());
+  auto first = a.advance_checkpoint({"step_20", 20, 0, "a", 1}, fence_);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_TRUE(*first);
+  EXPECT_FALSE(*a.advance_checkpoint({"step_20", 20, 0, "a", 2}, fence_));
+  EXPECT_FALSE(*a.advance_checkpoint({"step_10", 10, 1, "a", 3}, fence_)) << "never back";
+  EXPECT_FALSE(*a.advance_checkpoint({"step_40", 40, 0, "a", 4}, fence_ + 1000))
+      << "a node that does not hold the fence writes nothing";
+  auto twenty = on("b").checkpoint();
+  ASSERT_TRUE(twenty.ok() && twenty->has_value());
+  EXPECT_EQ((*twenty)->id, "step_20");
+  EXPECT_EQ((*twenty)->step, 20);
+  EXPECT_TRUE(*a.advance_checkpoint({"step_40", 40, 0, "a", 5}, fence_));
+  EXPECT_EQ((*a.checkpoint())->step, 40);
+
+  ASSERT_TRUE(client_->put("/sw/jobs/j/checkpoint", R"({"id":"a\"b","step":90})").ok());
+  const uint64_t bad_before = bad_.total();
+  auto bad = a.checkpoint();
+  ASSERT_TRUE(bad.ok());
+  EXPECT_FALSE(bad->has_value()) << "a bad record reads as none";
+  EXPECT_EQ(bad_.total(), bad_before + 1);
+  EXPECT_TRUE(*a.advance_checkpoint({"step_60", 60, 0, "a", 6}, fence_)) << "and is replaced";
+  EXPECT_EQ(bad_.total(), bad_before + 1) << "said once";
+  EXPECT_EQ((*a.checkpoint())->id, "step_60");
+}
+
 }  // namespace
 }  // namespace stepwatch::coord

@@ -5,6 +5,7 @@
 again on the same data, and a TCP forwarder whose connections can be cut (a network partition
 between one node's agent and etcd)."""
 
+import base64
 import json
 import os
 import shutil
@@ -91,6 +92,14 @@ class Etcd:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         self.proc = None
+
+    def get(self, key):
+        """The value of `key` through the JSON gateway (None: absent)."""
+        body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+        req = urllib.request.Request(self.endpoint + "/v3/kv/range", data=body, method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            kvs = json.loads(r.read()).get("kvs", [])
+        return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
 
     def log_tail(self, n=2000):
         try:

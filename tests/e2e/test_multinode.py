@@ -481,7 +481,8 @@ class TwoLaunchers(MultiNodeBase):
         self.addCleanup(log.close)
         trainer = ["/usr/bin/python3", os.path.join(SRC, "examples", "train_ddp.py"), "--steps", "90",
                    "--step-time", "0.05", "--label-data", "--ckpt-dir", os.path.join(self.tmp, "ckpt"),
-                   "--ckpt-every", "20", "--hang-rank", "1", "--hang-at-step", "50", "--hang-incarnation", "0"]
+                   "--ckpt-every", "20", "--hang-rank", "1", "--hang-at-step", "50", "--hang-incarnation", "0",
+                   "--resume-from-env"]  # from the checkpoint the launcher names, not the newest on disk
         cmd = trainer if wrap is None else ["/bin/sh", "-c", wrap + ' exec "$@"', "sh"] + trainer
         argv = [self.bin, "run", "--coord", self.etcd.endpoint, "--job", JOB, "--node", name, "--dir", n.root,
                 "--lease-ttl", "1s", "--grace", grace, "--resume-wait", "60s", "--", *cmd]
@@ -518,7 +519,8 @@ class TwoLaunchers(MultiNodeBase):
         return float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
 
     def finished(self, launchers, resumed_from="step_40"):
-        """Each launcher exits 0, its rank having resumed from `resumed_from` (None: not checked)."""
+        """Each launcher exits 0, its rank having resumed from `resumed_from` (None: not checked),
+        as its launcher named it (the trainer resumes from nothing else: --resume-from-env)."""
         for name, p in launchers.items():
             try:
                 rc = p.wait(timeout=120)
@@ -526,7 +528,7 @@ class TwoLaunchers(MultiNodeBase):
                 self.fail(f"the launcher on {name} did not finish: {self.log_of(name)[-3000:]}")
             self.assertEqual(rc, 0, self.log_of(name)[-3000:])
             if resumed_from:
-                self.assertIn(resumed_from, self.log_of(name))  # the committed checkpoint
+                self.assertIn(f"[rank {'ab'.index(name)}] resumed from {resumed_from} ", self.log_of(name))
 
     def closed_incident(self, node):
         return self.wait_for("the incident closed", lambda: (

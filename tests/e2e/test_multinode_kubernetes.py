@@ -13,9 +13,11 @@ STEPWATCH_INCARNATION from the JobSet's restart-attempt label. The spec says res
 - runbook.resume = false: every pod's launcher exits 75, which the pod failure policy turns into
   a stop of the whole JobSet.
 - A restart the leader did not order (the controller recreated every pod, restart attempt 1,
-  while etcd says 0): the launchers start incarnation 1, not a second incarnation 0.
+  while etcd says 0): the launchers start incarnation 1, not a second incarnation 0, and both
+  resume from the newest checkpoint every rank committed.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -87,25 +89,36 @@ class KubernetesMultiNode(TwoLaunchers):
         self.assertIn("its launchers exit with 75 so that Kubernetes does not restart it", inc[0]["resolution"])
         self.assertEqual(len(rx.pages), 1, rx.pages)
 
-    def test_a_restart_the_leader_did_not_order_is_the_next_incarnation(self):
-        """Every pod deleted (SIGTERM to each launcher, passed to its rank) and recreated by the
-        controller at restart attempt 1, etcd still at 0: incarnation 1 starts on both pods."""
+    def test_a_restart_the_leader_did_not_order_is_the_next_incarnation_from_the_newest_checkpoint(self):
+        """Every pod deleted (SIGTERM to each launcher, passed to its rank) after step_20 was
+        committed, and recreated by the controller at restart attempt 1, etcd still at incarnation
+        0 with no resume point: incarnation 1 starts on both pods, and both resume from step_20,
+        the newest checkpoint every rank committed, as the leader recorded it (issue 30; before,
+        both started from scratch)."""
         launchers = self.launch("30s", runbook=self.RUNBOOK, env=attempt(0))
-        a = self.nodes["a"]
-        self.wait_for("both ranks stepping", lambda: (lambda j: j if j["last_step"] and j["last_step"] >= 5 else None)(
-            a.job(JOB)), timeout=60)
+        key = f"/stepwatch/v1/jobs/{JOB}/checkpoint"
+        self.wait_for("step_20 recorded as committed by every rank", lambda: (
+            lambda v: v if v and json.loads(v)["step"] >= 20 else None)(self.etcd.get(key)), timeout=60)
         for p in launchers.values():
             p.send_signal(signal.SIGTERM)
         self.assertEqual(set(self.exits(launchers, 30).values()), {128 + signal.SIGTERM})
+        # What the leader recorded by the time every rank was gone: step_20, or step_40 when the
+        # ranks got there first (both before the hang at step 50).
+        recorded = json.loads(self.etcd.get(key))
+        self.assertIn((recorded["id"], recorded["step"]), {("step_20", 20), ("step_40", 40)}, recorded)
+        self.assertEqual((recorded["by"], recorded["incarnation"]), ("a", 0), recorded)
+        newest = recorded["id"]
         time.sleep(1.5)  # the launchers' keys have gone with their leases
-        self.finished(self.restart_every_pod(1), resumed_from=None)  # issue 30: the newest checkpoint
+        self.finished(self.restart_every_pod(1), resumed_from=newest)
         moved = [n for n in "ab" if "Kubernetes restarted the job (STEPWATCH_INCARNATION=1) without it being "
                  "recorded" in self.log_of(n)]
         self.assertTrue(moved, {n: self.log_of(n)[-2000:] for n in "ab"})
         for n in "ab":
-            self.assertIn("launched incarnation 1", self.log_of(n))
+            self.assertIn(f"incarnation 1 resumes from {newest} (step {recorded['step']}), the newest checkpoint "
+                          "every rank committed (as a recorded it in incarnation 0), not from scratch as the "
+                          "incarnation's record says", self.log_of(n))
+            self.assertIn(f"launched incarnation 1 resuming from {newest}", self.log_of(n))
             self.assertNotIn("launched incarnation 0 resuming", self.log_of(n))
-
 
 if __name__ == "__main__":
     unittest.main()

@@ -54,6 +54,27 @@ TEST(JobIdFor, GivenThenSpecThenEnvironmentThenTheSlurmJob) {
   EXPECT_EQ(bad_flag.error().message.rfind("--job: ", 0), 0u) << bad_flag.error().message;
 }
 
+// `status` and `incidents` without a job: the job the shell is inside, by the same rule, else
+// every job ("" is no error); a bad one is still an error.
+TEST(JobIdFor, AListingCommandTakesTheJobItIsInsideElseEveryJob) {
+  auto slurm_env = env_of({{"SLURM_JOB_ID", "4242"}});
+  auto slurm = scheduler_from_env(slurm_env);
+  ASSERT_TRUE(slurm.ok());
+  EXPECT_EQ(*job_id_for({"", "the job argument", std::nullopt, false}, *slurm, slurm_env),
+            "slurm-4242");
+  SchedulerContext none;
+  EXPECT_EQ(*job_id_for({"", "the job argument", std::nullopt, false}, none,
+                        env_of({{"STEPWATCH_JOB", "llm-7b"}})),
+            "llm-7b");
+  auto every = job_id_for({"", "the job argument", std::nullopt, false}, none, env_of({}));
+  ASSERT_TRUE(every.ok()) << every.error().message;
+  EXPECT_EQ(*every, "");
+  auto bad = job_id_for({"", "the job argument", std::nullopt, false}, none,
+                        env_of({{"STEPWATCH_JOB", "a/b"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message.rfind("STEPWATCH_JOB: ", 0), 0u) << bad.error().message;
+}
+
 TEST(SchedulerFromEnv, SlurmGivesJobIdAndRestartCount) {
   auto first = scheduler_from_env(env_of({{"SLURM_JOB_ID", "1234"}, {"SLURMD_NODENAME", "n2"}}));
   ASSERT_TRUE(first.ok()) << first.error().message;
