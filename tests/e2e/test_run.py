@@ -101,7 +101,8 @@ class RunTest(unittest.TestCase):
                 p.kill()
                 p.wait()
 
-    def spec(self, job, extra="", pagers=True, interval="1s"):
+    def spec(self, job, extra="", pagers=True, interval="1s", runbook=""):
+        """The job's spec; `runbook`: more lines of [runbook], `extra`: more tables."""
         text = f'''job = "{job}"
 expected_interval = "{interval}"
 grace_intervals = 3
@@ -120,7 +121,7 @@ marker = "step_*/COMMITTED"
 ack_timeout = "2s"
 preempt_grace = "3s"
 restart_budget = 2
-[runbook.collect]
+{runbook}[runbook.collect]
 time_limit = "20s"
 native_stacks = false
 {extra}
@@ -320,11 +321,8 @@ class SchedulerOwner(RunTest):
     docs/slurm.md)."""
 
     def test_kubernetes_owns_the_restart_stepwatch_exits_with_the_requeue_code(self):
-        spec = self.spec("k8s", extra='[log]\npreset = "plain"\n', pagers=False)
-        with open(spec) as f:
-            text = f.read().replace("restart_budget = 2", 'restart_budget = 2\nresume_owner = "kubernetes"', 1)
-        with open(spec, "w") as f:
-            f.write(text + "[kubernetes]\nrequeue_exit_code = 143\n")
+        spec = self.spec("k8s", extra='[log]\npreset = "plain"\n[kubernetes]\nrequeue_exit_code = 143\n', pagers=False,
+                         runbook='resume_owner = "kubernetes"\n')
         trainer = ["/usr/bin/python3", PLAIN, "--steps", "40", "--step-time", "0.05", "--ckpt-dir", self.ckpt,
                    "--ckpt-every", "10", "--hang-at-step", "15"]
         rc, out, _ = self.run_job(spec, trainer,
@@ -341,11 +339,7 @@ class SchedulerOwner(RunTest):
         # again (STEPWATCH_INCARNATION from the restart attempt). stepwatch did not order it; the
         # new `stepwatch run` resumes from the newest committed checkpoint, and the trainer takes
         # only what stepwatch names.
-        spec = self.spec("pod", pagers=False)
-        with open(spec) as f:
-            text = f.read().replace("restart_budget = 2", 'restart_budget = 2\nresume_owner = "kubernetes"', 1)
-        with open(spec, "w") as f:
-            f.write(text)
+        spec = self.spec("pod", pagers=False, runbook='resume_owner = "kubernetes"\n')
         env = python_env()
         for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "STEPWATCH_JOB"):
             env.pop(k, None)
@@ -410,11 +404,7 @@ class SchedulerOwner(RunTest):
     def test_an_owner_that_is_not_there_is_refused_before_launch(self):
         for owner, missing in (("slurm", "SLURM_JOB_ID is not set"),
                                ("kubernetes", "KUBERNETES_SERVICE_HOST is not set")):
-            spec = self.spec(f"own-{owner}", pagers=False)
-            with open(spec) as f:
-                text = f.read().replace("restart_budget = 2", f'restart_budget = 2\nresume_owner = "{owner}"', 1)
-            with open(spec, "w") as f:
-                f.write(text)
+            spec = self.spec(f"own-{owner}", pagers=False, runbook=f'resume_owner = "{owner}"\n')
             env = {"SLURM_JOB_ID": "", "KUBERNETES_SERVICE_HOST": ""}
             rc, out, _ = self.run_job(spec, ["/bin/true"], env_extra=env)
             self.assertEqual(rc, 2, out)
@@ -423,11 +413,7 @@ class SchedulerOwner(RunTest):
 
     def test_a_slurm_job_id_that_is_an_option_is_refused_before_launch(self):
         # SLURM_JOB_ID reaches scontrol and scancel: "--state=RUNNING" would cancel every running job.
-        spec = self.spec("bad-slurm-id", pagers=False)
-        with open(spec) as f:
-            text = f.read().replace("restart_budget = 2", 'restart_budget = 2\nresume_owner = "slurm"', 1)
-        with open(spec, "w") as f:
-            f.write(text)
+        spec = self.spec("bad-slurm-id", pagers=False, runbook='resume_owner = "slurm"\n')
         rc, out, _ = self.run_job(spec, ["/bin/true"], env_extra={"SLURM_JOB_ID": "--state=RUNNING"})
         self.assertEqual(rc, 2, out)
         self.assertIn('SLURM_JOB_ID: Slurm job id "--state=RUNNING" must be digits, or digits_digits for an array '
@@ -573,12 +559,7 @@ class ExitStatuses(RunTest):
 
     def resume_off_spec(self, job):
         """A plain-log spec with runbook.resume = false."""
-        spec = self.spec(job, extra='[log]\npreset = "plain"\n', pagers=False)
-        with open(spec) as f:
-            text = f.read().replace("restart_budget = 2", "restart_budget = 2\nresume = false", 1)
-        with open(spec, "w") as f:
-            f.write(text)
-        return spec
+        return self.spec(job, extra='[log]\npreset = "plain"\n', pagers=False, runbook="resume = false\n")
 
     def test_restart_budget_exhausted_without_progress_is_76(self):
         # Hangs at step 8 in every incarnation (after the warmup steps): no checkpoint is ever
