@@ -490,14 +490,14 @@ class TwoLaunchers(MultiNodeBase):
         self.addCleanup(self._kill, p)
         return p
 
-    def launch(self, restart_wait, wrap_a=None, grace_a="2s", wrap_b=None, runbook="", env=None):
-        """Both agents (preempting, [coord] restart_wait, `runbook` lines in the spec) and both
-        launchers (`env` added to theirs), a first."""
+    def launch(self, restart_wait, wrap_a=None, grace_a="2s", wrap_b=None, runbook="", env=None, spec_extra=""):
+        """Both agents (preempting, [coord] restart_wait, `runbook` lines and `spec_extra` tables in
+        the spec) and both launchers (`env` added to theirs), a first."""
         self.nodes = {}
         for name in ("a", "b"):
             n = NodeAgent(self.bin, self.tmp, name, self.etcd.endpoint, extra='preempt_jobs = ["ddp"]',
                           coord_extra=f'restart_wait = "{restart_wait}"')
-            write_preempt_spec(n, self.receiver.url, runbook=runbook)
+            write_preempt_spec(n, self.receiver.url, runbook=runbook, extra=spec_extra)
             self.addCleanup(n.stop)
             self.nodes[name] = n
         self.nodes["a"].start()

@@ -95,7 +95,11 @@ class KubernetesMultiNode(TwoLaunchers):
         0 with no resume point: incarnation 1 starts on both pods, and both resume from step_20,
         the newest checkpoint every rank committed, as the leader recorded it (issue 30; before,
         both started from scratch)."""
-        launchers = self.launch("30s", runbook=self.RUNBOOK, env=attempt(0))
+        # The agents page the ranks the deletion ends, and preempt nothing: the restart is the
+        # controller's alone, however long it takes (a leader that moved the incarnation first
+        # would have ordered it).
+        launchers = self.launch("30s", runbook=self.RUNBOOK, env=attempt(0),
+                                spec_extra="[auto_preempt]\nenabled = false\n")
         key = f"/stepwatch/v1/jobs/{JOB}/checkpoint"
         self.wait_for("step_20 recorded as committed by every rank", lambda: (
             lambda v: v if v and json.loads(v)["step"] >= 20 else None)(self.etcd.get(key)), timeout=60)
