@@ -227,8 +227,11 @@ void JobLeader::lead(const detect::Verdict& v, Stamp now) {
     }
     // A fresh runbook adopts the job's open incident from etcd, where the previous leader left
     // it: its page is not sent again unless it was claimed and never delivered.
-    incident_ = std::make_unique<runbook::Incident>(runbook::IncidentScope{d_.job, 0, 0},
-                                                    runbook::IncidentPolicy::from_spec(d_.spec),
+    // A page another node claimed is delivered here only once that node had a lease TTL to
+    // record its delivery (it records it unfenced, once etcd answers it: E14).
+    auto policy = runbook::IncidentPolicy::from_spec(d_.spec);
+    policy.adopted_claim_wait_ns = session_.options().ttl_ns;
+    incident_ = std::make_unique<runbook::Incident>(runbook::IncidentScope{d_.job, 0, 0}, policy,
                                                     *ledger_, *host_, *deliveries_);
     LeaderResumeDeps rd{d_.job,
                         node_name(),

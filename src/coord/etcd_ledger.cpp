@@ -154,17 +154,28 @@ EtcdLedger::EtcdLedger(Kv& etcd, std::string job, LedgerKeys keys, std::function
 Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> id) {
   auto r = etcd_.range(keys_.incident);
   if (!r) return r.error();
+  unvouched_.reset();  // as the key is now
   if (r->kvs.empty()) return std::optional<Read>{};
   const KeyValue& kv = r->kvs[0];
+  // A record that does not read is no incident of the job's (E15): passed over, said once, and
+  // set aside when the job's own incident opens, which is then listed and acked as any other.
+  auto not_ours = [&](const Error& why) {
+    if (told_unreadable_ != kv.mod_revision)
+      log_warn("coord: job {}: {}: not joined; it is set aside when the job's own incident opens",
+               job_, why.message);
+    told_unreadable_ = kv.mod_revision;
+    unvouched_ = kv;
+    return std::optional<Read>{};
+  };
   auto parsed = record_of(kv);
-  if (!parsed) return parsed.error();
+  if (!parsed) return not_ours(parsed.error());
   json doc = std::move(*parsed);
   auto epoch = epoch_of(doc, kv);
-  if (!epoch) return epoch.error();
+  if (!epoch) return not_ours(epoch.error());
   const int64_t found = incident_id(kv.create_revision, *epoch);
-  if (id && found != *id) return std::optional<Read>{};
   auto inc = from_json(doc, kv.key, found);
-  if (!inc) return inc.error();
+  if (!inc) return not_ours(inc.error());
+  if (id && found != *id) return std::optional<Read>{};
   if (!vouched_ || vouched_->first != found) {
     auto ok = vouched(doc.value("opened_by", ""));
     if (!ok) return ok.error();
@@ -207,9 +218,9 @@ Status EtcdLedger::set_aside(const KeyValue& kv, int64_t fence, int64_t epoch_ms
                       TxnOp::put(fmt::format("{}{:020d}", keys_.set_aside, id), kv.value)});
   if (!t) return t.error();
   log_warn(
-      "coord: job {}: the incident record no node of the job opened (revision {}) is set "
+      "coord: job {}: the record at {} that is no incident of the job's (revision {}) is set "
       "aside under {}{:020d}",
-      job_, kv.create_revision, keys_.set_aside, id);
+      job_, keys_.incident, kv.create_revision, keys_.set_aside, id);
   return {};
 }
 
@@ -334,11 +345,11 @@ Result<std::optional<store::Incident>> EtcdLedger::get(int64_t id) {
 
 Status EtcdLedger::modify(int64_t id,
                           const std::function<bool(store::Incident&, std::string&)>& change,
-                          bool* applied) {
+                          bool* applied, bool leader_only) {
   if (applied) *applied = false;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    int64_t fence = fence_();
-    if (fence == 0) {
+    int64_t fence = leader_only ? fence_() : 0;
+    if (leader_only && fence == 0) {
       return Error{Errc::kBusy, fmt::format("job {}: this node ({}) does not lead it: not writing "
                                             "incident {}",
                                             job_, keys_.node, id)};
@@ -359,15 +370,16 @@ Status EtcdLedger::modify(int64_t id,
     }
     std::string value =
         to_json(rd.incident, actions, rd.doc.value("opened_by", ""), rd.epoch_ms).dump();
-    auto t = etcd_.txn({Compare::mod_rev(keys_.incident, rd.mod_revision),
-                        Compare::create_rev(keys_.fence_key, fence)},
-                       {TxnOp::put(keys_.incident, value)}, {TxnOp::get(keys_.fence_key)});
+    std::vector<Compare> fenced = {Compare::mod_rev(keys_.incident, rd.mod_revision)};
+    if (leader_only) fenced.push_back(Compare::create_rev(keys_.fence_key, fence));
+    auto t = etcd_.txn(std::move(fenced), {TxnOp::put(keys_.incident, value)},
+                       {TxnOp::get(keys_.fence_key)});
     if (!t) return t.error();
     if (t->succeeded) {
       if (applied) *applied = true;
       return {};
     }
-    if (!fence_held(*t, fence)) {
+    if (leader_only && !fence_held(*t, fence)) {
       return Error{Errc::kBusy,
                    fmt::format("job {}: incident {}: write refused by the fence: this node ({}) "
                                "no longer leads the job (its lease lapsed)",
@@ -406,11 +418,15 @@ Result<bool> EtcdLedger::claim_page(int64_t id, int64_t at_ns) {
 
 Status EtcdLedger::record_delivery(int64_t id, int64_t at_ns, std::string_view result,
                                    bool delivered) {
-  auto st = modify(id, [&](store::Incident& i, std::string&) {
-    i.page_result = std::string(result);
-    if (delivered && !i.delivered_at_ns) i.delivered_at_ns = at_ns;
-    return true;
-  });
+  // What this node sent: recorded whether or not it still leads (E14), never the leader's alone.
+  auto st = modify(
+      id,
+      [&](store::Incident& i, std::string&) {
+        i.page_result = std::string(result);
+        if (delivered && !i.delivered_at_ns) i.delivered_at_ns = at_ns;
+        return true;
+      },
+      nullptr, false);
   if (!st && st.error().code == Errc::kNotFound) return {};  // closed meanwhile: nothing to add
   return st;
 }
@@ -457,10 +473,16 @@ Status EtcdLedger::record_action(const store::Action& a) {
             {"detail", a.detail},
             {"node", keys_.node}};
   std::string text = j.dump();
-  auto st = modify(*a.incident_id, [&](store::Incident&, std::string& action) {
-    action = text;
-    return true;
-  });
+  // A page's outcome is what this node sent, recorded as its delivery is (record_delivery).
+  const bool page =
+      a.kind == store::action_kind::kPage || a.kind == store::action_kind::kPageFailed;
+  auto st = modify(
+      *a.incident_id,
+      [&](store::Incident&, std::string& action) {
+        action = text;
+        return true;
+      },
+      nullptr, !page);
   if (!st && st.error().code == Errc::kNotFound) return {};  // closed meanwhile
   return st;
 }

@@ -13,7 +13,9 @@
 // whose lease lapsed, stopped or partitioned, cannot commit), and MOD(incident) == the revision
 // read (nothing written meanwhile, by an ack on another node, say, is overwritten). A fence
 // that fails is an error the Incident reports and retries; it never silences a page. Acks come
-// from any node (ack()), fenced by MOD only: an ack needs no leadership.
+// from any node (ack()), fenced by MOD only: an ack needs no leadership. So do a page's delivery
+// and its page actions: what a node sent, recorded by that node even once it no longer leads
+// (a leader whose lease lapsed mid-delivery; review E14), so that it is never sent again.
 #pragma once
 
 #include <cstdint>
@@ -110,10 +112,11 @@ class EtcdLedger final : public runbook::IncidentLedger {
   void saw(int64_t revision, int64_t epoch_ms);
   // Moves the open record at `kv` aside (fenced), so that a real incident can open.
   Status set_aside(const KeyValue& kv, int64_t fence, int64_t epoch_ms);
-  // Applies `change` to the open incident `id` and writes it, fenced; retried once when the
-  // record moved meanwhile. `change` returns false to leave it as it is.
+  // Applies `change` to the open incident `id` and writes it, fenced (leader_only: by the
+  // leader's fence too, else by MOD alone); retried when the record moved meanwhile. `change`
+  // returns false to leave it as it is.
   Status modify(int64_t id, const std::function<bool(store::Incident&, std::string& extra)>& change,
-                bool* applied = nullptr);
+                bool* applied = nullptr, bool leader_only = true);
 
   Kv& etcd_;
   std::string job_;
@@ -121,7 +124,10 @@ class EtcdLedger final : public runbook::IncidentLedger {
   std::function<int64_t()> fence_;
   std::optional<std::pair<int64_t, bool>> vouched_;  // incident id -> vouched
   int64_t last_id_ = 0;                              // the largest id this ledger saw
-  std::optional<KeyValue> unvouched_;                // the open record no node opened
+  // The record at the incident key that is no incident of the job's (no node of the job opened
+  // it, or it does not read): set aside when the job's own incident opens.
+  std::optional<KeyValue> unvouched_;
+  int64_t told_unreadable_ = 0;  // the mod revision of an unreadable record said
 };
 
 // Acks the job's open incident in etcd from any node (the API, `stepwatch ack`): nullopt when

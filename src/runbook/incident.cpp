@@ -51,6 +51,7 @@ void PageDeliveries::reap(Stamp now) {
     finish(*it, now);
     it = pending_.erase(it);
   }
+  std::erase_if(unrecorded_, [&](Unrecorded& u) { return record(u); });
 }
 
 void PageDeliveries::wait(Stamp now) {
@@ -58,11 +59,41 @@ void PageDeliveries::wait(Stamp now) {
   pending_.clear();
 }
 
+bool PageDeliveries::record(Unrecorded& u) {
+  std::erase_if(u.actions, [&](const store::Action& a) { return ledger_.record_action(a).ok(); });
+  if (u.outcome) {
+    const auto& [at_ns, out] = *u.outcome;
+    if (ledger_.record_delivery(u.id, at_ns, out.summary, out.delivered)) {
+      if (sink_.log)
+        sink_.log(
+            LogLevel::kInfo, u.job,
+            fmt::format("incident {}: its page's outcome is recorded now: {}", u.id, out.summary));
+      u.outcome.reset();
+    }
+  }
+  return u.actions.empty() && !u.outcome;
+}
+
+bool PageDeliveries::delivered_unrecorded(int64_t id) {
+  for (auto it = unrecorded_.begin(); it != unrecorded_.end(); ++it) {
+    if (it->id != id || !it->outcome || !it->outcome->second.delivered) continue;
+    if (sink_.log)
+      sink_.log(LogLevel::kInfo, it->job,
+                fmt::format("incident {}: its page was delivered from this node ({}), but that "
+                            "could not be recorded then: recording it, not paging again",
+                            id, it->outcome->second.summary));
+    if (record(*it)) unrecorded_.erase(it);
+    return true;
+  }
+  return false;
+}
+
 void PageDeliveries::finish(Pending& p, Stamp now) {
   std::vector<PageResult> results = p.future.get();
   const IncidentRecord& rec = *p.record;
   const char* what = p.kind == Kind::kEscalation ? "escalation " : "";
   DeliveryOutcome out;
+  Unrecorded left{rec.job, rec.id, {}, std::nullopt};
   out.delivered = results.empty();
   for (const auto& r : results) {
     out.delivered = out.delivered || r.ok;
@@ -76,11 +107,15 @@ void PageDeliveries::finish(Pending& p, Stamp now) {
     a.ok = r.ok;
     a.detail = what + line;
     Status st = ledger_.record_action(a);
+    if (!st) left.actions.push_back(a);
     if (sink_.counted) sink_.counted(rec.job, a.kind);
     if (sink_.log) {
       sink_.log(r.ok ? LogLevel::kInfo : LogLevel::kWarn, rec.job,
                 fmt::format("{}page {}", what, line));
-      if (!st) sink_.log(LogLevel::kWarn, rec.job, "cannot record the page: " + st.error().message);
+      if (!st)
+        sink_.log(LogLevel::kWarn, rec.job,
+                  "cannot record the page (kept, and recorded once the ledger takes it): " +
+                      st.error().message);
     }
     out.summary += (out.summary.empty() ? "" : "; ") + line;
   }
@@ -88,16 +123,21 @@ void PageDeliveries::finish(Pending& p, Stamp now) {
     out.summary = "no pager configured: incident only recorded";
     if (sink_.log) sink_.log(LogLevel::kInfo, rec.job, out.summary);
   }
-  if (p.kind != Kind::kPage) return;
-  if (rec.id == 0) {
+  if (p.kind == Kind::kPage && rec.id == 0) {
     p.record->unrecorded = out;  // recorded with the incident, once the ledger takes it
-    return;
+  } else if (p.kind == Kind::kPage) {
+    if (auto st = ledger_.record_delivery(rec.id, now.wall_ns, out.summary, out.delivered); !st) {
+      left.outcome = std::make_pair(now.wall_ns, out);
+      if (sink_.log)
+        sink_.log(LogLevel::kWarn, rec.job,
+                  fmt::format("incident {}: cannot record its page's outcome (kept, and recorded "
+                              "once the ledger takes it): {}",
+                              rec.id, st.error().message));
+    }
   }
-  if (auto st = ledger_.record_delivery(rec.id, now.wall_ns, out.summary, out.delivered);
-      !st && sink_.log) {
-    sink_.log(LogLevel::kWarn, rec.job,
-              fmt::format("incident {}: cannot record its page's outcome: {}", rec.id,
-                          st.error().message));
+  if (left.id > 0 && (!left.actions.empty() || left.outcome)) {
+    if (unrecorded_.size() >= kMaxUnrecorded) unrecorded_.erase(unrecorded_.begin());
+    unrecorded_.push_back(std::move(left));
   }
 }
 
@@ -284,10 +324,19 @@ void Incident::page(const detect::Verdict& v, Stamp now) {
         o.paged = true;
         return;
       }
+      // Delivered from here, while the ledger could not take it (E14): recorded, not re-sent.
+      if (deliveries_.delivered_unrecorded(id)) {
+        o.paged = true;
+        alert_.adopt(message(v));
+        return;
+      }
       // A claim is not a delivery (D3). One claimed moments ago may still be under way in the
-      // watcher that claimed it; one older than the longest delivery was lost with it.
+      // watcher that claimed it; one older than the longest delivery was lost with it, unless
+      // that watcher lives on and records it once it can (a multi-node leader that lost its
+      // lease mid-delivery): it is given adopted_claim_wait from this watcher's first look.
       int64_t age = now.wall_ns - *(*rec)->paged_at_ns;
       if (age < longest_delivery_ns()) return;  // asked again next turn
+      if (now.mono_ns - o.opened_mono_ns < policy_.adopted_claim_wait_ns) return;
       say(LogLevel::kWarn,
           fmt::format("incident {}: its page was claimed {} ago but never delivered (the watcher "
                       "that claimed it stopped): delivering it now",

@@ -81,8 +81,12 @@ class PageDeliveries {
 
   void start(std::shared_ptr<IncidentRecord> record, Kind kind, std::vector<spec::Pager> targets,
              PageMessage m);
-  // Records each delivery that has finished.
+  // Records each delivery that has finished, and again what the ledger did not take before.
   void reap(Stamp now);
+  // Whether this node delivered incident `id`'s page and the ledger has not taken that yet (etcd
+  // did not answer, or this node no longer led the job): it is recorded now, and is never sent
+  // again (review E14). Said, with why, on the sink.
+  bool delivered_unrecorded(int64_t id);
   // Waits for every delivery and records it (shutdown).
   void wait(Stamp now);
   size_t in_flight() const { return pending_.size(); }
@@ -95,11 +99,23 @@ class PageDeliveries {
     std::future<std::vector<PageResult>> future;
   };
   void finish(Pending& p, Stamp now);
+  // What finished but the ledger did not take: the page's actions and its outcome, kept (and
+  // recorded at each reap) until it does.
+  struct Unrecorded {
+    std::string job;
+    int64_t id = 0;
+    std::vector<store::Action> actions;
+    std::optional<std::pair<int64_t, DeliveryOutcome>> outcome;  // at_ns, outcome
+  };
+  // Records `u` as far as the ledger takes it: true when all of it is recorded.
+  bool record(Unrecorded& u);
 
   IncidentLedger& ledger_;
   PagerOptions options_;
   DeliverySink sink_;
   std::vector<Pending> pending_;
+  std::vector<Unrecorded> unrecorded_;
+  static constexpr size_t kMaxUnrecorded = 64;  // a ledger down for good: the oldest go
 };
 
 // The runbook's settings of one job (from its spec: [runbook], [auto_preempt]).
@@ -109,6 +125,10 @@ struct IncidentPolicy {
   int64_t ack_hold_limit_ns = 0;
   bool auto_preempt = false;
   int misses = 1;  // firing verdicts in a row before acting
+  // How long a watcher that adopted an incident whose page another watcher claimed waits, from
+  // its first look, before it delivers that page itself (a multi-node job's leader: the lease
+  // TTL, so that the node that claimed it has had the time to record its delivery; 0 alone).
+  int64_t adopted_claim_wait_ns = 0;
 
   static IncidentPolicy from_spec(const spec::JobSpec& spec);
 };

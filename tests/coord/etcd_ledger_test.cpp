@@ -263,6 +263,68 @@ TEST_F(EtcdLedgerTest, ARecordNoNodeOfTheJobOpenedIsSetAsideNotJoined) {
   EXPECT_EQ(aside->kvs[0].value, forged);
 }
 
+// E15: a record at the job's incident key that does not read is no incident: passed over (the
+// job has none open), set aside when the job's own opens, which is then listed and acked as any.
+TEST_F(EtcdLedgerTest, AnUnreadableRecordIsSetAsideAndTheJobsOwnIncidentIsListedAndAckable) {
+  Leader a = join("a");
+  const std::string junk = R"({"state": 7, "id": "x", "page": [1, 2], "ack": {"by": 3}})";
+  ASSERT_TRUE(client_->put("/sw/jobs/j/incident", junk).ok());
+  ASSERT_TRUE(client_->put("/sw/jobs/j/incident", "{\"job\": 3}").ok());  // and then another
+  ASSERT_TRUE(client_->put("/sw/jobs/j/incident", junk).ok());
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto none = ledger.open_for("j");
+  ASSERT_TRUE(none.ok()) << none.error().message << ": an unreadable record is not an error";
+  EXPECT_FALSE(none->has_value());
+  auto ref = ledger.open(stall());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  EXPECT_TRUE(ref->created);
+  auto aside = client_->range("/sw/jobs/j/set_aside/", {true});
+  ASSERT_TRUE(aside.ok());
+  ASSERT_EQ(aside->kvs.size(), 1u);
+  EXPECT_EQ(aside->kvs[0].value, junk) << "kept as it was";
+  auto listed = incidents_in_etcd(*client_, keys("a"), "j", 10);
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().id, ref->id);
+  auto acked = ack_in_etcd(*client_, keys("b"), "j", 5'000, "alice", "");
+  ASSERT_TRUE(acked.ok()) << acked.error().message;
+  ASSERT_TRUE(acked->has_value());
+  EXPECT_EQ((*acked)->id, ref->id);
+  auto got = ledger.get(ref->id);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->acked_by, "alice");
+}
+
+// E14: a page's delivery is what its node sent: recorded by that node once etcd answers, even
+// though it no longer leads; every other write stays the leader's.
+TEST_F(EtcdLedgerTest, ADeliveryIsRecordedByTheNodeThatSentItEvenOnceItNoLongerLeads) {
+  Leader a = join("a");
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto ref = ledger.open(stall());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  ASSERT_TRUE(*ledger.claim_page(ref->id, 1'000));
+  EtcdLedger lapsed(*client_, "j", keys("a"), [] { return int64_t{0}; });  // leads no more
+  ASSERT_TRUE(lapsed.record_delivery(ref->id, 2'000, "webhook: sent", true).ok());
+  store::Action page;
+  page.job = "j";
+  page.incident_id = ref->id;
+  page.at_ns = 2'000;
+  page.kind = std::string(store::action_kind::kPage);
+  page.ok = true;
+  page.detail = "webhook: sent";
+  ASSERT_TRUE(lapsed.record_action(page).ok());
+  store::Action preempt = page;
+  preempt.kind = std::string(store::action_kind::kPreempt);
+  EXPECT_FALSE(lapsed.record_action(preempt).ok()) << "the leader's alone";
+  EXPECT_FALSE(lapsed.claim_page(ref->id, 3'000).ok());
+  EXPECT_FALSE(lapsed.close(ref->id, 3'000, "x").ok());
+  auto got = ledger.get(ref->id);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->delivered_at_ns, 2'000);
+  EXPECT_EQ((*got)->page_result, "webhook: sent");
+  EXPECT_FALSE((*got)->page_undelivered());
+}
+
 TEST_F(EtcdLedgerTest, ALeaderWhoseKeyLapsedCannotWrite) {
   auto lease = client_->grant(1);
   ASSERT_TRUE(lease.ok()) << lease.error().message;
@@ -317,15 +379,6 @@ TEST_F(EtcdLedgerTest, AnyNodeAcksAndTheFirstAckStays) {
   auto got = ledger.get(ref->id);
   EXPECT_EQ((*got)->acked_by, "alice");
   EXPECT_EQ((*got)->acked_at_ns, 5'000);
-}
-
-TEST_F(EtcdLedgerTest, ARecordThatIsNotAnIncidentIsNamed) {
-  Leader a = join("a");
-  ASSERT_TRUE(client_->put("/sw/jobs/j/incident", "{\"job\": 3}").ok());
-  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
-  auto r = ledger.open_for("j");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("/sw/jobs/j/incident"), std::string::npos) << r.error().message;
 }
 
 }  // namespace

@@ -453,6 +453,76 @@ TEST_F(IncidentTest, AClaimedPageThatWasNeverDeliveredIsDeliveredByTheNextWatche
   EXPECT_EQ(receiver_.pages(), 1u) << "delivered once, then never again";
 }
 
+// E14: the page was delivered, but the ledger could not take that (etcd stopped, the leader's
+// lease lapsed): the outcome is kept and recorded once it can be, by the next watcher's turn on
+// this node too, and the page is never sent again.
+TEST_F(IncidentTest, ADeliveryTheLedgerCouldNotTakeIsRecordedLaterAndNeverSentAgain) {
+  receiver_.hold = true;
+  turn(detect::State::kStalled);  // claimed, under way
+  ledger_.failing = true;         // the ledger goes away mid-delivery
+  receiver_.release();
+  settle();
+  EXPECT_EQ(receiver_.pages(), 1u);
+  EXPECT_FALSE(row(1).delivered_at_ns.has_value());
+  EXPECT_EQ(ledger_.count("page"), 0);
+  make();  // this node's next watcher of the job (it led again): a fresh runbook, adopting
+  ledger_.failing = false;
+  clock_.advance(60 * kSec);  // long past the longest delivery
+  turn(detect::State::kStalled);
+  settle();
+  EXPECT_EQ(receiver_.pages(), 1u) << "delivered from here: recorded, not sent again";
+  EXPECT_TRUE(row(1).delivered_at_ns.has_value());
+  EXPECT_EQ(row(1).page_result.find("sent after 1 attempt(s)") != std::string::npos, true)
+      << row(1).page_result;
+  EXPECT_EQ(ledger_.count("page"), 1) << "and its action, kept meanwhile";
+  clock_.advance(10 * kSec);
+  turn(detect::State::kStalled);
+  settle();
+  EXPECT_EQ(receiver_.pages(), 1u);
+}
+
+// The same, with no turn of a runbook in between: each reap records what is kept.
+TEST_F(IncidentTest, WhatTheLedgerDidNotTakeIsRecordedAtTheNextReap) {
+  receiver_.hold = true;
+  turn(detect::State::kStalled);
+  ledger_.failing = true;
+  receiver_.release();
+  settle();
+  deliveries_->reap(clock_.now());
+  EXPECT_FALSE(row(1).delivered_at_ns.has_value()) << "still failing";
+  ledger_.failing = false;
+  deliveries_->reap(clock_.now());
+  EXPECT_TRUE(row(1).delivered_at_ns.has_value());
+  EXPECT_EQ(ledger_.count("page"), 1);
+}
+
+// A page another watcher claimed and never recorded as delivered: a watcher that adopted the
+// incident delivers it only once adopted_claim_wait passed since its first look (a multi-node
+// leader: the lease TTL, for the node that claimed it to record its delivery).
+TEST_F(IncidentTest, AnAdoptedClaimIsDeliveredOnlyAfterTheClaimWaitFromTheFirstLook) {
+  receiver_.refuse = true;
+  turn(detect::State::kStalled);
+  settle();
+  runbook_.reset();
+  deliveries_.reset();
+  ledger_.rows[1].page_result = "claimed";
+  receiver_.refuse = false;
+  clock_.advance(60 * kSec);  // claimed long ago
+  make();
+  policy_.adopted_claim_wait_ns = 5 * kSec;
+  runbook_.emplace(IncidentScope{"llm", 1, 0}, policy_, ledger_, host_, *deliveries_);
+  turn(detect::State::kStalled);
+  clock_.advance(4 * kSec);
+  turn(detect::State::kStalled);
+  settle();
+  EXPECT_EQ(receiver_.pages(), 0u) << "4 s after its first look";
+  clock_.advance(2 * kSec);
+  turn(detect::State::kStalled);
+  settle();
+  EXPECT_EQ(receiver_.pages(), 1u);
+  EXPECT_TRUE(host_.said("never delivered"));
+}
+
 TEST_F(IncidentTest, ADeliveredPageIsNotSentAgainByTheNextWatcher) {
   turn(detect::State::kStalled);
   settle();
