@@ -150,6 +150,11 @@ class Agent::JobHost final : public NodeJobHost {
   void carried_out(const store::Action& a) override;
   void ended(std::string_view reason, const detect::Verdict& v, Stamp now) override;
   void problem(const std::string& line) override { agent_.note_problem(line); }
+  // This node's own incident of a multi-node job joins the job's page of the same stall (E16).
+  std::optional<PagedElsewhere> paged_as(const detect::Verdict&) override {
+    if (!t_.leader) return std::nullopt;
+    return t_.leader->paged_as(t_.incarnation);
+  }
 
  private:
   // The page, acked here (this node's incident) or on any node (the job's, in etcd).
@@ -187,6 +192,10 @@ void Agent::step_runbook(WatchedJob& t, const detect::Verdict& v, Stamp now) {
   } else if (t.runbook->is_open() && !t.runbook->acting()) {
     log_info("agent: job {}: etcd answers again: the job's leader ({}) owns its incident now",
              t.job, t.leader->leader().empty() ? "unknown" : t.leader->leader());
+    // Its page stands for the stall: the job's incident joins it rather than paging it again.
+    // (Its delivery may have finished since the last reap: a poll under a hung etcd is slow.)
+    deliveries_.reap(now);
+    if (auto key = t.runbook->delivered_key()) t.leader->paged_here(*key, t.incarnation);
     t.runbook->close(now, "coordination resumed: the job's leader owns its incident");
   }
   if (t.leader) t.leader->step(v, t.state.observation, t.incarnation, now);
@@ -207,6 +216,15 @@ runbook::PageMessage Agent::JobHost::job_page(const detect::Verdict& v) {
 runbook::PageMessage Agent::JobHost::page(const detect::Verdict& v, bool job_wide) {
   runbook::PageMessage m = runbook::page_for_verdict(t_.job, t_.spec.owner, v);
   m.host = agent_.node_name();
+  if (!job_wide && agent_.coord_) {
+    // A node's own incident of a multi-node job: what this node sees of its own ranks, not the
+    // job's verdict (E16).
+    m.summary =
+        fmt::format("node {}'s view alone ({}): {}", agent_.node_name(),
+                    agent_.coord_->session.connected() ? "the job's leader opens no incident"
+                                                       : "etcd does not answer it",
+                    m.summary);
+  }
   // The job's incident is acked on any node (in etcd); this node's own only here.
   m.ack_command =
       job_wide ? fmt::format("stepwatch ack {} (on any node of the job)", t_.job)

@@ -68,6 +68,11 @@ class JobLeader::Host final : public runbook::IncidentHost {
     l_.d_.node.problem(fmt::format("job {}: its incident in etcd: {}", l_.d_.job, e.message));
   }
   void counted(std::string_view action_kind) override { l_.d_.node.counted(action_kind); }
+  // The stall was paged before this incident (etcd lost its data since; or this node paged it
+  // itself while etcd did not answer): joined, not paged again.
+  std::optional<PagedElsewhere> paged_as(const detect::Verdict&) override {
+    return l_.paged_as(l_.incarnation_);
+  }
 
  private:
   JobLeader& l_;
@@ -149,6 +154,31 @@ void JobLeader::keep_roster(const detect::Observation& merged, bool took_over) {
   roster_written_ = std::move(nodes);
 }
 
+std::optional<runbook::IncidentHost::PagedElsewhere> JobLeader::paged_as(int64_t incarnation) {
+  // A delivery of the job's page that finished since the last reap counts: this node's own
+  // incident may open in the very poll that lost etcd (E14).
+  if (deliveries_) deliveries_->reap(now_);
+  learn_delivered();
+  if (!paged_ || paged_->incarnation != incarnation) return std::nullopt;
+  return runbook::IncidentHost::PagedElsewhere{paged_->key, paged_->why};
+}
+
+void JobLeader::learn_delivered() {
+  if (!paging_ || !paging_->delivered || paging_->id <= 0) return;
+  paged_ = Paged{std::to_string(paging_->id), paging_incarnation_,
+                 fmt::format("incident {} of the job, paged through etcd by node {}", paging_->id,
+                             node_name()),
+                 paging_->id};
+  paging_.reset();
+}
+
+void JobLeader::paged_here(const std::string& key, int64_t incarnation) {
+  if (paged_ && paged_->incarnation == incarnation) return;  // the job's page comes first
+  paged_ =
+      Paged{key, incarnation,
+            fmt::format("this node's own incident {}, paged while etcd did not answer it", key), 0};
+}
+
 void JobLeader::keep_checkpoint(Stamp now) {
   if (!seen_) return;
   // Every rank of the world in the look (not a leader alone before the others published).
@@ -180,6 +210,8 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
   last_state_ = v.state;
   coord_.settle(v.state == detect::State::kHealthy, now);
   if (!coord_.leads()) checkpoint_written_.reset();  // a next term reads the key again
+  // The job steps again: a next stall is a new one, whatever was paged before.
+  if (v.state == detect::State::kHealthy || v.state == detect::State::kSlow) paged_.reset();
   if (session_.connected()) follow_orders(v, now);
   if (coord_.leads() && session_.connected() && session_.rejoining(now)) {
     // Every node's lease lapsed with this one's (etcd paused): the others re-publish within a
@@ -206,6 +238,7 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
     stop_leading();
   }
   if (deliveries_) deliveries_->reap(now);
+  learn_delivered();
   if (d_.read_ahead) d_.read_ahead->forget();
   seen_ = nullptr;
 }
@@ -258,12 +291,28 @@ void JobLeader::lead(const detect::Verdict& v, Stamp now) {
   }
   // The incarnation alone tells runs apart: wall clocks of other hosts are not compared.
   incident_->set_run(incarnation_, 0);
+  const bool was_open = incident_->is_open();
   if (resume_->holding()) {
     // Held after a restart storm: the preempted ranks' verdict neither recovers nor ends the
     // incident; only the ack (or a next incarnation started by someone else) does.
     resume_->poll(now);
   } else {
     incident_->step(v, now);
+  }
+  // What every node joins once etcd is gone (E16): the job's incident once its page reached
+  // someone, until it closes.
+  if (auto key = incident_->delivered_key()) {
+    paged_ = Paged{*key, incarnation_,
+                   fmt::format("incident {} of the job, paged through etcd by node {}",
+                               *incident_->id(), node_name()),
+                   *incident_->id()};
+    paging_.reset();
+  } else if (incident_->is_open()) {
+    paging_ = incident_->record();  // delivered later, maybe once this node leads no more
+    paging_incarnation_ = incarnation_;
+  } else if (was_open) {
+    paged_.reset();
+    paging_.reset();
   }
 }
 
@@ -547,14 +596,22 @@ void JobLeader::share_view(watch::JobState& state, Stamp now) {
       state.verdict.evidence.push_back(
           {"restart", waiting, -1, now.mono_ns - resume_host_->waiting_since_mono_ns()});
     }
+    const std::string paged = paged_ && paged_->incident > 0 ? paged_->key : "";
     const std::string said =
-        fmt::format("{}/{} {} {}", detect::state_name(state.verdict.state),
-                    detect::cause_name(state.verdict.cause), state.verdict.summary, waiting);
+        fmt::format("{}/{} {} {} {}", detect::state_name(state.verdict.state),
+                    detect::cause_name(state.verdict.cause), state.verdict.summary, waiting, paged);
     bool due =
         !view_written_mono_ns_ || now.mono_ns - *view_written_mono_ns_ >= d_.publish_interval_ns;
     if (said == view_written_ && !due) return;
-    coord::JobView v{node_name(), now.wall_ns, state.verdict, state.observation,
-                     state.cluster ? state.cluster->nodes : std::vector<watch::NodeState>{}};
+    coord::JobView v;
+    v.leader = node_name();
+    v.at_wall_ns = now.wall_ns;
+    v.verdict = state.verdict;
+    v.observation = state.observation;
+    if (state.cluster) v.nodes = state.cluster->nodes;
+    v.paged_key = paged;
+    v.paged_incident = paged.empty() ? 0 : paged_->incident;
+    v.paged_incarnation = paged.empty() ? 0 : paged_->incarnation;
     if (auto st = orders_.write_view(v, coord_.fence()); !st) {
       session_.note_failure(st.error());
       return;
@@ -570,6 +627,7 @@ void JobLeader::share_view(watch::JobState& state, Stamp now) {
   }
   const coord::JobView* view = *v;
   if (!view || view->leader != coord_.leader()) return;  // none yet, or an earlier leader's
+  learn_paged(*view);
   // The job's verdict is the leader's; ages are as the leader last judged them, and its ranks'
   // monotonic stamps are of the leader's clock: shown by wall time here. A large job's view is
   // compact (no ranks' records): this node shows its own ranks under the job's verdict.
@@ -585,6 +643,37 @@ void JobLeader::share_view(watch::JobState& state, Stamp now) {
   }
   // Every node as the leader knows it, its summary ages as of the leader's look.
   if (state.cluster && !view->nodes.empty()) state.cluster->nodes = view->nodes;
+}
+
+void JobLeader::learn_paged(const coord::JobView& view) {
+  if (view.paged_key.empty()) {
+    paged_.reset();  // the leader's incident closed, or has not paged yet
+    return;
+  }
+  if (paged_ && paged_->key == view.paged_key) return;
+  // A view is anyone's to write under the prefix: its page is believed only when the incident
+  // it names is the job's open one in etcd, opened by the view's leader, its delivery recorded
+  // (one read per new key).
+  auto open = coord::open_incident(d_.etcd, keys_, session_.bad());
+  if (!open) {
+    session_.note_failure(open.error());
+    return;
+  }
+  if (!*open || (*open)->id != view.paged_incident || (*open)->opened_by != view.leader ||
+      !(*open)->delivered) {
+    if (told_unproven_paged_ != view.paged_key)
+      d_.node.log(LogLevel::kWarn,
+                  fmt::format("the job's view says incident {} was paged ({}), but it is not "
+                              "the job's open incident in etcd that its leader {} opened and "
+                              "recorded as delivered: not believed",
+                              view.paged_incident, view.paged_key, view.leader));
+    told_unproven_paged_ = view.paged_key;
+    return;
+  }
+  paged_ = Paged{view.paged_key, view.paged_incarnation,
+                 fmt::format("incident {} of the job, paged through etcd by node {}",
+                             view.paged_incident, view.leader),
+                 view.paged_incident};
 }
 
 bool JobLeader::unattended(const detect::Verdict& v, Stamp now) {

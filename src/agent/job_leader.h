@@ -142,6 +142,15 @@ class JobLeader {
   // and etcd answers; else null (nobody else records).
   runbook::HistoryLedger* history_writer();
 
+  // The page a stall of `incarnation` already has (review E16): the job's incident once its page
+  // reached someone (as this node led it, or read it in the leader's view), or this node's own
+  // page while etcd did not answer (paged_here); kept while etcd is gone or lost its data, until
+  // the job steps again or that incident closes. A node's own incident and a next incident of
+  // the job join it rather than paging the same stall again.
+  std::optional<runbook::IncidentHost::PagedElsewhere> paged_as(int64_t incarnation);
+  // This node's own incident of the job paged `key` and hands over to the job's leader (etcd
+  // answers again): the job's incident joins it unless the job's own page came first.
+  void paged_here(const std::string& key, int64_t incarnation);
   // The job finished or vanished: its incident (if this node runs it) closes.
   void close(Stamp now, const std::string& why);
   // The job is forgotten here: its summary goes.
@@ -218,6 +227,21 @@ class JobLeader {
   std::unique_ptr<runbook::Resume> resume_;
   std::optional<JobAct> act_;
   std::map<std::string, std::vector<int>> roster_written_;  // what the leader last wrote
+  // The page a stall of an incarnation has (paged_as), and why; a view's key not believed, said.
+  struct Paged {
+    std::string key;
+    int64_t incarnation = 0;
+    std::string why;
+    int64_t incident = 0;  // the job's incident in etcd that carries it (0: none yet)
+  };
+  std::optional<Paged> paged_;
+  // The job's incident whose page is under way, and its incarnation: once delivered it is what
+  // was paged, even if this node stopped leading meanwhile (etcd stopped mid-delivery: E14).
+  std::shared_ptr<const runbook::IncidentRecord> paging_;
+  int64_t paging_incarnation_ = 0;
+  std::string told_unproven_paged_;
+  void learn_paged(const coord::JobView& view);
+  void learn_delivered();  // paging_ delivered: it is what was paged
   // The step of the checkpoint key as this leader last left it (written, or found as new).
   std::optional<int64_t> checkpoint_written_;
 

@@ -200,6 +200,7 @@ int run_ack(const AckArgs& args) {
   a.job = std::move(*job);
   std::string by = a.by;
   if (by.empty()) by = env("USER") ? env("USER") : fmt::format("uid {}", ::getuid());
+  bool agent_said_none = false;
   if (a.state_dir.empty()) {
     // The node's agent owns the incidents of the jobs it watches; a supervisor's are in its store.
     auto agent = find_agent(a.agent);
@@ -211,12 +212,15 @@ int run_ack(const AckArgs& args) {
       int rc = ack_through_agent(**agent, a.job, by, a.note);
       if (rc != 1) return rc;  // acked, or refused: the answer stands
       // The agent has no open incident for it: a `stepwatch run` supervisor may.
+      agent_said_none = true;
     }
   }
   std::string dir = a.state_dir.empty() ? default_state_dir() : a.state_dir;
   store::OpenOptions oo;
   oo.create = false;
   auto st = store::Store::open(dir, oo);
+  // No supervisor ever ran here: the agent's answer (no open incident) is the whole answer.
+  if (!st && agent_said_none && st.error().code == Errc::kNotFound) return 1;
   if (!st) {
     fmt::print(stderr, "stepwatch ack: {}\n", st.error().message);
     return 2;

@@ -549,6 +549,7 @@ Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& ke
   auto st = read_record(kv, "an incident record", [&](const json& j) {
     (void)json_fields::need(j, "job");
     json_fields::opt(j, "opened_by", out.opened_by, json_fields::as_str);
+    out.delivered = j.contains("delivered_at_ns") && !j["delivered_at_ns"].is_null();
     out.id = incident_id(kv.create_revision, epoch_in(j));
     out.create_revision = kv.create_revision;
   });

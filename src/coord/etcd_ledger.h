@@ -142,6 +142,7 @@ struct OpenIncident {
   int64_t id = 0;
   int64_t create_revision = 0;  // of its record: an order for it is written later
   std::string opened_by;
+  bool delivered = false;  // its page's delivery is recorded
 };
 Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& keys,
                                                   BadRecords& bad);

@@ -442,7 +442,9 @@ void JobCoord::read_nodes(Stamp now) {
   std::erase_if(checked_mod_, [&](const auto& e) { return !keys.count(e.first); });
   for (auto& [node, rec] : peers_) {
     if (!present.count(node) && !rec.lapsed_mono_ns) {
-      rec.lapsed_mono_ns = now.mono_ns;
+      // Its key went with its lease: its last keepalive was a lease TTL ago (E18: "stopped
+      // reporting 0us ago" in a page).
+      rec.lapsed_mono_ns = now.mono_ns - session_.options().ttl_ns;
       log_warn(
           "coord: job {}: node {} stopped reporting (its lease expired): its ranks are "
           "rank-silent",
@@ -503,7 +505,7 @@ void JobCoord::remember(const std::map<std::string, std::vector<int>>& roster, i
       rec.summary.observation.ranks.push_back(std::move(snap));
     }
     rec.received_mono_ns = now.mono_ns;
-    rec.lapsed_mono_ns = now.mono_ns;
+    rec.lapsed_mono_ns = now.mono_ns - session_.options().ttl_ns;  // at least a TTL ago
     log_warn(
         "coord: job {}: node {} had ranks of this run and does not report: its ranks are "
         "rank-silent",

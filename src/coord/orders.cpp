@@ -330,6 +330,10 @@ std::string view_json(const JobView& v, bool compact) {
             {"obs", obs},
             {"nodes", nodes}};
   if (compact) j["compact"] = true;
+  if (!v.paged_key.empty()) {
+    j["paged"] = {
+        {"key", v.paged_key}, {"incident", v.paged_incident}, {"incarnation", v.paged_incarnation}};
+  }
   return j.dump();
 }
 
@@ -364,6 +368,13 @@ Result<const JobView*> JobOrders::view() {
     v.leader = as_str(need(j, "leader"), "leader");
     v.at_wall_ns = as_int(need(j, "at_wall_ns"), "at_wall_ns");
     opt(j, "compact", v.compact, as_bool);
+    if (const json* p = present(j, "paged")) {
+      v.paged_key = as_str(need(*p, "key"), "paged.key");
+      if (v.paged_key.empty() || v.paged_key.size() > 64)
+        throw FieldError{Errc::kParse, "field \"paged.key\" must be 1-64 characters"};
+      v.paged_incident = as_int(need(*p, "incident"), "paged.incident");
+      v.paged_incarnation = as_int(need(*p, "incarnation"), "paged.incarnation");
+    }
     if (const json* ns = present(j, "nodes")) {
       if (!ns->is_array()) throw FieldError{Errc::kParse, "field \"nodes\" must be a list"};
       for (const auto& n : *ns) {

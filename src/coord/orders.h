@@ -27,10 +27,10 @@
 //   roster                     {"incarnation","nodes":{node:[ranks]}}: every node the leader
 //                              knew ranks on, so a next leader names a dead leader's ranks.
 //   view                       {"leader","at_wall_ns","verdict":{...},"obs":{...},"nodes":[..],
-//                              "compact"}: the leader's verdict on the whole job and its merged
-//                              ranks, for the other nodes' status, API and dashboard; compact
-//                              (no ranks' records, only the ranks not judged healthy) for a
-//                              large job.
+//                              "compact","paged":{"key","incident","incarnation"}}: the leader's
+//                              verdict on the whole job and its merged ranks, for the other nodes'
+//                              status, API and dashboard; compact (no ranks' records, only the
+//                              ranks not judged healthy) for a large job.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +90,12 @@ struct JobView {
   // healthy (culprits first, at most kCompactViewRanks): the whole view of a large job would
   // be past kMaxViewBytes (8,000 ranks: megabytes, past etcd's own request limit).
   bool compact = false;
+  // The job's open incident once its page reached someone: the page's dedup key and the
+  // incarnation it is of ("": none). A node that loses etcd joins that page rather than paging
+  // the same stall again (review E16).
+  std::string paged_key;
+  int64_t paged_incident = 0;  // the job's incident in etcd that carries it
+  int64_t paged_incarnation = 0;
 };
 inline constexpr size_t kMaxViewBytes = 256 * 1024;
 inline constexpr size_t kCompactViewRanks = 256;

@@ -65,7 +65,8 @@ struct Received {
   NodeSummary summary;
   int64_t received_mono_ns = 0;  // the leader's monotonic clock when it read this version
   // Set once the node's key is gone (its lease expired: agent or node dead, or cut off from
-  // etcd): when the leader first saw it gone. Its ranks are then rank-silent, named by node.
+  // etcd): when it stopped reporting, at the latest (a lease TTL before the leader first saw it
+  // gone). Its ranks are then rank-silent, named by node.
   std::optional<int64_t> lapsed_mono_ns;
 };
 

@@ -113,7 +113,8 @@ RankVerdict Detector::judge_rank(const RankSnapshot& r, const Observation& obs,
     rv.state = State::kStalled;
     rv.cause = Cause::kRankSilent;
     rv.note = fmt::format(
-        "node {} stopped reporting {} ago (its agent or node is down, or cut off from etcd)",
+        "node {} stopped reporting at least {} ago (its lease expired: its agent or node is "
+        "down, or cut off from etcd)",
         r.host, format_duration(gone->second));
     return rv;
   }

@@ -123,6 +123,7 @@ void PageDeliveries::finish(Pending& p, Stamp now) {
     out.summary = "no pager configured: incident only recorded";
     if (sink_.log) sink_.log(LogLevel::kInfo, rec.job, out.summary);
   }
+  if (p.kind == Kind::kPage) p.record->delivered = out.delivered;
   if (p.kind == Kind::kPage && rec.id == 0) {
     p.record->unrecorded = out;  // recorded with the incident, once the ledger takes it
   } else if (p.kind == Kind::kPage) {
@@ -167,6 +168,13 @@ Incident::Incident(IncidentScope scope, IncidentPolicy policy, IncidentLedger& l
 std::optional<int64_t> Incident::id() const {
   if (!open_) return std::nullopt;
   return open_->record->id;
+}
+
+std::optional<std::string> Incident::delivered_key() const {
+  if (!open_ || !open_->record->delivered) return std::nullopt;
+  if (open_->joined) return open_->joined;
+  if (open_->record->id <= 0) return std::nullopt;
+  return std::to_string(open_->record->id);
 }
 
 void Incident::note(const Status& st) {
@@ -285,9 +293,11 @@ bool Incident::try_record(Stamp now) {
 PageMessage Incident::message(const detect::Verdict& v) const {
   PageMessage m = host_.page(v);
   int64_t id = open_->record->id;
+  // Joined to a page delivered before: that page's key, in every later page and alert of it.
   // Unrecorded (the ledger failing): a key of its own, stable for this incident.
-  m.incident_id = id > 0 ? std::to_string(id)
-                         : fmt::format("{}-{}", scope_.job, open_->opened_wall_ns / kNsPerMs);
+  m.incident_id = open_->joined ? *open_->joined
+                  : id > 0      ? std::to_string(id)
+                           : fmt::format("{}-{}", scope_.job, open_->opened_wall_ns / kNsPerMs);
   m.incarnation = static_cast<int>(scope_.incarnation);
   m.started_wall_ns = open_->opened_wall_ns;
   m.verdict_json = trace::verdict_to_json(v, scope_.job);  // only when paging: it can be large
@@ -320,13 +330,15 @@ void Incident::page(const detect::Verdict& v, Stamp now) {
       bool undelivered = rec && *rec && (*rec)->page_undelivered();
       if (!undelivered) {
         say(LogLevel::kInfo, fmt::format("incident {} was already paged: not paging again", id));
-        alert_.adopt(message(v));  // its Alertmanager alert may have gone unrefreshed meanwhile
         o.paged = true;
+        o.record->delivered = true;
+        alert_.adopt(message(v));  // its Alertmanager alert may have gone unrefreshed meanwhile
         return;
       }
       // Delivered from here, while the ledger could not take it (E14): recorded, not re-sent.
       if (deliveries_.delivered_unrecorded(id)) {
         o.paged = true;
+        o.record->delivered = true;
         alert_.adopt(message(v));
         return;
       }
@@ -344,6 +356,26 @@ void Incident::page(const detect::Verdict& v, Stamp now) {
     }
   }
   o.paged = true;
+  if (auto joined = host_.paged_as(v)) {
+    // The same stall, paged already (E16): this incident joins that page under its key.
+    o.joined = joined->key;
+    o.record->delivered = true;
+    std::string line = fmt::format("not paged again: joins the page of {} (dedup key {})",
+                                   joined->why, joined->key);
+    say(LogLevel::kInfo,
+        fmt::format("incident {}: {}", id > 0 ? std::to_string(id) : "(unrecorded)", line));
+    if (id > 0) {
+      // Recorded as paged, so that no later watcher of this ledger pages it either.
+      if (auto claim = ledger_.claim_page(id, now.wall_ns); !claim)
+        host_.ledger_failed(claim.error());
+      note(ledger_.record_delivery(id, now.wall_ns, line, true));
+    } else {
+      o.record->unrecorded = DeliveryOutcome{line, true};
+    }
+    record_action(store::action_kind::kNote, true, line, now);
+    alert_.adopt(message(v));
+    return;
+  }
   PageMessage m = message(v);
   alert_.sent(m, now.mono_ns);
   deliveries_.start(o.record, PageDeliveries::Kind::kPage, policy_.pagers, std::move(m));

@@ -59,6 +59,9 @@ struct IncidentRecord {
   std::string job;
   int64_t id = 0;  // 0: not recorded yet
   std::optional<DeliveryOutcome> unrecorded;
+  // Its page reached someone: delivered (here or, by its record, elsewhere), or joined to a page
+  // delivered before (IncidentHost::paged_as).
+  bool delivered = false;
 };
 
 // Where the deliveries tell what happened (the front end's log and counters).
@@ -177,6 +180,17 @@ class IncidentHost {
   virtual void ledger_failed(const Error& /*e*/) {}
   // An action of this kind was recorded (or tried): counters.
   virtual void counted(std::string_view /*action_kind*/) {}
+  // The dedup key of a page already delivered for this stall by another runbook (a multi-node
+  // job's incident, paged through etcd before this node lost it; this node's own page while etcd
+  // did not answer it), with the line that says so: this incident then joins that page, under
+  // its key, instead of paging the same stall again (review E16). nullopt: none, it pages.
+  struct PagedElsewhere {
+    std::string key;
+    std::string why;  // "incident 17 of the job, paged through etcd by node a"
+  };
+  virtual std::optional<PagedElsewhere> paged_as(const detect::Verdict& /*v*/) {
+    return std::nullopt;
+  }
 };
 
 // Who the incident is about. An open incident of an earlier incarnation, or opened before the
@@ -215,6 +229,12 @@ class Incident {
   // The open incident's id; 0 while it could not be recorded; nullopt when none is open.
   std::optional<int64_t> id() const;
   bool acting() const { return open_ && open_->acting.has_value(); }
+  // The dedup key of the open incident's page once it reached someone (its id, or the key of
+  // the page it joined); nullopt while none did, or none is open.
+  std::optional<std::string> delivered_key() const;
+  // The open incident's record (its id, whether its page was delivered: a delivery under way
+  // sets that when it finishes, even once this runbook is gone); null when none is open.
+  std::shared_ptr<const IncidentRecord> record() const { return open_ ? open_->record : nullptr; }
   // Pids this runbook's own preempts ended: their silence is not a new stall.
   const std::set<int>& ended_pids() const { return ended_pids_; }
 
@@ -225,8 +245,9 @@ class Incident {
     std::string state, cause;   // what the record says now
     int64_t opened_mono_ns = 0;
     int64_t opened_wall_ns = 0;
-    bool paged = false;                         // the page was sent, or found already delivered
-    int misses = 0;                             // firing verdicts in a row
+    bool paged = false;                 // the page was sent, or found already delivered, or joined
+    std::optional<std::string> joined;  // the key of the page it joined (paged_as)
+    int misses = 0;                     // firing verdicts in a row
     std::optional<int64_t> hold_until_mono_ns;  // acked: the owner has until then
     bool told_refused = false;
     std::optional<std::future<ActReport>> acting;

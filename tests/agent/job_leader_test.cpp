@@ -813,6 +813,67 @@ TEST_F(JobLeaderTest, AFollowerThatMayNotPreemptReportsWhyAndTheIncidentStaysOpe
   EXPECT_FALSE(a_->leader.preempting());
 }
 
+// E16: once the job's page is delivered every node knows it: the leader, and a follower from the
+// leader's view (believed only against the job's open incident in etcd). That is what a node's
+// own incident joins once etcd is gone; once the job steps again it is forgotten.
+TEST_F(JobLeaderTest, EveryNodeKnowsTheJobsDeliveredPageAndAForgedViewIsNotBelieved) {
+  a_->node.refuse = b_->node.refuse = std::string();  // paging only
+  turn(*a_, 0, 5, detect::State::kHealthy);
+  turn(*b_, 1, 5, detect::State::kHealthy);
+  advance(0.5);
+  turn(*a_, 0, 5, detect::State::kStalled);
+  ASSERT_TRUE(rx_.wait_for(1));
+  for (int i = 0; i < 200; ++i) {
+    turn(*a_, 0, 5, detect::State::kStalled);
+    if (auto i = incident(); i && i->delivered_at_ns) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  turn(*a_, 0, 5, detect::State::kStalled);  // a turn once the delivery is recorded
+  auto open = incident();
+  ASSERT_TRUE(open && open->delivered_at_ns);
+  const std::string key = std::to_string(open->id);
+  auto at_a = a_->leader.paged_as(0);
+  ASSERT_TRUE(at_a);
+  EXPECT_EQ(at_a->key, key);
+  EXPECT_EQ(at_a->why, fmt::format("incident {} of the job, paged through etcd by node a", key));
+  EXPECT_FALSE(a_->leader.paged_as(1)) << "another incarnation's stall is another stall";
+  EXPECT_FALSE(b_->leader.paged_as(0)) << "b has not read the leader's view yet";
+
+  watch::JobState leader_state;
+  leader_state.verdict = verdict(detect::State::kStalled);
+  a_->leader.share_view(leader_state, clock_.now());
+  watch::JobState shown;
+  b_->leader.share_view(shown, clock_.now());
+  auto at_b = b_->leader.paged_as(0);
+  ASSERT_TRUE(at_b);
+  EXPECT_EQ(at_b->key, key);
+
+  // A view anyone rewrote to name another incident is not believed, and said once.
+  const std::string view_key = std::string(kPrefix) + "/jobs/pretrain/view";
+  auto r = kv_.range(view_key, {});
+  ASSERT_TRUE(r.ok() && !r->kvs.empty());
+  json forged = json::parse(r->kvs[0].value);
+  forged["paged"] = {{"key", "999"}, {"incident", 999}, {"incarnation", 0}};
+  ASSERT_TRUE(kv_.put(view_key, forged.dump(), 0).ok());
+  for (int i = 0; i < 2; ++i) {
+    watch::JobState again;
+    b_->leader.share_view(again, clock_.now());
+  }
+  EXPECT_EQ(b_->leader.paged_as(0)->key, key);
+  EXPECT_EQ(std::count_if(b_->node.lines.begin(), b_->node.lines.end(),
+                          [](const std::string& l) {
+                            return l.find("says incident 999 was paged") != std::string::npos;
+                          }),
+            1);
+
+  // The job steps again: what was paged is forgotten, a next stall is a new one.
+  advance(0.5);
+  turn(*b_, 1, 6, detect::State::kHealthy);
+  EXPECT_FALSE(b_->leader.paged_as(0));
+  turn(*a_, 0, 6, detect::State::kHealthy);
+  EXPECT_FALSE(a_->leader.paged_as(0));
+}
+
 TEST_F(JobLeaderTest, WhenTheLeadersLeaseLapsesTheNextAdoptsItsIncidentWithoutASecondPage) {
   a_->node.refuse = b_->node.refuse = std::string();  // paging only
   turn(*a_, 0, 5, detect::State::kHealthy);

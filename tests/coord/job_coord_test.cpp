@@ -417,6 +417,8 @@ TEST(JobCoordAtScale, TheLeaderReadsOnlyWhatChangedAndStillSeesANodeGo) {
   for (const Received* r : leader.remote()) {
     if (r->lapsed_mono_ns) {
       EXPECT_EQ(r->summary.node, "n8");
+      // Its key went with its lease: it stopped reporting a TTL before that at the latest (E18).
+      EXPECT_GE(clock.now().mono_ns - *r->lapsed_mono_ns, kTtl);
       ++lapsed;
     } else {
       ++live;

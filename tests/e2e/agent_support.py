@@ -117,20 +117,25 @@ class AgentBase(unittest.TestCase):
 
 
 class Receiver:
-    """A real local webhook receiver that records every page, and when it came (time.time())."""
+    """A real local webhook receiver that records every page, and when it came (time.time()).
+    `before_reply`, when set, is called with each page before the 200 goes back (a fault placed
+    between a delivery and its sender learning of it)."""
 
     def __init__(self):
         import http.server
 
         self.pages = []
         self.times = []
-        pages, times = self.pages, self.times
+        self.before_reply = None
+        pages, times, receiver = self.pages, self.times, self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 times.append(time.time())
                 pages.append(body)
+                if receiver.before_reply:
+                    receiver.before_reply(body)
                 self.send_response(200)
                 self.end_headers()
 

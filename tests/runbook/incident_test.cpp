@@ -113,6 +113,7 @@ class FakeHost final : public IncidentHost {
   std::string resolution = "preempted by the host";
   bool none_left = false;  // act() finds no process left to end (every node: "none runs here")
   bool hold = false;       // after_preempt holds the incident open (a restart storm)
+  std::optional<PagedElsewhere> elsewhere;  // paged_as(): the stall's page sent elsewhere
 
   PageMessage page(const detect::Verdict& v) override {
     PageMessage m;
@@ -160,6 +161,7 @@ class FakeHost final : public IncidentHost {
     return {r.preempt.ok, resolution};
   }
   void ledger_failed(const Error&) override { ++ledger_failures; }
+  std::optional<PagedElsewhere> paged_as(const detect::Verdict&) override { return elsewhere; }
 
   bool said(std::string_view part) const {
     for (const auto& l : lines) {
@@ -521,6 +523,34 @@ TEST_F(IncidentTest, AnAdoptedClaimIsDeliveredOnlyAfterTheClaimWaitFromTheFirstL
   settle();
   EXPECT_EQ(receiver_.pages(), 1u);
   EXPECT_TRUE(host_.said("never delivered"));
+}
+
+// E16: the stall was paged already by another runbook (the job's incident through etcd, before
+// this node lost it): this incident joins that page under its key, recorded as paged, and
+// sends nothing; its later pages (an escalation) carry the same key.
+TEST_F(IncidentTest, AStallPagedElsewhereIsJoinedUnderItsKeyNotPagedAgain) {
+  host_.elsewhere = IncidentHost::PagedElsewhere{"1796000000000017",
+                                                 "incident 1796000000000017 "
+                                                 "of the job, paged through etcd by node a"};
+  host_.survivors = {102};  // its preempt will fail, which pages again (D6)
+  turn(detect::State::kStalled);
+  settle();
+  EXPECT_EQ(receiver_.pages(), 0u);
+  EXPECT_EQ(runbook_->delivered_key(), "1796000000000017");
+  EXPECT_TRUE(
+      host_.said("not paged again: joins the page of incident 1796000000000017 of the "
+                 "job, paged through etcd by node a (dedup key 1796000000000017)"));
+  EXPECT_TRUE(row(1).delivered_at_ns.has_value()) << "recorded as paged";
+  EXPECT_NE(row(1).page_result.find("joins the page of"), std::string::npos);
+  EXPECT_EQ(ledger_.count("note"), 1);
+  host_.elsewhere.reset();
+  clock_.advance(61 * kSec);
+  turn(detect::State::kStalled);
+  turn(detect::State::kStalled);
+  settle();
+  ASSERT_EQ(receiver_.pages(), 1u) << "the escalation";
+  EXPECT_NE(receiver_.bodies[0].find("\"incident_id\":\"1796000000000017\""), std::string::npos)
+      << receiver_.bodies[0];
 }
 
 TEST_F(IncidentTest, ADeliveredPageIsNotSentAgainByTheNextWatcher) {
