@@ -7,12 +7,16 @@
 // that does not read is skipped and counted (never an error of the call: the store answers);
 // an accepted node summary is the node its key names, within the bounds, and writes back to a
 // summary that reads the same; an accepted order, report, roster or view holds what its key
-// says; whatever the epoch record holds, an incident opens under an id below 2^53.
+// says; whatever the epoch record holds, an incident opens under an id below 2^53; whatever sits
+// at the job's incident key, the leader's read of it is no error (one that does not read is no
+// incident: E15); an accepted checkpoint record names a valid checkpoint id and a step >= 0, and
+// writes back to one that reads the same.
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "fuzz/require.h"
+#include "src/contract/names.h"
 #include "src/coord/etcd_ledger.h"
 #include "src/coord/incarnation.h"
 #include "src/coord/orders.h"
@@ -46,7 +50,7 @@ void summary(const KeyValue& kv) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const int pick = data[0] % 9;
+  const int pick = data[0] % 10;
   std::string value(reinterpret_cast<const char*>(data) + 1, size - 1);
   ManualClock clock;
   test::MemoryKv kv(clock);
@@ -61,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         "incarnation",
                         "launchers/a",
                         "incident",
-                        "epoch"};
+                        "epoch",
+                        "checkpoint"};
   const std::string key = pick == 8 ? std::string("/sw/epoch") : kBase + keys[pick];
   FUZZ_REQUIRE(store.put(key, value, 0).ok());
   auto got = store.range(key);
@@ -118,6 +123,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (open->has_value()) FUZZ_REQUIRE(id.ok() && *id == (*open)->id && *id >= 0);
       auto listed = incidents_in_etcd(store, k, "j", 10);
       FUZZ_REQUIRE(listed.ok());
+      EtcdLedger leader(store, "j", k, [] { return int64_t{0}; });
+      FUZZ_REQUIRE(leader.open_for("j").ok());
+      break;
+    }
+    case 9: {
+      auto c = orders.checkpoint();
+      FUZZ_REQUIRE(c.ok());
+      FUZZ_REQUIRE(c->has_value() != (bad.total() == 1));
+      if (c->has_value()) {
+        FUZZ_REQUIRE(contract::validate_checkpoint_id((*c)->id).ok());
+        FUZZ_REQUIRE((*c)->step >= 0);
+        auto back = checkpoint_from_json(checkpoint_to_json(**c), rec.key);
+        FUZZ_REQUIRE(back.ok() && checkpoint_to_json(*back) == checkpoint_to_json(**c));
+      }
       break;
     }
     case 8: {  // the epoch record: whatever it holds, an incident opens with an id below 2^53

@@ -218,6 +218,23 @@ class JobLeaderTest : public ::testing::Test {
     }
     FAIL() << "the page's delivery was never recorded";
   }
+  // Both healthy, then a (leading, paging only) pages the stall of its rank and records the
+  // delivery at a next turn once its sender returned (a loaded machine may take a while): a
+  // page claimed and never recorded as delivered is sent again by design.
+  void paged_by_a() {
+    a_->node.refuse = b_->node.refuse = std::string();
+    turn(*a_, 0, 5, detect::State::kHealthy);
+    turn(*b_, 1, 5, detect::State::kHealthy);
+    advance(0.5);
+    turn(*a_, 0, 5, detect::State::kStalled);
+    ASSERT_TRUE(rx_.wait_for(1));
+    for (int i = 0; i < 200; ++i) {
+      turn(*a_, 0, 5, detect::State::kStalled);
+      if (auto i = incident(); i && i->delivered_at_ns) return;
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL() << "the page's delivery was never recorded";
+  }
   // The job's incarnation record in etcd.
   coord::IncarnationRecord incarnation() {
     auto r = coord::read_incarnation(kv_, coord::incarnation_key(kPrefix, "pretrain"));
@@ -817,17 +834,7 @@ TEST_F(JobLeaderTest, AFollowerThatMayNotPreemptReportsWhyAndTheIncidentStaysOpe
 // leader's view (believed only against the job's open incident in etcd). That is what a node's
 // own incident joins once etcd is gone; once the job steps again it is forgotten.
 TEST_F(JobLeaderTest, EveryNodeKnowsTheJobsDeliveredPageAndAForgedViewIsNotBelieved) {
-  a_->node.refuse = b_->node.refuse = std::string();  // paging only
-  turn(*a_, 0, 5, detect::State::kHealthy);
-  turn(*b_, 1, 5, detect::State::kHealthy);
-  advance(0.5);
-  turn(*a_, 0, 5, detect::State::kStalled);
-  ASSERT_TRUE(rx_.wait_for(1));
-  for (int i = 0; i < 200; ++i) {
-    turn(*a_, 0, 5, detect::State::kStalled);
-    if (auto i = incident(); i && i->delivered_at_ns) break;
-    std::this_thread::sleep_for(10ms);
-  }
+  ASSERT_NO_FATAL_FAILURE(paged_by_a());
   turn(*a_, 0, 5, detect::State::kStalled);  // a turn once the delivery is recorded
   auto open = incident();
   ASSERT_TRUE(open && open->delivered_at_ns);
@@ -875,19 +882,7 @@ TEST_F(JobLeaderTest, EveryNodeKnowsTheJobsDeliveredPageAndAForgedViewIsNotBelie
 }
 
 TEST_F(JobLeaderTest, WhenTheLeadersLeaseLapsesTheNextAdoptsItsIncidentWithoutASecondPage) {
-  a_->node.refuse = b_->node.refuse = std::string();  // paging only
-  turn(*a_, 0, 5, detect::State::kHealthy);
-  turn(*b_, 1, 5, detect::State::kHealthy);
-  advance(0.5);
-  turn(*a_, 0, 5, detect::State::kStalled);
-  ASSERT_TRUE(rx_.wait_for(1));
-  // The delivery is recorded at a's next turn once its sender returned (a loaded machine may
-  // take a while): a page claimed and never recorded as delivered is sent again by design.
-  for (int i = 0; i < 200; ++i) {
-    turn(*a_, 0, 5, detect::State::kStalled);
-    if (auto i = incident(); i && i->delivered_at_ns) break;
-    std::this_thread::sleep_for(10ms);
-  }
+  ASSERT_NO_FATAL_FAILURE(paged_by_a());
   auto open = incident();
   ASSERT_TRUE(open);
   ASSERT_TRUE(open->delivered_at_ns);
