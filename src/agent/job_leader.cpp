@@ -181,6 +181,9 @@ void JobLeader::paged_here(const std::string& key, int64_t incarnation) {
 
 void JobLeader::keep_checkpoint(Stamp now) {
   if (!seen_) return;
+  // Every poll of the leader: one pass over the ranks, and no more unless it moved forward.
+  auto common = committed_by_every_rank(*seen_);
+  if (!common || (checkpoint_written_ && common->step <= *checkpoint_written_)) return;
   // Every rank of the world in the look (not a leader alone before the others published).
   std::set<int> ranks;
   int world = seen_->world_size;
@@ -189,8 +192,6 @@ void JobLeader::keep_checkpoint(Stamp now) {
     world = std::max(world, r.world_size);
   }
   if (world <= 0 || static_cast<int>(ranks.size()) < world) return;
-  auto common = committed_by_every_rank(*seen_);
-  if (!common || (checkpoint_written_ && common->step <= *checkpoint_written_)) return;
   coord::CheckpointRecord c{common->id, common->step, incarnation_, node_name(), now.wall_ns};
   auto moved = orders_.advance_checkpoint(c, coord_.fence());
   if (!moved) {
