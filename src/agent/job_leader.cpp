@@ -73,6 +73,12 @@ class JobLeader::Host final : public runbook::IncidentHost {
   std::optional<PagedElsewhere> paged_as(const detect::Verdict&) override {
     return l_.paged_as(l_.incarnation_);
   }
+  // A previous leader's preempt order of the incident this one adopts: signed again here and
+  // its reports gathered, rather than waited out afresh (its ranks already ended on some nodes).
+  std::optional<std::future<runbook::ActReport>> act_under_way(
+      int64_t incident_id, const detect::Verdict& acted_on) override {
+    return l_.take_up_order(incident_id, acted_on);
+  }
 
  private:
   JobLeader& l_;
@@ -339,7 +345,10 @@ void JobLeader::follow_orders(const detect::Verdict& v, Stamp now) {
     d.at_ns = now.wall_ns;
     for (const auto& p : r.preempt.processes) {
       d.processes.push_back({p.process.pid, p.process.label, p.gone(), p.describe()});
-      if (p.gone()) ended_by_orders_.insert(p.process.pid);
+      if (p.gone()) {
+        ended_by_orders_.insert(p.process.pid);
+        orders_that_ended_ranks_here_.insert(o.incident);
+      }
     }
     auto sent = orders_.report(o.incident, d);
     if (!sent) {
@@ -488,6 +497,33 @@ void JobLeader::gather_reports(Stamp now) {
   if (!missing.empty() && now.mono_ns - act_->ordered_mono_ns < limit) return;
   act_->done.set_value(coord::merged_report(*reports, missing));
   act_.reset();
+}
+
+std::optional<std::future<runbook::ActReport>> JobLeader::take_up_order(
+    int64_t incident, const detect::Verdict& acted_on) {
+  auto orders = orders_.orders();
+  if (!orders) {
+    session_.note_failure(orders.error());
+    return std::nullopt;  // the incident waits as a fresh one, and orders it again itself
+  }
+  auto o = std::find_if(orders->begin(), orders->end(),
+                        [&](const coord::Order& x) { return x.incident == incident; });
+  // Of this run only; under this node's rules (the adopted incident says it refuses); and only
+  // for a job this node sees stalled, or whose ranks here that order ended: an order in etcd is
+  // input, never by itself a reason to end a job that runs.
+  if (o == orders->end() || o->incarnation != incarnation_ || d_.node.may_carry_out() ||
+      !(detect::fires_runbook(last_state_) || orders_that_ended_ranks_here_.count(incident)))
+    return std::nullopt;
+  d_.node.log(
+      LogLevel::kWarn,
+      fmt::format("incident {}: the preempt that \"{:.80}\" ordered is taken up by this "
+                  "node, the job's leader now: the nodes that have not carried it out do so",
+                  incident, o->by));
+  acted_on_ = {};
+  acted_on_.state = acted_on.state;
+  acted_on_.cause = acted_on.cause;
+  acted_on_.culprits = acted_on.culprits;
+  return order_preempt(incident);
 }
 
 std::future<runbook::ActReport> JobLeader::order_preempt(int64_t incident) {

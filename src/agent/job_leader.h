@@ -188,6 +188,11 @@ class JobLeader {
   void stop_leading();
   // The leader's act: the order every node carries out; the future is its nodes' reports.
   std::future<runbook::ActReport> order_preempt(int64_t incident);
+  // A new leader: the order of `incident` a previous leader wrote in etcd for this run, signed
+  // again by this one (order_preempt), as the adopted incident's act. nullopt: there is none, or
+  // this node may not carry out a preempt of the job.
+  std::optional<std::future<runbook::ActReport>> take_up_order(int64_t incident,
+                                                               const detect::Verdict& acted_on);
   // After every node's report: the after-preempt sequence (runbook/resume.h) over LeaderResume:
   // the next incarnation in etcd, or the close.
   runbook::AfterPreempt after_preempt(const runbook::ActReport& report);
@@ -247,6 +252,7 @@ class JobLeader {
 
   // Orders of the job's incidents: those this node reported on, and the one it carries out now.
   std::set<int64_t> orders_done_;
+  std::set<int64_t> orders_that_ended_ranks_here_;  // of those, the ones that ended a rank here
   std::set<std::tuple<int64_t, std::string, int64_t>> orders_refused_;  // said once each
   std::optional<coord::Order> order_running_;
   std::optional<std::future<runbook::ActReport>> order_act_;

@@ -195,7 +195,7 @@ bool Incident::stale(const store::Incident& rec) const {
   return scope_.run_started_wall_ns > 0 && rec.opened_at_ns < scope_.run_started_wall_ns;
 }
 
-void Incident::adopt(Stamp now) {
+void Incident::adopt(const detect::Verdict& v, Stamp now) {
   adopted_ = true;
   auto open = ledger_.open_for(scope_.job);
   if (!open) {
@@ -223,6 +223,13 @@ void Incident::adopt(Stamp now) {
   o.opened_mono_ns = now.mono_ns;  // its deadlines count from this watcher's first look
   open_ = std::move(o);
   host_.recorded(rec.id, false);
+  // The verdict it was opened (and so acted) on, as recorded.
+  detect::Verdict acted_on = v;
+  if (auto recorded = trace::verdict_from_json(rec.verdict_json); recorded) acted_on = *recorded;
+  if (auto under_way = host_.act_under_way(rec.id, acted_on)) {
+    open_->acted_on = std::move(acted_on);
+    open_->acting = std::move(*under_way);
+  }
 }
 
 void Incident::open_incident(const detect::Verdict& v, Stamp now) {
@@ -394,7 +401,7 @@ void Incident::record_action(std::string_view kind, bool ok, const std::string& 
 }
 
 void Incident::step(const detect::Verdict& v, Stamp now, bool running) {
-  if (!adopted_) adopt(now);
+  if (!adopted_) adopt(v, now);
   reap(now);
   bool fires = detect::fires_runbook(v.state);
   if (!open_) {

@@ -191,6 +191,14 @@ class IncidentHost {
   virtual std::optional<PagedElsewhere> paged_as(const detect::Verdict& /*v*/) {
     return std::nullopt;
   }
+  // The act on this incident that an earlier watcher started and did not see through (a
+  // multi-node job's preempt order, left by a leader that lost its lease): the host takes it up
+  // as its own act, `acted_on` being what it was for, and the incident waits on its report as on
+  // act()'s. nullopt: none under way (or the host may not act); the incident goes its usual way.
+  virtual std::optional<std::future<ActReport>> act_under_way(int64_t /*incident_id*/,
+                                                              const detect::Verdict& /*acted_on*/) {
+    return std::nullopt;
+  }
 };
 
 // Who the incident is about. An open incident of an earlier incarnation, or opened before the
@@ -260,8 +268,10 @@ class Incident {
   };
 
   // At the first turn: adopts the job's open incident from the ledger (a restarted watcher) if
-  // it belongs to this run, and closes it as no longer observed if not.
-  void adopt(Stamp now);
+  // it belongs to this run, and closes it as no longer observed if not. A preempt of it left under
+  // way is taken up (IncidentHost::act_under_way); `v` stands for what it acted on when the
+  // record's verdict does not read.
+  void adopt(const detect::Verdict& v, Stamp now);
   void open_incident(const detect::Verdict& v, Stamp now);
   bool try_record(Stamp now);
   bool stale(const store::Incident& rec) const;

@@ -775,7 +775,9 @@ TEST_F(AgentPreemptTest, AStallPastTheAckTimeoutPreemptsTheProvenRankOnce) {
   int status = 0;
   EXPECT_FALSE(ended_within(rank, 100, &status)) << "the owner has the ack timeout (1s) to answer";
   ASSERT_TRUE(a->poll_once(after(1.2)).ok());
-  ASSERT_TRUE(ended_within(rank, 5000, &status)) << "preempted after the ack timeout";
+  // The artifact is collected first, on the agent's act thread: a loaded machine has taken 2.5 s
+  // and more. The wait ends as soon as the rank does.
+  ASSERT_TRUE(ended_within(rank, 30000, &status)) << "preempted after the ack timeout";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
   children_.clear();
   for (int i = 0; i < 100 && a->job("victim")->actions_total.count("preempt") == 0; ++i) {

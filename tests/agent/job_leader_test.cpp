@@ -916,6 +916,89 @@ TEST_F(JobLeaderTest, WhenTheLeadersLeaseLapsesTheNextAdoptsItsIncidentWithoutAS
   EXPECT_TRUE(open->is_open());
 }
 
+// The leader stops right after it ordered the preempt, before carrying it out itself: b carries
+// out its part, then leads, adopts the incident and takes the order up (signed again by b, since a
+// node carries out only the order of the leader of now) instead of waiting the incident out
+// afresh. Meanwhile b's verdict is the others "finishing" (its own ranks ended by the order): the
+// incident does not read it as a recovery. Once a is back, it carries out b's order; b gathers
+// both reports and closes the incident, paged once.
+TEST_F(JobLeaderTest, ALeaderStoppedAfterItsOrderIsFollowedByOneThatTakesTheOrderUp) {
+  using detect::State;
+  turn(*a_, 0, 5, State::kHealthy);
+  turn(*b_, 1, 5, State::kHealthy);
+  bool ordered = false;
+  for (int i = 0; i < 12 && !ordered; ++i) {
+    advance(0.5);
+    turn(*a_, 0, 5, State::kStalled);
+    ordered = a_->leader.preempting();
+    turn(*b_, 1, 5, State::kStalled);
+  }
+  ASSERT_TRUE(ordered);
+  ASSERT_TRUE(rx_.wait_for(1));
+  ASSERT_EQ(b_->node.acted_for.size(), 1u) << "b carried out a's order";
+  EXPECT_TRUE(a_->node.acted_for.empty());
+  const int64_t id = b_->node.acted_for[0];
+  // a stops (past its lease): b leads, adopts the incident and takes a's order up.
+  for (int i = 0; i < 4; ++i) {
+    advance(1.0);
+    turn(*b_, 1, 5, State::kHealthy);
+  }
+  ASSERT_TRUE(b_->leader.leads());
+  EXPECT_EQ(b_->node.adopted, std::vector<int64_t>{id});
+  EXPECT_TRUE(b_->leader.preempting()) << "waiting on a's report";
+  bool taken_up = false;
+  for (const auto& l : b_->node.lines)
+    taken_up = taken_up ||
+               l.find(fmt::format("incident {}: the preempt that \"a\" ordered is taken up", id)) !=
+                   std::string::npos;
+  EXPECT_TRUE(taken_up);
+  auto open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_TRUE(open->is_open()) << "the ranks b's order ended are no recovery";
+  EXPECT_EQ(b_->node.acted_for.size(), 1u) << "b does not carry it out twice";
+  // a is back behind b: it carries out the order b signed; b gathers both reports.
+  for (int i = 0; i < 4 && b_->leader.preempting(); ++i) {
+    advance(0.5);
+    turn(*a_, 0, 5, State::kStalled);
+    turn(*b_, 1, 5, State::kHealthy);
+  }
+  EXPECT_EQ(a_->node.acted_for, std::vector<int64_t>{id});
+  EXPECT_FALSE(b_->leader.preempting());
+  auto closed = incident();
+  ASSERT_TRUE(closed);
+  EXPECT_FALSE(closed->is_open());
+  EXPECT_NE(closed->resolution.find("preempted on 2 node(s) (a, b)"), std::string::npos)
+      << closed->resolution;
+  EXPECT_EQ(rx_.count(), 1u);
+}
+
+// A node that leads anew takes up no order for a job it sees running whose ranks no order ended
+// here: an order in etcd is input, never by itself a reason to end a job.
+TEST_F(JobLeaderTest, ANewLeaderTakesUpNoOrderForAJobItSeesRunning) {
+  using detect::State;
+  turn(*a_, 0, 5, State::kHealthy);
+  turn(*b_, 1, 5, State::kHealthy);
+  bool ordered = false;
+  for (int i = 0; i < 12 && !ordered; ++i) {
+    advance(0.5);
+    turn(*a_, 0, 5, State::kStalled);
+    ordered = a_->leader.preempting();
+  }
+  ASSERT_TRUE(ordered);
+  b_->node.refuse = std::string("not in preempt_jobs");  // b carries out nothing
+  turn(*b_, 1, 5, State::kHealthy);
+  b_->node.refuse.reset();
+  for (int i = 0; i < 4; ++i) {
+    advance(1.0);
+    turn(*b_, 1, 6 + i, State::kHealthy);
+  }
+  ASSERT_TRUE(b_->leader.leads());
+  EXPECT_FALSE(b_->leader.preempting());
+  auto closed = incident();
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->resolution, "recovered");
+}
+
 TEST_F(JobLeaderTest, WhileTheStoreIsDownNoNodeLeadsAndTheIncidentWaitsInIt) {
   a_->node.refuse = b_->node.refuse = std::string();
   turn(*a_, 0, 5, detect::State::kHealthy);

@@ -888,15 +888,26 @@ class CoordMatrix(unittest.TestCase):
         self.assertEqual(list(job.values()), [1], self.unexpected_pages())
         self.assertEqual([(node, c) for (node, _), c in local.items()], [("b", 1)], self.unexpected_pages())
 
-    # The leader stopped past its TTL mid-incident, then woken.
+    # The leader stopped past its TTL mid-incident, right after it ordered the preempt, then woken.
     def test_the_leader_stopped_past_its_ttl_mid_incident_stands_down_once_woken_one_page(self):
         incident = self.stalled_and_paged()
+        self.wait_for("a's preempt order", lambda: f"incident {incident}: ordered every node" in read(self.a.log),
+                      timeout=5)
         t = time.monotonic()
         self.a.signal(signal.SIGSTOP)
         self.wait_for("b to lead while a is stopped", lambda: self.b.job(JOB)["cluster"]["leads"], timeout=TTL + 5)
         print(f"leader stopped: b leads {time.monotonic() - t:.2f} s later", file=sys.stderr)
+        # The new leader goes on with the preempt a ordered (signed again by b: a node carries out
+        # only the leader of now's order), rather than waiting out the incident afresh, where the
+        # ranks its own order ended could read as the others finishing, and the job as recovered.
+        self.wait_for("b taking up a's order", lambda: f'incident {incident}: the preempt that "a" ordered is taken '
+                      'up by this node' in read(self.b.log), timeout=5)
         time.sleep(max(0.0, 2.5 * TTL - (time.monotonic() - t)))
         self.a.signal(signal.SIGCONT)
+        self.wait_for("the job preempted on both nodes, every rank ended", lambda: all(
+            (lambda j: j["state"] == "preempted" and all(r["state"] == "finished" for r in j["ranks"]))(n.job(JOB))
+            for n in (self.a, self.b)), timeout=10)
+        self.assertFalse(any(p.poll() is None for p in self.trainers), "a rank outlived the preempt")
         self.wait_for("a following b", lambda: (lambda c: c["leader"] == "b" and not c["leads"])(
             self.a.job(JOB)["cluster"]), timeout=5)
 

@@ -114,6 +114,9 @@ class FakeHost final : public IncidentHost {
   bool none_left = false;  // act() finds no process left to end (every node: "none runs here")
   bool hold = false;       // after_preempt holds the incident open (a restart storm)
   std::optional<PagedElsewhere> elsewhere;  // paged_as(): the stall's page sent elsewhere
+  // act_under_way(): an earlier watcher's act, finishing once the gate is ready.
+  std::optional<std::shared_future<void>> under_way;
+  std::vector<std::pair<int64_t, std::string>> taken_up;  // (incident, acted-on summary)
 
   PageMessage page(const detect::Verdict& v) override {
     PageMessage m;
@@ -162,6 +165,22 @@ class FakeHost final : public IncidentHost {
   }
   void ledger_failed(const Error&) override { ++ledger_failures; }
   std::optional<PagedElsewhere> paged_as(const detect::Verdict&) override { return elsewhere; }
+  std::optional<std::future<ActReport>> act_under_way(int64_t id,
+                                                      const detect::Verdict& acted_on) override {
+    if (!under_way) return std::nullopt;
+    taken_up.emplace_back(id, acted_on.summary);
+    ProcessOutcome o;
+    o.process = procs.back();
+    o.before = probe::Liveness::kAlive;
+    o.after = probe::Liveness::kGone;
+    ActReport r;
+    r.preempt.ok = true;
+    r.preempt.processes.push_back(o);
+    return std::async(std::launch::async, [r, g = *under_way] {
+      g.wait();
+      return r;
+    });
+  }
 
   bool said(std::string_view part) const {
     for (const auto& l : lines) {
@@ -523,6 +542,50 @@ TEST_F(IncidentTest, AnAdoptedClaimIsDeliveredOnlyAfterTheClaimWaitFromTheFirstL
   settle();
   EXPECT_EQ(receiver_.pages(), 1u);
   EXPECT_TRUE(host_.said("never delivered"));
+}
+
+// A watcher that adopts an incident whose preempt an earlier watcher started and did not see
+// through (a multi-node leader stopped right after its order): it takes that act up and waits on
+// its report. Meanwhile the verdict is not news (the ranks the order ended read as the others
+// finishing, "healthy"): the incident neither recovers nor acts again, nor pages again.
+TEST_F(IncidentTest, AnAdoptedIncidentTakesUpTheActUnderWayAndWaitsOnItsReport) {
+  turn(detect::State::kStalled);
+  settle();
+  ASSERT_EQ(receiver_.pages(), 1u);
+  std::promise<void> gate;
+  host_.under_way = gate.get_future().share();
+  make();  // the next watcher (the job's next leader)
+  turn(detect::State::kHealthy);
+  ASSERT_EQ(host_.taken_up.size(), 1u);
+  EXPECT_EQ(host_.taken_up[0].first, 1);
+  EXPECT_TRUE(runbook_->acting());
+  clock_.advance(120 * kSec);  // past the ack timeout
+  turn(detect::State::kHealthy);
+  turn(detect::State::kStalled);
+  EXPECT_TRUE(runbook_->is_open()) << "not recovered while the act is under way";
+  EXPECT_EQ(host_.acts, 0) << "never acted twice";
+  gate.set_value();
+  for (int i = 0; i < 200 && runbook_->acting(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    turn(detect::State::kHealthy);
+  }
+  settle();
+  EXPECT_FALSE(runbook_->is_open());
+  EXPECT_EQ(row(1).resolution, "preempted by the host");
+  EXPECT_EQ(ledger_.count("preempt"), 1);
+  EXPECT_EQ(receiver_.pages(), 1u);
+  EXPECT_EQ(host_.acts, 0);
+}
+
+// Without an act under way an adopted incident goes its usual way: a healthy job recovered.
+TEST_F(IncidentTest, AnAdoptedIncidentWithNoActUnderWayRecovers) {
+  turn(detect::State::kStalled);
+  settle();
+  make();
+  turn(detect::State::kHealthy);
+  EXPECT_TRUE(host_.taken_up.empty());
+  EXPECT_FALSE(runbook_->is_open());
+  EXPECT_EQ(row(1).resolution, "recovered");
 }
 
 // E16: the stall was paged already by another runbook (the job's incident through etcd, before
