@@ -306,6 +306,11 @@ void JobLeader::lead(const detect::Verdict& v, Stamp now) {
   } else {
     incident_->step(v, now);
   }
+  // A record written over the open incident is set aside and the incident restored at once,
+  // whatever the runbook reads at this turn: it stays listed and ackable on every node (E15).
+  if (auto id = incident_->id(); id && *id > 0) {
+    if (auto kept = ledger_->get(*id); !kept) session_.note_failure(kept.error());
+  }
   // What every node joins once etcd is gone (E16): the job's incident once its page reached
   // someone, until it closes.
   if (auto key = incident_->delivered_key()) {
@@ -726,10 +731,17 @@ bool JobLeader::unattended(const detect::Verdict& v, Stamp now) {
   }
   if (!firing_since_mono_ns_) firing_since_mono_ns_ = now.mono_ns;
   if (now.mono_ns - *firing_since_mono_ns_ <= session_.options().ttl_ns) return false;
-  auto open = coord::open_incident(d_.etcd, keys_, session_.bad());
+  int64_t unreadable = 0;
+  auto open = coord::open_incident(d_.etcd, keys_, session_.bad(), &unreadable);
   if (!open) {
     session_.note_failure(open.error());
     return false;  // etcd does not answer: the degraded mode pages
+  }
+  if (unreadable != 0) {
+    // A record that does not read where the job's incident is: the leader sets it aside at its
+    // next poll (restoring the incident open there, E15). It is given a lease TTL to.
+    if (unreadable_seen_.first != unreadable) unreadable_seen_ = {unreadable, now.mono_ns};
+    return now.mono_ns - unreadable_seen_.second > session_.options().ttl_ns;
   }
   return !*open;
 }

@@ -253,6 +253,8 @@ class JobLeader {
   // Orders of the job's incidents: those this node reported on, and the one it carries out now.
   std::set<int64_t> orders_done_;
   std::set<int64_t> orders_that_ended_ranks_here_;  // of those, the ones that ended a rank here
+  // A record at the incident key that does not read: its mod revision, and when first seen.
+  std::pair<int64_t, int64_t> unreadable_seen_{0, 0};
   std::set<std::tuple<int64_t, std::string, int64_t>> orders_refused_;  // said once each
   std::optional<coord::Order> order_running_;
   std::optional<std::future<runbook::ActReport>> order_act_;

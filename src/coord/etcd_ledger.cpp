@@ -38,6 +38,9 @@ json to_json(const store::Incident& i, const json& actions, const std::string& o
             {"opened_by", opened_by},
             {"actions", actions}};
   if (epoch_ms > 0) j["epoch"] = epoch_ms;
+  // Its own id, once known: a record restored after it was overwritten (EtcdLedger::read) has a
+  // create revision of its own, and keeps the id every page and ack of it used.
+  if (i.id > 0) j["id"] = i.id;
   auto opt = [&](const char* k, const std::optional<int64_t>& v) {
     if (v) j[k] = *v;
   };
@@ -93,10 +96,27 @@ int64_t epoch_in(const json& doc) {
   return ms;
 }
 
-// The record's epoch, or an error naming the key.
-Result<int64_t> epoch_of(const json& doc, const KeyValue& kv) {
+// The id of the open record `doc` at `kv`, of epoch `epoch_ms`: the one it carries (a restored
+// record), else epoch * kEpochScale + its create revision. One it carries must be of its epoch
+// and no later than its own revision (it was restored after it opened). Throws FieldError.
+int64_t id_in(const json& doc, const KeyValue& kv, int64_t epoch_ms) {
+  const int64_t by_revision = incident_id(kv.create_revision, epoch_ms);
+  int64_t id = 0;
+  json_fields::opt(doc, "id", id, json_fields::as_int);
+  if (id == 0) return by_revision;
+  if (id <= incident_id(0, epoch_ms) || id > by_revision)
+    throw json_fields::FieldError{
+        Errc::kParse, fmt::format("field \"id\" ({}) is not of this record's epoch ({}) and "
+                                  "revision ({})",
+                                  id, epoch_ms, kv.create_revision)};
+  return id;
+}
+
+// The open record's epoch and id, or an error naming the key.
+Result<std::pair<int64_t, int64_t>> epoch_and_id(const json& doc, const KeyValue& kv) {
   try {
-    return epoch_in(doc);
+    const int64_t epoch = epoch_in(doc);
+    return std::pair<int64_t, int64_t>{epoch, id_in(doc, kv, epoch)};
   } catch (const json_fields::FieldError& e) {
     return json_fields::to_error(e, fmt::format("etcd key {}: not an incident record", kv.key));
   }
@@ -122,9 +142,9 @@ int64_t incident_id(int64_t create_revision, int64_t epoch_ms) {
 Result<int64_t> incident_id_of(const KeyValue& kv) {
   auto doc = record_of(kv);
   if (!doc) return doc.error();
-  auto epoch = epoch_of(*doc, kv);
-  if (!epoch) return epoch.error();
-  return incident_id(kv.create_revision, *epoch);
+  auto found = epoch_and_id(*doc, kv);
+  if (!found) return found.error();
+  return found->second;
 }
 
 std::string incident_key(std::string_view prefix, std::string_view job) {
@@ -155,24 +175,38 @@ Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> 
   auto r = etcd_.range(keys_.incident);
   if (!r) return r.error();
   unvouched_.reset();  // as the key is now
-  if (r->kvs.empty()) return std::optional<Read>{};
+  if (r->kvs.empty()) {
+    last_read_.reset();  // closed (or deleted by hand): nothing of it is restored
+    return std::optional<Read>{};
+  }
   const KeyValue& kv = r->kvs[0];
+  // Written over while this leader's incident `id` was open there: set aside, and the incident
+  // restored as last read, so that it stays listed and ackable on every node (review E15).
+  auto restored = [&]() -> Result<std::optional<Read>> {
+    auto back = restore(kv);
+    if (!back) return back.error();
+    if (!*back) return std::optional<Read>{};
+    return read(id);
+  };
+  const bool restores = id && last_read_ && last_read_->incident.id == *id && fence_() != 0;
   // A record that does not read is no incident of the job's (E15): passed over, said once, and
   // set aside when the job's own incident opens, which is then listed and acked as any other.
-  auto not_ours = [&](const Error& why) {
+  auto not_ours = [&](const Error& why) -> Result<std::optional<Read>> {
     if (told_unreadable_ != kv.mod_revision)
-      log_warn("coord: job {}: {}: not joined; it is set aside when the job's own incident opens",
-               job_, why.message);
+      log_warn("coord: job {}: {}: not joined; {}", job_, why.message,
+               restores ? "it is set aside, and the incident open there restored"
+                        : "it is set aside when the job's own incident opens");
     told_unreadable_ = kv.mod_revision;
     unvouched_ = kv;
+    if (restores) return restored();
     return std::optional<Read>{};
   };
   auto parsed = record_of(kv);
   if (!parsed) return not_ours(parsed.error());
   json doc = std::move(*parsed);
-  auto epoch = epoch_of(doc, kv);
-  if (!epoch) return not_ours(epoch.error());
-  const int64_t found = incident_id(kv.create_revision, *epoch);
+  auto ids = epoch_and_id(doc, kv);
+  if (!ids) return not_ours(ids.error());
+  const auto [epoch, found] = *ids;
   auto inc = from_json(doc, kv.key, found);
   if (!inc) return not_ours(inc.error());
   if (id && found != *id) return std::optional<Read>{};
@@ -188,9 +222,35 @@ Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> 
   }
   if (!vouched_->second) {
     unvouched_ = kv;
+    if (restores) return restored();
     return std::optional<Read>{};
   }
-  return std::optional<Read>{Read{std::move(*inc), std::move(doc), kv.mod_revision, *epoch}};
+  Read out{std::move(*inc), std::move(doc), kv.mod_revision, epoch};
+  last_read_ = std::make_shared<const Read>(out);
+  return std::optional<Read>{std::move(out)};
+}
+
+Result<bool> EtcdLedger::restore(const KeyValue& kv) {
+  const int64_t fence = fence_();
+  if (fence == 0 || !last_read_) return false;
+  const Read& was = *last_read_;
+  const std::string aside =
+      fmt::format("{}{:020d}", keys_.set_aside, incident_id(kv.mod_revision, was.epoch_ms));
+  std::string value = to_json(was.incident, was.doc.value("actions", json::array()),
+                              was.doc.value("opened_by", ""), was.epoch_ms)
+                          .dump();
+  // Over the record as read (the key keeps its create revision; the record its own id).
+  auto t = etcd_.txn({Compare::mod_rev(keys_.incident, kv.mod_revision),
+                      Compare::create_rev(keys_.fence_key, fence)},
+                     {TxnOp::put(aside, kv.value), TxnOp::put(keys_.incident, value)});
+  if (!t) return t.error();
+  if (!t->succeeded) return false;  // it moved, or this node leads no more: read again later
+  log_warn(
+      "coord: job {}: the record at {} (revision {}) is no incident of the job's, but incident {} "
+      "was open there: that record is set aside under {}, and incident {} restored as this "
+      "leader last read it",
+      job_, keys_.incident, kv.mod_revision, was.incident.id, aside, was.incident.id);
+  return true;
 }
 
 Result<bool> EtcdLedger::vouched(const std::string& opened_by) {
@@ -368,15 +428,16 @@ Status EtcdLedger::modify(int64_t id,
       actions.push_back(json::parse(action));
       if (actions.size() > kMaxActions) actions.erase(actions.begin());
     }
-    std::string value =
-        to_json(rd.incident, actions, rd.doc.value("opened_by", ""), rd.epoch_ms).dump();
+    json written = to_json(rd.incident, actions, rd.doc.value("opened_by", ""), rd.epoch_ms);
     std::vector<Compare> fenced = {Compare::mod_rev(keys_.incident, rd.mod_revision)};
     if (leader_only) fenced.push_back(Compare::create_rev(keys_.fence_key, fence));
-    auto t = etcd_.txn(std::move(fenced), {TxnOp::put(keys_.incident, value)},
+    auto t = etcd_.txn(std::move(fenced), {TxnOp::put(keys_.incident, written.dump())},
                        {TxnOp::get(keys_.fence_key)});
     if (!t) return t.error();
     if (t->succeeded) {
       if (applied) *applied = true;
+      last_read_ = std::make_shared<const Read>(
+          Read{rd.incident, std::move(written), t->revision, rd.epoch_ms});
       return {};
     }
     if (leader_only && !fence_held(*t, fence)) {
@@ -453,7 +514,10 @@ Status EtcdLedger::close(int64_t id, int64_t at_ns, std::string_view resolution)
                        {TxnOp::del(keys_.incident), TxnOp::put(closed_key(keys_, id), value)},
                        {TxnOp::get(keys_.fence_key)});
     if (!t) return t.error();
-    if (t->succeeded) return {};
+    if (t->succeeded) {
+      last_read_.reset();
+      return {};
+    }
     if (!fence_held(*t, fence)) {
       return Error{Errc::kBusy,
                    fmt::format("job {}: closing incident {} refused by the fence: this node ({}) "
@@ -510,9 +574,9 @@ Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& k
     auto parsed = record_of(kv);
     if (!parsed) return parsed.error();
     json doc = std::move(*parsed);
-    auto epoch = epoch_of(doc, kv);
-    if (!epoch) return epoch.error();
-    auto inc = from_json(doc, kv.key, incident_id(kv.create_revision, *epoch));
+    auto ids = epoch_and_id(doc, kv);
+    if (!ids) return ids.error();
+    auto inc = from_json(doc, kv.key, ids->second);
     if (!inc) return inc.error();
     // The first ack's time, name and note stay; every ack is an action (as in the store), so
     // that an ack after a restart storm's hold began releases it.
@@ -530,7 +594,7 @@ Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& k
          {"detail", fmt::format("acked by {}{}", by, note.empty() ? "" : ": " + note)},
          {"node", keys.node}});
     if (actions.size() > kMaxActions) actions.erase(actions.begin());
-    std::string value = to_json(*inc, actions, doc.value("opened_by", ""), *epoch).dump();
+    std::string value = to_json(*inc, actions, doc.value("opened_by", ""), ids->first).dump();
     auto t = etcd.txn({Compare::mod_rev(keys.incident, kv.mod_revision)},
                       {TxnOp::put(keys.incident, value)});
     if (!t) return t.error();
@@ -539,8 +603,9 @@ Result<std::optional<store::Incident>> ack_in_etcd(Kv& etcd, const LedgerKeys& k
   return Error{Errc::kBusy, fmt::format("job {}: its incident kept changing under the ack", job)};
 }
 
-Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& keys,
-                                                  BadRecords& bad) {
+Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& keys, BadRecords& bad,
+                                                  int64_t* unreadable) {
+  if (unreadable) *unreadable = 0;
   auto r = etcd.range(keys.incident);
   if (!r) return r.error();
   if (r->kvs.empty()) return std::optional<OpenIncident>{};
@@ -550,11 +615,14 @@ Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& ke
     (void)json_fields::need(j, "job");
     json_fields::opt(j, "opened_by", out.opened_by, json_fields::as_str);
     out.delivered = j.contains("delivered_at_ns") && !j["delivered_at_ns"].is_null();
-    out.id = incident_id(kv.create_revision, epoch_in(j));
-    out.create_revision = kv.create_revision;
+    const int64_t epoch = epoch_in(j);
+    out.id = id_in(j, kv, epoch);
+    // The revision it opened at, kept in its id (a restored record has a later one of its own).
+    out.create_revision = out.id - incident_id(0, epoch);
   });
   if (!st) {
     bad.skip(kv, st.error());
+    if (unreadable) *unreadable = kv.mod_revision;
     return std::optional<OpenIncident>{};
   }
   return std::optional<OpenIncident>{std::move(out)};
@@ -568,9 +636,9 @@ Result<std::vector<store::Incident>> incidents_in_etcd(Kv& etcd, const LedgerKey
   for (const auto& kv : r->kvs) {
     auto doc = record_of(kv);
     if (!doc) continue;
-    auto epoch = epoch_of(*doc, kv);
-    if (!epoch) continue;
-    auto inc = from_json(*doc, kv.key, incident_id(kv.create_revision, *epoch));
+    auto ids = epoch_and_id(*doc, kv);
+    if (!ids) continue;
+    auto inc = from_json(*doc, kv.key, ids->second);
     if (inc) out.push_back(std::move(*inc));
   }
   RangeOptions all;

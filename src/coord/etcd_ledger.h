@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -112,6 +113,10 @@ class EtcdLedger final : public runbook::IncidentLedger {
   void saw(int64_t revision, int64_t epoch_ms);
   // Moves the open record at `kv` aside (fenced), so that a real incident can open.
   Status set_aside(const KeyValue& kv, int64_t fence, int64_t epoch_ms);
+  // The record at `kv` is no incident of the job's, but this leader's last read there was its
+  // open incident: `kv` is set aside and that incident written back as read (its id in it),
+  // fenced. false: not restored (this node leads no more, or the key moved meanwhile).
+  Result<bool> restore(const KeyValue& kv);
   // Applies `change` to the open incident `id` and writes it, fenced (leader_only: by the
   // leader's fence too, else by MOD alone); retried when the record moved meanwhile. `change`
   // returns false to leave it as it is.
@@ -128,6 +133,8 @@ class EtcdLedger final : public runbook::IncidentLedger {
   // it, or it does not read): set aside when the job's own incident opens.
   std::optional<KeyValue> unvouched_;
   int64_t told_unreadable_ = 0;  // the mod revision of an unreadable record said
+  // The job's open incident as this ledger last read or wrote it: what restore() writes back.
+  std::shared_ptr<const Read> last_read_;  // (shared: Read is the .cpp's)
 };
 
 // Acks the job's open incident in etcd from any node (the API, `stepwatch ack`): nullopt when
@@ -144,8 +151,9 @@ struct OpenIncident {
   std::string opened_by;
   bool delivered = false;  // its page's delivery is recorded
 };
-Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& keys,
-                                                  BadRecords& bad);
+// `unreadable`, if given: the mod revision of a record there that does not read (else 0).
+Result<std::optional<OpenIncident>> open_incident(Kv& etcd, const LedgerKeys& keys, BadRecords& bad,
+                                                  int64_t* unreadable = nullptr);
 
 // The job's incidents in etcd (the open one first, then closed ones, newest first).
 Result<std::vector<store::Incident>> incidents_in_etcd(Kv& etcd, const LedgerKeys& keys,

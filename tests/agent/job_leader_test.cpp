@@ -775,6 +775,16 @@ TEST_F(JobLeaderTest, AFollowerWhoseLeaderOpensNothingPagesItselfPastTheTtl) {
   n.cause = "collective";
   ASSERT_TRUE(ledger.open(n).ok());
   EXPECT_FALSE(b_->leader.unattended(verdict(State::kStalled), clock_.now()));
+  // Junk written over it: the leader restores it at its next poll, so the follower gives the
+  // junk a lease TTL before it pages its own view; junk left there longer mutes nothing.
+  ASSERT_TRUE(kv_.put(std::string(kPrefix) + "/jobs/pretrain/incident", "{\"state\": 7}", 0).ok());
+  EXPECT_FALSE(b_->leader.unattended(verdict(State::kStalled), clock_.now()));
+  advance(1.5);
+  c_polls();
+  EXPECT_FALSE(b_->leader.unattended(verdict(State::kStalled), clock_.now()));
+  advance(1.0);
+  c_polls();
+  EXPECT_TRUE(b_->leader.unattended(verdict(State::kStalled), clock_.now()));
 }
 
 // etcd paused past the TTL lapses every lease at once, and a leader whose lease replaced an

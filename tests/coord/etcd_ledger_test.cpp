@@ -295,6 +295,88 @@ TEST_F(EtcdLedgerTest, AnUnreadableRecordIsSetAsideAndTheJobsOwnIncidentIsListed
   EXPECT_EQ((*got)->acked_by, "alice");
 }
 
+// E15 mid-incident: junk written over the job's open incident after its page (put over it, or
+// the key deleted and made again). The leader's next read sets it aside and restores the incident
+// as it last read it, under its own id: listed, ackable on any node, its delivery kept, the
+// orders written for it still proven. A node that does not lead restores nothing.
+TEST_F(EtcdLedgerTest, JunkOverTheOpenIncidentIsSetAsideAndTheIncidentRestoredUnderItsId) {
+  Leader a = join("a");
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto ref = ledger.open(stall());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  ASSERT_TRUE(ledger.claim_page(ref->id, 2'000).ok());
+  ASSERT_TRUE(ledger.record_delivery(ref->id, 2'100, "sent after 1 attempt(s)", true).ok());
+  auto opened = open_incident(*client_, keys("b"), fresh_bad_);
+  ASSERT_TRUE(opened.ok() && opened->has_value());
+  const int64_t opened_at = (*opened)->create_revision;
+
+  const std::string junk = R"({"state": 7, "page": [1, 2]})";
+  for (bool recreate : {false, true}) {
+    SCOPED_TRACE(recreate ? "deleted and made again" : "put over it");
+    if (recreate) {
+      ASSERT_TRUE(client_->del("/sw/jobs/j/incident").ok());
+    }
+    ASSERT_TRUE(client_->put("/sw/jobs/j/incident", junk).ok());
+    auto hidden = incidents_in_etcd(*client_, keys("b"), "j", 10);
+    ASSERT_TRUE(hidden.ok());
+    EXPECT_TRUE(hidden->empty()) << "until the leader reads it";
+    EtcdLedger follower(*client_, "j", keys("b"), [] { return int64_t{0}; });
+    auto not_led = follower.get(ref->id);
+    ASSERT_TRUE(not_led.ok()) << not_led.error().message;
+    EXPECT_FALSE(not_led->has_value()) << "a follower restores nothing";
+
+    auto got = ledger.get(ref->id);  // the leader's read: restored
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    ASSERT_TRUE(got->has_value());
+    EXPECT_EQ((*got)->id, ref->id);
+    EXPECT_TRUE((*got)->delivered_at_ns.has_value()) << "its delivery kept";
+    auto listed = incidents_in_etcd(*client_, keys("b"), "j", 10);
+    ASSERT_TRUE(listed.ok());
+    ASSERT_EQ(listed->size(), 1u);
+    EXPECT_EQ(listed->front().id, ref->id);
+    auto open = open_incident(*client_, keys("b"), fresh_bad_);
+    ASSERT_TRUE(open.ok() && open->has_value());
+    EXPECT_EQ((*open)->id, ref->id);
+    EXPECT_EQ((*open)->create_revision, opened_at) << "an order written after it opened proves";
+    EXPECT_TRUE((*open)->delivered);
+  }
+  auto aside = client_->range("/sw/jobs/j/set_aside/", {true});
+  ASSERT_TRUE(aside.ok());
+  ASSERT_EQ(aside->kvs.size(), 2u);
+  for (const auto& kv : aside->kvs) EXPECT_EQ(kv.value, junk) << "kept as it was";
+  auto acked = ack_in_etcd(*client_, keys("b"), "j", 5'000, "alice", "");
+  ASSERT_TRUE(acked.ok()) << acked.error().message;
+  ASSERT_TRUE(acked->has_value());
+  EXPECT_EQ((*acked)->id, ref->id);
+  ASSERT_TRUE(ledger.close(ref->id, 6'000, "recovered").ok());
+  auto closed = ledger.get(ref->id);
+  ASSERT_TRUE(closed.ok() && closed->has_value());
+  EXPECT_EQ((*closed)->acked_by, "alice");
+  EXPECT_FALSE((*closed)->is_open());
+  // Closed: junk at the key now is the next incident's business, not restored.
+  ASSERT_TRUE(client_->put("/sw/jobs/j/incident", junk).ok());
+  auto after = ledger.get(ref->id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(client_->range("/sw/jobs/j/incident")->kvs[0].value, junk);
+}
+
+// A record's id it carries must be of its epoch and no later than its revision: any other does
+// not read (forged to collide with another incident's).
+TEST_F(EtcdLedgerTest, AnIdARecordCarriesMustBeItsOwn) {
+  Leader a = join("a");
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto ref = ledger.open(stall());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  auto kv = client_->range("/sw/jobs/j/incident");
+  ASSERT_TRUE(kv.ok() && !kv->kvs.empty());
+  std::string forged = kv->kvs[0].value;
+  forged.insert(1, fmt::format("\"id\": {},", ref->id + 1000));
+  ASSERT_TRUE(client_->put("/sw/jobs/j/incident", forged).ok());
+  auto id = incident_id_of(client_->range("/sw/jobs/j/incident")->kvs[0]);
+  ASSERT_FALSE(id.ok());
+  EXPECT_NE(id.error().message.find("field \"id\""), std::string::npos) << id.error().message;
+}
+
 // E14: a page's delivery is what its node sent: recorded by that node once etcd answers, even
 // though it no longer leads; every other write stays the leader's.
 TEST_F(EtcdLedgerTest, ADeliveryIsRecordedByTheNodeThatSentItEvenOnceItNoLongerLeads) {

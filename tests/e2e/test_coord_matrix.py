@@ -976,6 +976,29 @@ class CoordMatrix(unittest.TestCase):
         self.wait_for("acked", lambda: json.loads(self.get("incident")).get("acked_by") == "alice", timeout=5)
         self.assertEqual(self.invariants(), {incident: 1}, self.unexpected_pages())
 
+    # E15 mid-incident: junk written over the job's incident record after its page.
+    def test_e15_junk_over_the_paged_incident_is_set_aside_and_the_incident_stays_listed_and_ackable(self):
+        incident = self.stalled_and_paged()
+        junk = '{"state": 7, "page": [1, 2]}'
+        self.put("incident", junk)
+        # The leader's next poll sets the junk aside and restores the incident under its id.
+        self.wait_for("the incident restored", lambda: (lambda v: v is not None and json.loads(v).get("id") == int(
+            incident))(self.get("incident")), timeout=5)
+        aside = self.keys_under("set_aside/")
+        self.assertEqual(len(aside), 1, aside)
+        self.assertEqual(self.get(aside[0][len(self.key("")):]), junk)
+        self.assertIn(f"but incident {incident} was open there: that record is set aside", read(self.a.log))
+        for n in (self.a, self.b):
+            self.assertEqual([str(i["id"]) for i in n.json(f"/api/v1/incidents?job={JOB}")["incidents"]], [incident],
+                             n.name)
+        env = dict(os.environ, STEPWATCH_STATE_DIR=os.path.join(self.tmp, "no-state"))
+        ack = subprocess.run([self.bin, "ack", JOB, "--agent", self.b.api, "--by", "alice"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=10)
+        self.assertEqual(ack.returncode, 0, ack.stdout)
+        self.assertIn(incident, ack.stdout)
+        self.hold(1.0, self.agents_alive)
+        self.assertEqual(self.invariants(), {incident: 1}, self.unexpected_pages())
+
     # E8: the stall the degraded mode is for.
     def test_e8_a_stall_while_etcd_hangs_is_paged_by_each_node_in_time(self):
         self.start_job()
