@@ -150,6 +150,21 @@ class Agent::JobHost final : public NodeJobHost {
   void carried_out(const store::Action& a) override;
   void ended(std::string_view reason, const detect::Verdict& v, Stamp now) override;
   void problem(const std::string& line) override { agent_.note_problem(line); }
+  void keep_delivery(const store::KeptDelivery& d) override {
+    if (auto st = agent_.store_.keep_delivery(d); !st) agent_.note_store_error(st.error());
+  }
+  void forget_delivery(int64_t incident_id) override {
+    if (auto st = agent_.store_.forget_delivery(t_.job, incident_id); !st)
+      agent_.note_store_error(st.error());
+  }
+  std::vector<store::KeptDelivery> kept_deliveries() override {
+    auto kept = agent_.store_.kept_deliveries(t_.job);
+    if (!kept) {
+      agent_.note_store_error(kept.error());
+      return {};
+    }
+    return std::move(*kept);
+  }
   // This node's own incident of a multi-node job joins the job's page of the same stall (E16).
   std::optional<PagedElsewhere> paged_as(const detect::Verdict&) override {
     if (!t_.leader) return std::nullopt;

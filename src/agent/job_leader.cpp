@@ -211,6 +211,11 @@ void JobLeader::keep_checkpoint(Stamp now) {
 
 void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, int64_t incarnation,
                      Stamp now) {
+  // Deliveries this node kept across a restart are recorded whether or not it leads (E14).
+  if (!ledger_ && !looked_for_kept_) {
+    looked_for_kept_ = true;
+    if (!d_.node.kept_deliveries().empty()) make_ledger();
+  }
   now_ = now;
   incarnation_ = incarnation;
   seen_ = &seen;
@@ -250,21 +255,38 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
   seen_ = nullptr;
 }
 
+void JobLeader::make_ledger() {
+  if (ledger_) return;
+  ledger_ = std::make_unique<coord::EtcdLedger>(d_.etcd, d_.job, keys_,
+                                                [this] { return coord_.fence(); });
+  runbook::DeliverySink sink;
+  sink.log = [this](LogLevel level, const std::string&, const std::string& line) {
+    d_.node.log(level, line);
+  };
+  sink.counted = [this](const std::string&, std::string_view kind) { d_.node.counted(kind); };
+  sink.keep = [this](const std::string& job, int64_t id, int64_t at_ns,
+                     const runbook::DeliveryOutcome& out) {
+    d_.node.keep_delivery(store::KeptDelivery{job, id, at_ns, out.summary, out.delivered});
+  };
+  sink.forget = [this](const std::string&, int64_t id) { d_.node.forget_delivery(id); };
+  deliveries_ = std::make_unique<runbook::PageDeliveries>(*ledger_, d_.pager, std::move(sink));
+  host_ = std::make_unique<Host>(*this);
+  for (auto& k : d_.node.kept_deliveries()) {
+    d_.node.log(LogLevel::kInfo,
+                fmt::format("incident {}: its page was delivered from this node before the agent "
+                            "restarted, and etcd did not take that then: recording it, never "
+                            "sending it again ({})",
+                            k.incident_id, k.summary));
+    deliveries_->take_kept(k.job, k.incident_id, k.at_ns,
+                           runbook::DeliveryOutcome{std::move(k.summary), k.delivered});
+  }
+}
+
 void JobLeader::lead(const detect::Verdict& v, Stamp now) {
   gather_reports(now);
   keep_checkpoint(now);
   if (!incident_) {
-    if (!ledger_) {
-      ledger_ = std::make_unique<coord::EtcdLedger>(d_.etcd, d_.job, keys_,
-                                                    [this] { return coord_.fence(); });
-      runbook::DeliverySink sink;
-      sink.log = [this](LogLevel level, const std::string&, const std::string& line) {
-        d_.node.log(level, line);
-      };
-      sink.counted = [this](const std::string&, std::string_view kind) { d_.node.counted(kind); };
-      deliveries_ = std::make_unique<runbook::PageDeliveries>(*ledger_, d_.pager, std::move(sink));
-      host_ = std::make_unique<Host>(*this);
-    }
+    make_ledger();
     // A fresh runbook adopts the job's open incident from etcd, where the previous leader left
     // it: its page is not sent again unless it was claimed and never delivered.
     // A page another node claimed is delivered here only once that node had a lease TTL to

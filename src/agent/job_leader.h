@@ -72,6 +72,12 @@ class JobNode {
   virtual void ended(std::string_view reason, const detect::Verdict& v, Stamp now) = 0;
   // A read or write of etcd failed, or a record in it was bad (the node logs each once).
   virtual void problem(const std::string& line) = 0;
+  // A page delivered from this node whose outcome etcd did not take: kept in the node's store
+  // until it does (it outlives an agent restart: E14), and forgotten once recorded; the ones kept
+  // for this job. None where the node keeps nothing.
+  virtual void keep_delivery(const store::KeptDelivery& /*d*/) {}
+  virtual void forget_delivery(int64_t /*incident_id*/) {}
+  virtual std::vector<store::KeptDelivery> kept_deliveries() { return {}; }
 };
 
 struct JobLeaderDeps {
@@ -185,6 +191,9 @@ class JobLeader {
   Result<std::optional<std::string>> unproven(const coord::Order& o);
   void gather_reports(Stamp now);
   void lead(const detect::Verdict& v, Stamp now);
+  // The job's incident ledger in etcd and its page deliveries (made once: led or not, a node
+  // records the deliveries it sent); at the first, the deliveries kept in the node's store.
+  void make_ledger();
   void stop_leading();
   // The leader's act: the order every node carries out; the future is its nodes' reports.
   std::future<runbook::ActReport> order_preempt(int64_t incident);
@@ -253,6 +262,7 @@ class JobLeader {
   // Orders of the job's incidents: those this node reported on, and the one it carries out now.
   std::set<int64_t> orders_done_;
   std::set<int64_t> orders_that_ended_ranks_here_;  // of those, the ones that ended a rank here
+  bool looked_for_kept_ = false;  // the node's store was asked for deliveries it kept
   // A record at the incident key that does not read: its mod revision, and when first seen.
   std::pair<int64_t, int64_t> unreadable_seen_{0, 0};
   std::set<std::tuple<int64_t, std::string, int64_t>> orders_refused_;  // said once each

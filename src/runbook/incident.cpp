@@ -68,6 +68,7 @@ bool PageDeliveries::record(Unrecorded& u) {
         sink_.log(
             LogLevel::kInfo, u.job,
             fmt::format("incident {}: its page's outcome is recorded now: {}", u.id, out.summary));
+      if (sink_.forget) sink_.forget(u.job, u.id);
       u.outcome.reset();
     }
   }
@@ -86,6 +87,14 @@ bool PageDeliveries::delivered_unrecorded(int64_t id) {
     return true;
   }
   return false;
+}
+
+void PageDeliveries::take_kept(const std::string& job, int64_t id, int64_t at_ns,
+                               DeliveryOutcome outcome) {
+  for (auto& u : unrecorded_) {
+    if (u.id == id && u.outcome) return;  // kept here already
+  }
+  unrecorded_.push_back(Unrecorded{job, id, {}, std::make_pair(at_ns, std::move(outcome))});
 }
 
 void PageDeliveries::finish(Pending& p, Stamp now) {
@@ -137,7 +146,12 @@ void PageDeliveries::finish(Pending& p, Stamp now) {
     }
   }
   if (left.id > 0 && (!left.actions.empty() || left.outcome)) {
-    if (unrecorded_.size() >= kMaxUnrecorded) unrecorded_.erase(unrecorded_.begin());
+    if (unrecorded_.size() >= kMaxUnrecorded) {
+      const Unrecorded& oldest = unrecorded_.front();
+      if (oldest.outcome && sink_.forget) sink_.forget(oldest.job, oldest.id);
+      unrecorded_.erase(unrecorded_.begin());
+    }
+    if (left.outcome && sink_.keep) sink_.keep(left.job, left.id, left.outcome->first, out);
     unrecorded_.push_back(std::move(left));
   }
 }
@@ -326,6 +340,14 @@ int64_t Incident::longest_delivery_ns() const {
 void Incident::page(const detect::Verdict& v, Stamp now) {
   Open& o = *open_;
   int64_t id = o.record->id;
+  // Delivered from here, while the ledger could not take it (E14; kept across a restart too):
+  // recorded, never sent again, whatever the ledger answers now.
+  if (id > 0 && deliveries_.delivered_unrecorded(id)) {
+    o.paged = true;
+    o.record->delivered = true;
+    alert_.adopt(message(v));
+    return;
+  }
   if (id > 0) {
     auto claim = ledger_.claim_page(id, now.wall_ns);
     if (!claim) {
@@ -340,13 +362,6 @@ void Incident::page(const detect::Verdict& v, Stamp now) {
         o.paged = true;
         o.record->delivered = true;
         alert_.adopt(message(v));  // its Alertmanager alert may have gone unrefreshed meanwhile
-        return;
-      }
-      // Delivered from here, while the ledger could not take it (E14): recorded, not re-sent.
-      if (deliveries_.delivered_unrecorded(id)) {
-        o.paged = true;
-        o.record->delivered = true;
-        alert_.adopt(message(v));
         return;
       }
       // A claim is not a delivery (D3). One claimed moments ago may still be under way in the

@@ -68,6 +68,11 @@ struct IncidentRecord {
 struct DeliverySink {
   std::function<void(LogLevel, const std::string& job, const std::string& line)> log;
   std::function<void(const std::string& job, std::string_view action_kind)> counted;
+  // A page's outcome the ledger did not take, kept where it outlives this process (the node's
+  // store), and forgotten once the ledger took it: PageDeliveries::take_kept after a restart.
+  std::function<void(const std::string& job, int64_t id, int64_t at_ns, const DeliveryOutcome&)>
+      keep;
+  std::function<void(const std::string& job, int64_t id)> forget;
 };
 
 // Page deliveries under way. Each runs on a thread of its own; reap() records the finished
@@ -90,6 +95,9 @@ class PageDeliveries {
   // did not answer, or this node no longer led the job): it is recorded now, and is never sent
   // again (review E14). Said, with why, on the sink.
   bool delivered_unrecorded(int64_t id);
+  // An outcome kept before this process started (DeliverySink::keep): recorded at the next reap,
+  // and meanwhile the page is not sent again from here (delivered_unrecorded).
+  void take_kept(const std::string& job, int64_t id, int64_t at_ns, DeliveryOutcome outcome);
   // Waits for every delivery and records it (shutdown).
   void wait(Stamp now);
   size_t in_flight() const { return pending_.size(); }

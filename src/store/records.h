@@ -154,6 +154,16 @@ struct HostImplication {
   std::string reason;  // one line: "culprit rank 3 (collective)"
 };
 
+// A page delivered from this node whose outcome its job's ledger did not take yet: recorded there
+// once it does (runbook::PageDeliveries), and meanwhile never sent again from this node.
+struct KeptDelivery {
+  std::string job;
+  int64_t incident_id = 0;
+  int64_t at_ns = 0;
+  std::string summary;  // the outcome as it is to be recorded
+  bool delivered = false;
+};
+
 // How much history a long-running agent keeps per job. Open incidents are never pruned.
 struct PruneLimits {
   int64_t keep_closed_incidents = 200;  // newest closed incidents (with their actions)

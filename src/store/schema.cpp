@@ -128,6 +128,19 @@ CREATE TABLE host_implications (
 ) WITHOUT ROWID;
 CREATE INDEX host_implications_by_time ON host_implications(at_ns);
 )sql",
+    // 4: a page delivered from this node whose outcome the job's ledger (etcd, for a multi-node
+    //    job) could not take then: kept here until it does, so that an agent restarted meanwhile
+    //    records it rather than the page being sent again (review E14).
+    R"sql(
+CREATE TABLE kept_deliveries (
+  job          TEXT    NOT NULL,
+  incident_id  INTEGER NOT NULL,   -- the id in that ledger
+  at_ns        INTEGER NOT NULL,
+  summary      TEXT    NOT NULL DEFAULT '',
+  delivered    INTEGER NOT NULL,
+  PRIMARY KEY (job, incident_id)
+) WITHOUT ROWID;
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

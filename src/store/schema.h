@@ -14,7 +14,7 @@
 namespace stepwatch::store {
 
 // The version this build writes. Bump it together with a new entry in schema.cpp's list.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // Reads the version (0 for an empty file) and applies every missing migration in one
 // IMMEDIATE transaction, so two processes opening a fresh file at once migrate it once.

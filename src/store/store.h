@@ -138,6 +138,15 @@ class Store {
   // Every host's implications in every job with at_ns >= since_ns, newest first.
   Result<std::vector<HostImplication>> implications(int64_t since_ns);
 
+  // ---- deliveries kept for another ledger (store_incarnations.cpp) ----
+
+  // Keeps (or replaces) the outcome of the page of the job's incident `incident_id`; durable.
+  Status keep_delivery(const KeptDelivery& delivery);
+  // Forgets it once its ledger took it (none kept: nothing to do).
+  Status forget_delivery(const std::string& job, int64_t incident_id);
+  // The job's kept deliveries, oldest first.
+  Result<std::vector<KeptDelivery>> kept_deliveries(const std::string& job);
+
   // ---- upkeep ----
 
   // Deletes history beyond the limits, per job, in one transaction.

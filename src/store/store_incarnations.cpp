@@ -247,6 +247,48 @@ Result<std::vector<HostImplication>> Store::implications(int64_t since_ns) {
   });
 }
 
+Status Store::keep_delivery(const KeptDelivery& d) {
+  if (d.job.empty() || d.incident_id <= 0) {
+    return invalid(*db_, fmt::format("keep_delivery: a job and an incident id are required (job "
+                                     "'{}', incident {})",
+                                     d.job, d.incident_id));
+  }
+  auto tx = Tx::begin(*db_, /*durable=*/true);  // it decides whether the page is sent again
+  if (!tx) return tx.error();
+  {
+    auto s = db_->prepare(
+        "INSERT OR REPLACE INTO kept_deliveries (job, incident_id, at_ns, summary, delivered) "
+        "VALUES (?1, ?2, ?3, ?4, ?5)");
+    if (!s) return s.error();
+    if (auto st = s->bind(1, d.job)
+                      .bind(2, d.incident_id)
+                      .bind(3, d.at_ns)
+                      .bind(4, d.summary)
+                      .bind(5, int64_t{d.delivered})
+                      .run();
+        !st)
+      return st;
+  }
+  return tx->commit();
+}
+
+Status Store::forget_delivery(const std::string& job, int64_t incident_id) {
+  auto s = db_->prepare("DELETE FROM kept_deliveries WHERE job = ?1 AND incident_id = ?2");
+  if (!s) return s.error();
+  return s->bind(1, job).bind(2, incident_id).run();
+}
+
+Result<std::vector<KeptDelivery>> Store::kept_deliveries(const std::string& job) {
+  auto s = db_->prepare(
+      "SELECT job, incident_id, at_ns, summary, delivered FROM kept_deliveries WHERE job = ?1 "
+      "ORDER BY at_ns, incident_id");
+  if (!s) return s.error();
+  s->bind(1, job);
+  return read_all<KeptDelivery>(*s, [](const Stmt& r) {
+    return KeptDelivery{r.text(0), r.int64(1), r.int64(2), r.text(3), r.int64(4) != 0};
+  });
+}
+
 }  // namespace stepwatch::store
 
 #undef SW_INCARNATION_COLUMNS

@@ -78,8 +78,15 @@ class ScriptedNode final : public JobNode {
     ends.push_back(fmt::format("{} {}", reason, detect::state_name(v.state)));
   }
   void problem(const std::string& line) override { problems.push_back(line); }
+  // The node's store of deliveries etcd did not take.
+  void keep_delivery(const store::KeptDelivery& d) override { kept.push_back(d); }
+  void forget_delivery(int64_t id) override {
+    std::erase_if(kept, [&](const store::KeptDelivery& k) { return k.incident_id == id; });
+  }
+  std::vector<store::KeptDelivery> kept_deliveries() override { return kept; }
 
   int pid = 0;
+  std::vector<store::KeptDelivery> kept;
   std::optional<std::string> refuse;  // may_carry_out's answer
   std::vector<std::string> lines, problems, ends;
   std::vector<int64_t> acted_for, opened, adopted;
@@ -234,6 +241,20 @@ class JobLeaderTest : public ::testing::Test {
       std::this_thread::sleep_for(10ms);
     }
     FAIL() << "the page's delivery was never recorded";
+  }
+  // Both healthy, then a stalled (b too, turning after it, when `b_follows`) until a orders the
+  // preempt: whether it did within a dozen rounds.
+  bool a_orders(bool b_follows) {
+    turn(*a_, 0, 5, detect::State::kHealthy);
+    turn(*b_, 1, 5, detect::State::kHealthy);
+    for (int i = 0; i < 12; ++i) {
+      advance(0.5);
+      turn(*a_, 0, 5, detect::State::kStalled);
+      const bool ordered = a_->leader.preempting();
+      if (b_follows) turn(*b_, 1, 5, detect::State::kStalled);
+      if (ordered) return true;
+    }
+    return false;
   }
   // The job's incarnation record in etcd.
   coord::IncarnationRecord incarnation() {
@@ -934,16 +955,7 @@ TEST_F(JobLeaderTest, WhenTheLeadersLeaseLapsesTheNextAdoptsItsIncidentWithoutAS
 // both reports and closes the incident, paged once.
 TEST_F(JobLeaderTest, ALeaderStoppedAfterItsOrderIsFollowedByOneThatTakesTheOrderUp) {
   using detect::State;
-  turn(*a_, 0, 5, State::kHealthy);
-  turn(*b_, 1, 5, State::kHealthy);
-  bool ordered = false;
-  for (int i = 0; i < 12 && !ordered; ++i) {
-    advance(0.5);
-    turn(*a_, 0, 5, State::kStalled);
-    ordered = a_->leader.preempting();
-    turn(*b_, 1, 5, State::kStalled);
-  }
-  ASSERT_TRUE(ordered);
+  ASSERT_TRUE(a_orders(true));
   ASSERT_TRUE(rx_.wait_for(1));
   ASSERT_EQ(b_->node.acted_for.size(), 1u) << "b carried out a's order";
   EXPECT_TRUE(a_->node.acted_for.empty());
@@ -986,15 +998,7 @@ TEST_F(JobLeaderTest, ALeaderStoppedAfterItsOrderIsFollowedByOneThatTakesTheOrde
 // here: an order in etcd is input, never by itself a reason to end a job.
 TEST_F(JobLeaderTest, ANewLeaderTakesUpNoOrderForAJobItSeesRunning) {
   using detect::State;
-  turn(*a_, 0, 5, State::kHealthy);
-  turn(*b_, 1, 5, State::kHealthy);
-  bool ordered = false;
-  for (int i = 0; i < 12 && !ordered; ++i) {
-    advance(0.5);
-    turn(*a_, 0, 5, State::kStalled);
-    ordered = a_->leader.preempting();
-  }
-  ASSERT_TRUE(ordered);
+  ASSERT_TRUE(a_orders(false));
   b_->node.refuse = std::string("not in preempt_jobs");  // b carries out nothing
   turn(*b_, 1, 5, State::kHealthy);
   b_->node.refuse.reset();
@@ -1007,6 +1011,51 @@ TEST_F(JobLeaderTest, ANewLeaderTakesUpNoOrderForAJobItSeesRunning) {
   auto closed = incident();
   ASSERT_TRUE(closed);
   EXPECT_EQ(closed->resolution, "recovered");
+}
+
+// E14 across an agent restart: a's page is delivered while etcd is down, so its outcome is kept
+// in a's store; a's agent restarts (its memory gone) and records it at its first turn, leading or
+// not; nobody sends the page again, the next leader included.
+TEST_F(JobLeaderTest, ADeliveryKeptInTheNodesStoreIsRecordedAfterTheAgentRestarts) {
+  using detect::State;
+  a_->node.refuse = b_->node.refuse = std::string();  // paging only
+  turn(*a_, 0, 5, State::kHealthy);
+  turn(*b_, 1, 5, State::kHealthy);
+  rx_.delay_ms = 300;
+  advance(0.5);
+  turn(*a_, 0, 5, State::kStalled);  // opened, claimed, the page under way
+  kv_.set_down(true);
+  ASSERT_TRUE(rx_.wait_for(1));
+  std::this_thread::sleep_for(200ms);  // its sender returns
+  turn(*a_, 0, 5, State::kStalled);    // reaped: etcd does not take the outcome
+  ASSERT_EQ(a_->node.kept.size(), 1u);
+  EXPECT_TRUE(a_->node.kept[0].delivered);
+  const int64_t id = a_->node.kept[0].incident_id;
+
+  std::vector<store::KeptDelivery> kept = a_->node.kept;  // a's store outlives its agent
+  a_ = std::make_unique<Node>(kv_, "a", spec_);
+  a_->node.pid = 1000;
+  a_->node.refuse = std::string();
+  a_->node.kept = kept;
+  kv_.set_down(false);
+  advance(0.5);
+  turn(*a_, 0, 5, State::kStalled);
+  auto open = incident();
+  ASSERT_TRUE(open);
+  EXPECT_EQ(open->id, id);
+  EXPECT_TRUE(open->delivered_at_ns.has_value()) << "recorded by the restarted agent";
+  EXPECT_TRUE(a_->node.kept.empty()) << "and forgotten in its store";
+  bool said = false;
+  for (const auto& l : a_->node.lines)
+    said = said || l.find("before the agent restarted") != std::string::npos;
+  EXPECT_TRUE(said);
+  for (int i = 0; i < 8; ++i) {
+    advance(1.0);
+    turn(*b_, 1, 5, State::kStalled);
+    turn(*a_, 0, 5, State::kStalled);
+  }
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(rx_.count(), 1u) << "paged once, whoever leads";
 }
 
 TEST_F(JobLeaderTest, WhileTheStoreIsDownNoNodeLeadsAndTheIncidentWaitsInIt) {

@@ -502,6 +502,56 @@ TEST_F(IncidentTest, ADeliveryTheLedgerCouldNotTakeIsRecordedLaterAndNeverSentAg
   EXPECT_EQ(receiver_.pages(), 1u);
 }
 
+// The kept outcome is also kept where it outlives the process (DeliverySink::keep, the node's
+// store): a next process given it (take_kept) records it at its first reap, never pages it again
+// meanwhile, and forgets it once recorded.
+TEST_F(IncidentTest, AKeptOutcomeOutlivesTheProcessAndIsRecordedNotSentAgain) {
+  std::map<int64_t, DeliveryOutcome> store;  // the node's store
+  std::vector<int64_t> forgotten;
+  DeliverySink sink;
+  sink.keep = [&](const std::string& job, int64_t id, int64_t, const DeliveryOutcome& out) {
+    EXPECT_EQ(job, "llm");
+    store[id] = out;
+  };
+  sink.forget = [&](const std::string&, int64_t id) {
+    store.erase(id);
+    forgotten.push_back(id);
+  };
+  runbook_.reset();
+  deliveries_.reset();
+  deliveries_.emplace(ledger_, receiver_.options(), sink);
+  runbook_.emplace(IncidentScope{"llm", 1, 0}, policy_, ledger_, host_, *deliveries_);
+  receiver_.hold = true;
+  turn(detect::State::kStalled);
+  ledger_.failing = true;
+  receiver_.release();
+  settle();
+  ASSERT_EQ(store.count(1), 1u);
+  EXPECT_TRUE(store[1].delivered);
+  EXPECT_NE(store[1].summary.find("sent after 1 attempt(s)"), std::string::npos);
+
+  // The process is killed: what it held in memory is gone; the store is not.
+  runbook_.reset();
+  deliveries_.reset();
+  deliveries_.emplace(ledger_, receiver_.options(), sink);
+  for (const auto& [id, out] : store) deliveries_->take_kept("llm", id, clock_.now().wall_ns, out);
+  runbook_.emplace(IncidentScope{"llm", 1, 0}, policy_, ledger_, host_, *deliveries_);
+  clock_.advance(60 * kSec);  // long past the longest delivery: a lost claim would be re-sent
+  turn(detect::State::kStalled);
+  settle();
+  EXPECT_EQ(receiver_.pages(), 1u) << "not sent again";
+  EXPECT_FALSE(row(1).delivered_at_ns.has_value()) << "the ledger still fails";
+  ledger_.failing = false;
+  deliveries_->reap(clock_.now());
+  EXPECT_TRUE(row(1).delivered_at_ns.has_value());
+  EXPECT_TRUE(store.empty());
+  EXPECT_EQ(forgotten, std::vector<int64_t>{1});
+  clock_.advance(10 * kSec);
+  turn(detect::State::kStalled);
+  settle();
+  EXPECT_EQ(receiver_.pages(), 1u);
+}
+
 // The same, with no turn of a runbook in between: each reap records what is kept.
 TEST_F(IncidentTest, WhatTheLedgerDidNotTakeIsRecordedAtTheNextReap) {
   receiver_.hold = true;

@@ -195,6 +195,38 @@ TEST_F(StoreTest, AnImplicationIsRecordedOncePerHostJobAndIncarnation) {
   EXPECT_FALSE(store().record_implication({"h", "", 1, kT0, "", ""}).ok());
 }
 
+// A delivery kept for another ledger outlives the process (a reopened store has it), is kept
+// once per incident (kept again: replaced), per job, and gone once forgotten.
+TEST_F(StoreTest, AKeptDeliveryOutlivesTheStoreUntilItIsForgotten) {
+  ASSERT_TRUE(store().keep_delivery({"llm", 1796000000000017, kT0, "hook: sent", true}).ok());
+  ASSERT_TRUE(
+      store().keep_delivery({"llm", 1796000000000020, kT0 + kMin, "hook: FAILED", false}).ok());
+  ASSERT_TRUE(store().keep_delivery({"llm", 1796000000000017, kT0, "hook: sent again", true}).ok());
+  ASSERT_TRUE(store().keep_delivery({"other", 5, kT0, "x", true}).ok());
+  store_.reset();  // the process restarts
+  auto reopened = Store::open(dir_ / "state");
+  ASSERT_TRUE(reopened.ok()) << reopened.error().message;
+  store_.emplace(std::move(*reopened));
+  auto got = store().kept_deliveries("llm");
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].incident_id, 1796000000000017);
+  EXPECT_EQ((*got)[0].summary, "hook: sent again");
+  EXPECT_TRUE((*got)[0].delivered);
+  EXPECT_EQ((*got)[1].incident_id, 1796000000000020);
+  EXPECT_FALSE((*got)[1].delivered);
+  ASSERT_TRUE(store().forget_delivery("llm", 1796000000000017).ok());
+  ASSERT_TRUE(store().forget_delivery("llm", 999).ok()) << "none kept: nothing to do";
+  got = store().kept_deliveries("llm");
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(store().kept_deliveries("other")->size(), 1u);
+  auto bad = store().keep_delivery({"", 3, kT0, "", true});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("keep_delivery"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(store().keep_delivery({"llm", 0, kT0, "", true}).ok());
+}
+
 TEST_F(StoreTest, PruneKeepsTheNewestIncarnationsAndRecentImplications) {
   for (int64_t n = 1; n <= 5; ++n) {
     IncarnationRecord r = started("llm", n, kT0 + n * kMin);
@@ -257,6 +289,7 @@ TEST(StoreIncarnationsMigration, AVersion2FileGainsTheTablesAndKeepsItsIncidents
               SQLITE_OK);
     EXPECT_EQ(sqlite3_exec(h,
                            "DROP TABLE incarnations; DROP TABLE host_implications; "
+                           "DROP TABLE kept_deliveries; "
                            "DELETE FROM schema_version WHERE version >= 3",
                            nullptr, nullptr, nullptr),
               SQLITE_OK);

@@ -209,7 +209,8 @@ TEST(StoreOpen, AVersion1StoreCountsPagesItsResultSaysWereSentAsDelivered) {
   }
   // Back to what version 1 wrote: no delivered_at_ns column.
   raw_query(dir + "/stepwatch.db", "ALTER TABLE incidents DROP COLUMN delivered_at_ns");
-  raw_query(dir + "/stepwatch.db", "DROP TABLE incarnations; DROP TABLE host_implications");
+  raw_query(dir + "/stepwatch.db",
+            "DROP TABLE incarnations; DROP TABLE host_implications; DROP TABLE kept_deliveries");
   raw_query(dir + "/stepwatch.db", "DELETE FROM schema_version WHERE version >= 2");
   auto s = Store::open(dir);
   ASSERT_TRUE(s.ok()) << s.error().message;
