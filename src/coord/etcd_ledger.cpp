@@ -112,6 +112,18 @@ int64_t id_in(const json& doc, const KeyValue& kv, int64_t epoch_ms) {
   return id;
 }
 
+// The epoch an epoch record (<prefix>/epoch) holds, or an error naming the key.
+Result<int64_t> epoch_ms_of(const KeyValue& kv) {
+  int64_t ms = 0;
+  auto st = read_record(kv, "an epoch record", [&](const json& j) {
+    (void)json_fields::need(j, "epoch");
+    ms = epoch_in(j);  // the same bounds as an incident record's epoch, and not 0
+    if (ms == 0) throw json_fields::FieldError{Errc::kParse, "field \"epoch\" is 0"};
+  });
+  if (!st) return st.error();
+  return ms;
+}
+
 // The open record's epoch and id, or an error naming the key.
 Result<std::pair<int64_t, int64_t>> epoch_and_id(const json& doc, const KeyValue& kv) {
   try {
@@ -176,7 +188,13 @@ Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> 
   if (!r) return r.error();
   unvouched_.reset();  // as the key is now
   if (r->kvs.empty()) {
-    last_read_.reset();  // closed (or deleted by hand): nothing of it is restored
+    // Deleted while this leader's incident `id` was open there, and not closed: written back.
+    if (id && last_read_ && last_read_->incident.id == *id) {
+      auto back = restore_deleted();
+      if (!back) return back.error();
+      if (*back) return read(id);
+    }
+    last_read_.reset();  // closed, or not this leader's to restore
     return std::optional<Read>{};
   }
   const KeyValue& kv = r->kvs[0];
@@ -253,6 +271,37 @@ Result<bool> EtcdLedger::restore(const KeyValue& kv) {
   return true;
 }
 
+Result<bool> EtcdLedger::restore_deleted() {
+  const int64_t fence = fence_();
+  if (fence == 0 || !last_read_) return false;
+  const Read& was = *last_read_;
+  // Closed meanwhile (by a leader before this one): its closed record stands.
+  auto closed = etcd_.range(closed_key(keys_, was.incident.id));
+  if (!closed) return closed.error();
+  if (!closed->kvs.empty()) return false;
+  // Only in the etcd history it opened in: one that lost its data has no epoch (or another), and
+  // there the stall opens again under a new id, which joins the page already sent (E16).
+  auto e = etcd_.range(keys_.epoch);
+  if (!e) return e.error();
+  if (e->kvs.empty()) return false;
+  auto stored = epoch_ms_of(e->kvs[0]);
+  if (!stored || *stored != was.epoch_ms) return false;
+  std::string value = to_json(was.incident, was.doc.value("actions", json::array()),
+                              was.doc.value("opened_by", ""), was.epoch_ms)
+                          .dump();
+  auto t = etcd_.txn(
+      {Compare::create_rev(keys_.incident, 0), Compare::create_rev(keys_.fence_key, fence),
+       Compare::mod_rev(keys_.epoch, e->kvs[0].mod_revision)},
+      {TxnOp::put(keys_.incident, value)});
+  if (!t) return t.error();
+  if (!t->succeeded) return false;
+  log_warn(
+      "coord: job {}: incident {} was deleted from {} while open (it is not closed): written "
+      "back as this leader last read it",
+      job_, was.incident.id, keys_.incident);
+  return true;
+}
+
 Result<bool> EtcdLedger::vouched(const std::string& opened_by) {
   if (opened_by.empty() || !contract::validate_node_name(opened_by)) return false;
   auto node = etcd_.range(keys_.nodes_dir + opened_by);
@@ -295,17 +344,12 @@ Result<EtcdLedger::Epoch> EtcdLedger::epoch(int64_t at_ns) {
     Compare absent = Compare::create_rev(keys_.epoch, 0);
     if (!r->kvs.empty()) {
       const KeyValue& kv = r->kvs[0];
-      int64_t ms = 0;
-      auto st = read_record(kv, "an epoch record", [&](const json& j) {
-        (void)json_fields::need(j, "epoch");
-        ms = epoch_in(j);  // the same bounds as an incident record's epoch, and not 0
-        if (ms == 0) throw json_fields::FieldError{Errc::kParse, "field \"epoch\" is 0"};
-      });
-      if (st) {
-        saw(r->revision, ms);
-        return Epoch{ms, kv.create_revision};
+      auto ms = epoch_ms_of(kv);
+      if (ms) {
+        saw(r->revision, *ms);
+        return Epoch{*ms, kv.create_revision};
       }
-      log_warn("coord: job {}: {}: a new epoch replaces it", job_, st.error().message);
+      log_warn("coord: job {}: {}: a new epoch replaces it", job_, ms.error().message);
       absent = Compare::mod_rev(keys_.epoch, kv.mod_revision);
     }
     // None (etcd is new, or lost its data), or none that reads: a new one, past every id seen.

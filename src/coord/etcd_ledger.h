@@ -117,6 +117,9 @@ class EtcdLedger final : public runbook::IncidentLedger {
   // open incident: `kv` is set aside and that incident written back as read (its id in it),
   // fenced. false: not restored (this node leads no more, or the key moved meanwhile).
   Result<bool> restore(const KeyValue& kv);
+  // The key was deleted while this leader's last read there was its open incident: written back
+  // (fenced, created) unless it was closed meanwhile or etcd lost its data (another epoch).
+  Result<bool> restore_deleted();
   // Applies `change` to the open incident `id` and writes it, fenced (leader_only: by the
   // leader's fence too, else by MOD alone); retried when the record moved meanwhile. `change`
   // returns false to leave it as it is.

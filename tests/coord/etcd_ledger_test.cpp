@@ -360,6 +360,38 @@ TEST_F(EtcdLedgerTest, JunkOverTheOpenIncidentIsSetAsideAndTheIncidentRestoredUn
   EXPECT_EQ(client_->range("/sw/jobs/j/incident")->kvs[0].value, junk);
 }
 
+// The open incident's key deleted (not closed): the leader's next read writes it back under its
+// id. Not once it was closed, and not in an etcd that lost its data (no epoch, or another): there
+// the stall opens again under a new id.
+TEST_F(EtcdLedgerTest, ADeletedOpenIncidentIsWrittenBackButNotAfterEtcdLostItsData) {
+  Leader a = join("a");
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto ref = ledger.open(stall());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  ASSERT_TRUE(ledger.claim_page(ref->id, 2'000).ok());
+  ASSERT_TRUE(client_->del("/sw/jobs/j/incident").ok());
+  EtcdLedger follower(*client_, "j", keys("b"), [] { return int64_t{0}; });
+  ASSERT_TRUE(follower.get(ref->id).ok());
+  EXPECT_TRUE(client_->range("/sw/jobs/j/incident")->kvs.empty()) << "a follower writes nothing";
+  auto got = ledger.get(ref->id);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->id, ref->id);
+  EXPECT_EQ((*got)->page_result, "claimed");
+  auto listed = incidents_in_etcd(*client_, keys("b"), "j", 10);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().id, ref->id);
+
+  // etcd loses its data (the epoch with it): nothing is written back.
+  ASSERT_TRUE(client_->del("/sw/jobs/j/incident").ok());
+  ASSERT_TRUE(client_->del("/sw/epoch").ok());
+  auto gone = ledger.get(ref->id);
+  ASSERT_TRUE(gone.ok()) << gone.error().message;
+  EXPECT_FALSE(gone->has_value());
+  EXPECT_TRUE(client_->range("/sw/jobs/j/incident")->kvs.empty());
+}
+
 // A record's id it carries must be of its epoch and no later than its revision: any other does
 // not read (forged to collide with another incident's).
 TEST_F(EtcdLedgerTest, AnIdARecordCarriesMustBeItsOwn) {
