@@ -110,6 +110,7 @@ class RunCoord : public ::testing::Test {
     args.insert(args.end(), {"--", "/bin/sh", script_});
     std::string out = dir_ / "stdout", err = dir_ / "stderr", log = dir_ / "log",
                 done = dir_ / "done";
+    exit_.reset();  // a second launcher of the test: its own exit is waited for
     pid_t pid = ::fork();
     if (pid == 0) {
       int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
