@@ -162,7 +162,8 @@ void JobLeader::keep_roster(const detect::Observation& merged, bool took_over) {
 
 std::optional<runbook::IncidentHost::PagedElsewhere> JobLeader::paged_as(int64_t incarnation) {
   // A delivery of the job's page that finished since the last reap counts: this node's own
-  // incident may open in the very poll that lost etcd (E14).
+  // incident may open in the very poll that lost etcd (E14); one kept across a restart too.
+  take_up_kept();
   if (deliveries_) deliveries_->reap(now_);
   learn_delivered();
   if (!paged_ || paged_->incarnation != incarnation) return std::nullopt;
@@ -211,11 +212,7 @@ void JobLeader::keep_checkpoint(Stamp now) {
 
 void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, int64_t incarnation,
                      Stamp now) {
-  // Deliveries this node kept across a restart are recorded whether or not it leads (E14).
-  if (!ledger_ && !looked_for_kept_) {
-    looked_for_kept_ = true;
-    if (!d_.node.kept_deliveries().empty()) make_ledger();
-  }
+  take_up_kept();
   now_ = now;
   incarnation_ = incarnation;
   seen_ = &seen;
@@ -266,7 +263,9 @@ void JobLeader::make_ledger() {
   sink.counted = [this](const std::string&, std::string_view kind) { d_.node.counted(kind); };
   sink.keep = [this](const std::string& job, int64_t id, int64_t at_ns,
                      const runbook::DeliveryOutcome& out) {
-    d_.node.keep_delivery(store::KeptDelivery{job, id, at_ns, out.summary, out.delivered});
+    const int64_t incarnation = paging_ && paging_->id == id ? paging_incarnation_ : incarnation_;
+    d_.node.keep_delivery(
+        store::KeptDelivery{job, id, incarnation, at_ns, out.summary, out.delivered});
   };
   sink.forget = [this](const std::string&, int64_t id) { d_.node.forget_delivery(id); };
   deliveries_ = std::make_unique<runbook::PageDeliveries>(*ledger_, d_.pager, std::move(sink));
@@ -277,9 +276,23 @@ void JobLeader::make_ledger() {
                             "restarted, and etcd did not take that then: recording it, never "
                             "sending it again ({})",
                             k.incident_id, k.summary));
+    // What this node paged, for its own incidents to join while etcd does not answer (E16).
+    if (k.delivered)
+      paged_ = Paged{std::to_string(k.incident_id), k.incarnation,
+                     fmt::format("incident {} of the job, paged from this node before its agent "
+                                 "restarted",
+                                 k.incident_id),
+                     k.incident_id};
     deliveries_->take_kept(k.job, k.incident_id, k.at_ns,
                            runbook::DeliveryOutcome{std::move(k.summary), k.delivered});
   }
+}
+
+void JobLeader::take_up_kept() {
+  // Deliveries this node kept across a restart are recorded whether or not it leads (E14).
+  if (ledger_ || looked_for_kept_) return;
+  looked_for_kept_ = true;
+  if (!d_.node.kept_deliveries().empty()) make_ledger();
 }
 
 void JobLeader::lead(const detect::Verdict& v, Stamp now) {

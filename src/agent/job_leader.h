@@ -194,6 +194,9 @@ class JobLeader {
   // The job's incident ledger in etcd and its page deliveries (made once: led or not, a node
   // records the deliveries it sent); at the first, the deliveries kept in the node's store.
   void make_ledger();
+  // At the first turn (or the first question of this node's own incident): make_ledger() if the
+  // node's store kept deliveries of the job.
+  void take_up_kept();
   void stop_leading();
   // The leader's act: the order every node carries out; the future is its nodes' reports.
   std::future<runbook::ActReport> order_preempt(int64_t incident);

@@ -159,6 +159,7 @@ struct HostImplication {
 struct KeptDelivery {
   std::string job;
   int64_t incident_id = 0;
+  int64_t incarnation = 0;  // of the job, when it was paged
   int64_t at_ns = 0;
   std::string summary;  // the outcome as it is to be recorded
   bool delivered = false;

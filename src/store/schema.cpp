@@ -135,6 +135,7 @@ CREATE INDEX host_implications_by_time ON host_implications(at_ns);
 CREATE TABLE kept_deliveries (
   job          TEXT    NOT NULL,
   incident_id  INTEGER NOT NULL,   -- the id in that ledger
+  incarnation  INTEGER NOT NULL,   -- of the job, when it was paged
   at_ns        INTEGER NOT NULL,
   summary      TEXT    NOT NULL DEFAULT '',
   delivered    INTEGER NOT NULL,

@@ -257,14 +257,15 @@ Status Store::keep_delivery(const KeptDelivery& d) {
   if (!tx) return tx.error();
   {
     auto s = db_->prepare(
-        "INSERT OR REPLACE INTO kept_deliveries (job, incident_id, at_ns, summary, delivered) "
-        "VALUES (?1, ?2, ?3, ?4, ?5)");
+        "INSERT OR REPLACE INTO kept_deliveries (job, incident_id, incarnation, at_ns, summary, "
+        "delivered) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
     if (!s) return s.error();
     if (auto st = s->bind(1, d.job)
                       .bind(2, d.incident_id)
-                      .bind(3, d.at_ns)
-                      .bind(4, d.summary)
-                      .bind(5, int64_t{d.delivered})
+                      .bind(3, d.incarnation)
+                      .bind(4, d.at_ns)
+                      .bind(5, d.summary)
+                      .bind(6, int64_t{d.delivered})
                       .run();
         !st)
       return st;
@@ -280,12 +281,12 @@ Status Store::forget_delivery(const std::string& job, int64_t incident_id) {
 
 Result<std::vector<KeptDelivery>> Store::kept_deliveries(const std::string& job) {
   auto s = db_->prepare(
-      "SELECT job, incident_id, at_ns, summary, delivered FROM kept_deliveries WHERE job = ?1 "
-      "ORDER BY at_ns, incident_id");
+      "SELECT job, incident_id, incarnation, at_ns, summary, delivered FROM kept_deliveries "
+      "WHERE job = ?1 ORDER BY at_ns, incident_id");
   if (!s) return s.error();
   s->bind(1, job);
   return read_all<KeptDelivery>(*s, [](const Stmt& r) {
-    return KeptDelivery{r.text(0), r.int64(1), r.int64(2), r.text(3), r.int64(4) != 0};
+    return KeptDelivery{r.text(0), r.int64(1), r.int64(2), r.int64(3), r.text(4), r.int64(5) != 0};
   });
 }
 

@@ -1037,6 +1037,12 @@ TEST_F(JobLeaderTest, ADeliveryKeptInTheNodesStoreIsRecordedAfterTheAgentRestart
   a_->node.pid = 1000;
   a_->node.refuse = std::string();
   a_->node.kept = kept;
+  // Before etcd answers: what this node paged is known, for its own incident to join (E16).
+  auto joined = a_->leader.paged_as(0);
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(joined->key, std::to_string(id));
+  EXPECT_NE(joined->why.find("paged from this node before its agent restarted"), std::string::npos)
+      << joined->why;
   kv_.set_down(false);
   advance(0.5);
   turn(*a_, 0, 5, State::kStalled);

@@ -811,6 +811,42 @@ class CoordMatrix(unittest.TestCase):
             if p["incident_id"] != incident:
                 self.assertIn("node b's view alone (etcd does not answer it): ", p["summary"], p)
 
+    # E14 across an agent restart: the leader's agent is killed after its page was delivered and
+    # before etcd took that. The outcome was kept in its node's store as well: the agent, started
+    # again (etcd still stopped), records it once etcd answers, and nobody sends the page again.
+    def test_e14_the_leaders_agent_killed_before_etcd_took_its_delivery_records_it_once_back(self):
+        self.start_job()
+        stopped = []
+
+        def stop_etcd(_page):
+            if not stopped:
+                self.etcd.proc.send_signal(signal.SIGSTOP)  # before the 200 reaches the leader
+                stopped.append(time.monotonic())
+
+        self.rx.before_reply = stop_etcd
+        self.stall()
+        self.wait_for("the page", lambda: stopped, timeout=15)
+        self.wait_for("a keeping the delivery", lambda: "cannot record its page's outcome (kept" in read(self.a.log),
+                      timeout=10)
+        self.a.kill()
+        self.a.start()
+        self.wait_for("a's agent taking up what its store kept",
+                      lambda: "before the agent restarted, and etcd did not take that then" in read(self.a.log),
+                      timeout=10)
+        self.etcd.proc.send_signal(signal.SIGCONT)
+        for n in (self.a, self.b):
+            self.wait_for(f"{n.name} connected again", lambda: self.connected(n), timeout=10)
+        incident = self.page_recorded()  # recorded after all, by the restarted agent
+        self.hold(3.0, self.agents_alive)
+        job, local = self.page_groups()
+        print(f"E14, agent restarted: pages {dict(job)} of the job's incident, {dict(local)} of the nodes' own",
+              file=sys.stderr)
+        self.invariants()
+        self.assertEqual(job, {incident: 1}, self.unexpected_pages())
+        self.assertNotIn("never delivered", read(self.a.log) + read(self.b.log))
+        # b never read the page's delivery: it may page its own view, once (the E14 case above).
+        self.assertLessEqual(set(local), {("b", "1")}, self.unexpected_pages())
+
     # etcd loses its data mid-incident (the end of E7 in the review).
     def test_etcd_wiped_mid_incident_the_stall_is_not_paged_again(self):
         incident = self.stalled_and_paged()

@@ -198,11 +198,12 @@ TEST_F(StoreTest, AnImplicationIsRecordedOncePerHostJobAndIncarnation) {
 // A delivery kept for another ledger outlives the process (a reopened store has it), is kept
 // once per incident (kept again: replaced), per job, and gone once forgotten.
 TEST_F(StoreTest, AKeptDeliveryOutlivesTheStoreUntilItIsForgotten) {
-  ASSERT_TRUE(store().keep_delivery({"llm", 1796000000000017, kT0, "hook: sent", true}).ok());
+  ASSERT_TRUE(store().keep_delivery({"llm", 1796000000000017, 2, kT0, "hook: sent", true}).ok());
   ASSERT_TRUE(
-      store().keep_delivery({"llm", 1796000000000020, kT0 + kMin, "hook: FAILED", false}).ok());
-  ASSERT_TRUE(store().keep_delivery({"llm", 1796000000000017, kT0, "hook: sent again", true}).ok());
-  ASSERT_TRUE(store().keep_delivery({"other", 5, kT0, "x", true}).ok());
+      store().keep_delivery({"llm", 1796000000000020, 2, kT0 + kMin, "hook: FAILED", false}).ok());
+  ASSERT_TRUE(
+      store().keep_delivery({"llm", 1796000000000017, 3, kT0, "hook: sent again", true}).ok());
+  ASSERT_TRUE(store().keep_delivery({"other", 5, 0, kT0, "x", true}).ok());
   store_.reset();  // the process restarts
   auto reopened = Store::open(dir_ / "state");
   ASSERT_TRUE(reopened.ok()) << reopened.error().message;
@@ -212,6 +213,7 @@ TEST_F(StoreTest, AKeptDeliveryOutlivesTheStoreUntilItIsForgotten) {
   ASSERT_EQ(got->size(), 2u);
   EXPECT_EQ((*got)[0].incident_id, 1796000000000017);
   EXPECT_EQ((*got)[0].summary, "hook: sent again");
+  EXPECT_EQ((*got)[0].incarnation, 3);
   EXPECT_TRUE((*got)[0].delivered);
   EXPECT_EQ((*got)[1].incident_id, 1796000000000020);
   EXPECT_FALSE((*got)[1].delivered);
@@ -221,10 +223,10 @@ TEST_F(StoreTest, AKeptDeliveryOutlivesTheStoreUntilItIsForgotten) {
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->size(), 1u);
   EXPECT_EQ(store().kept_deliveries("other")->size(), 1u);
-  auto bad = store().keep_delivery({"", 3, kT0, "", true});
+  auto bad = store().keep_delivery({"", 3, 0, kT0, "", true});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("keep_delivery"), std::string::npos) << bad.error().message;
-  EXPECT_FALSE(store().keep_delivery({"llm", 0, kT0, "", true}).ok());
+  EXPECT_FALSE(store().keep_delivery({"llm", 0, 0, kT0, "", true}).ok());
 }
 
 TEST_F(StoreTest, PruneKeepsTheNewestIncarnationsAndRecentImplications) {
