@@ -9,8 +9,9 @@
 // summary that reads the same; an accepted order, report, roster or view holds what its key
 // says; whatever the epoch record holds, an incident opens under an id below 2^53; whatever sits
 // at the job's incident key, the leader's read of it is no error (one that does not read is no
-// incident: E15); an accepted checkpoint record names a valid checkpoint id and a step >= 0, and
-// writes back to one that reads the same.
+// incident: E15), and one written over the job's open incident is set aside and that incident
+// restored under its id; an accepted checkpoint record names a valid checkpoint id and a step
+// >= 0, and writes back to one that reads the same.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -50,7 +51,7 @@ void summary(const KeyValue& kv) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const int pick = data[0] % 10;
+  const int pick = data[0] % 11;
   std::string value(reinterpret_cast<const char*>(data) + 1, size - 1);
   ManualClock clock;
   test::MemoryKv kv(clock);
@@ -66,8 +67,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         "launchers/a",
                         "incident",
                         "epoch",
-                        "checkpoint"};
+                        "checkpoint",
+                        "incident"};
   const std::string key = pick == 8 ? std::string("/sw/epoch") : kBase + keys[pick];
+  // 10: the value is written over the job's open incident, which a leader opened and read.
+  LedgerKeys lk{kBase + "incident", kBase + "incidents/", kBase + "nodes/b",    "b",
+                kBase + "nodes/",   kBase + "roster",     kBase + "set_aside/", "/sw/epoch"};
+  int64_t fence = 0;
+  EtcdLedger leader(store, "j", lk, [&] { return fence; });
+  int64_t opened = 0;
+  if (pick == 10) {
+    auto lease = store.grant(60);
+    FUZZ_REQUIRE(lease.ok());
+    auto f = store.put(kBase + "nodes/b", "{}", lease->id);
+    FUZZ_REQUIRE(f.ok());
+    fence = *f;
+    store::NewIncident n;
+    n.job = "j";
+    n.at_ns = int64_t{1'800'000'000} * kNsPerSec;
+    n.state = "stalled";
+    n.cause = "io";
+    auto ref = leader.open(n);
+    FUZZ_REQUIRE(ref.ok() && ref->created);
+    opened = ref->id;
+    FUZZ_REQUIRE(leader.claim_page(opened, n.at_ns).ok());
+  }
   FUZZ_REQUIRE(store.put(key, value, 0).ok());
   auto got = store.range(key);
   FUZZ_REQUIRE(got.ok() && got->kvs.size() == 1);
@@ -137,6 +161,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto back = checkpoint_from_json(checkpoint_to_json(**c), rec.key);
         FUZZ_REQUIRE(back.ok() && checkpoint_to_json(*back) == checkpoint_to_json(**c));
       }
+      break;
+    }
+    case 10: {  // whatever is written over it, the leader's read is no error; one that is no
+                // incident of the job's is set aside and the incident restored under its id (E15)
+      BadRecords written;
+      FUZZ_REQUIRE(open_incident(store, lk, written).ok());
+      auto got = leader.get(opened);
+      FUZZ_REQUIRE(got.ok());
+      auto open = open_incident(store, lk, bad);
+      FUZZ_REQUIRE(open.ok());
+      if (written.total() == 1) {  // it did not read: set aside, the incident back in its place
+        FUZZ_REQUIRE(got->has_value() && (*got)->id == opened);
+        FUZZ_REQUIRE(open->has_value() && (*open)->id == opened);
+      }
+      if (open->has_value()) FUZZ_REQUIRE((*open)->id > 0 && (*open)->id < (int64_t{1} << 53));
       break;
     }
     case 8: {  // the epoch record: whatever it holds, an incident opens with an id below 2^53

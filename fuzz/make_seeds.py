@@ -234,6 +234,10 @@ def coord_seeds():
                         '"summary":"s","opened_by":"a","actions":[],"paged_at_ns":1,"acked_at_ns":1}'),
         "epoch": (8, '{"epoch":1800000000000,"by":"a"}'),
         "epoch-forged": (8, '{"epoch":9000000000001}'),
+        "incident-over-open": (10, '{"state": 7, "page": [1, 2]}'),
+        "incident-over-open-id": (10, '{"job":"j","incarnation":0,"opened_at_ns":1,"state":"stalled",'
+                                      '"cause":"io","opened_by":"b","actions":[],"epoch":1800000000000,'
+                                      '"id":1800000000000999}'),
         "incident-epoch": (7, '{"job":"j","incarnation":0,"opened_at_ns":1,"state":"stalled","cause":"io",'
                               '"summary":"s","opened_by":"a","actions":[],"epoch":1800000000000}'),
     }

@@ -782,19 +782,25 @@ class CoordMatrix(unittest.TestCase):
     # the leader's view: the job's page is sent once and never again (the leader records its
     # delivery once etcd answers, leading or not), the leader's own node joins it, and b, which
     # cannot know, pages its own view once, saying so.
-    def test_e14_etcd_stopped_as_the_page_is_delivered_the_page_is_never_sent_again(self):
+    def stall_and_stop_etcd_at_the_page(self):
+        """Starts the job, stalls it, and SIGSTOPs etcd as the page arrives, before the 200 reaches
+        the leader: when it stopped."""
         self.start_job()
         stopped = []
 
         def stop_etcd(_page):
             if not stopped:
-                self.etcd.proc.send_signal(signal.SIGSTOP)  # before the 200 reaches the leader
+                self.etcd.proc.send_signal(signal.SIGSTOP)
                 stopped.append(time.monotonic())
 
         self.rx.before_reply = stop_etcd
         self.stall()
         self.wait_for("the page", lambda: stopped, timeout=15)
-        time.sleep(max(0.0, 4.0 - (time.monotonic() - stopped[0])))  # four lease TTLs
+        return stopped[0]
+
+    def test_e14_etcd_stopped_as_the_page_is_delivered_the_page_is_never_sent_again(self):
+        stopped = self.stall_and_stop_etcd_at_the_page()
+        time.sleep(max(0.0, 4.0 - (time.monotonic() - stopped)))  # four lease TTLs
         self.etcd.proc.send_signal(signal.SIGCONT)
         for n in (self.a, self.b):
             self.wait_for(f"{n.name} connected again", lambda: self.connected(n), timeout=10)
@@ -815,17 +821,7 @@ class CoordMatrix(unittest.TestCase):
     # before etcd took that. The outcome was kept in its node's store as well: the agent, started
     # again (etcd still stopped), records it once etcd answers, and nobody sends the page again.
     def test_e14_the_leaders_agent_killed_before_etcd_took_its_delivery_records_it_once_back(self):
-        self.start_job()
-        stopped = []
-
-        def stop_etcd(_page):
-            if not stopped:
-                self.etcd.proc.send_signal(signal.SIGSTOP)  # before the 200 reaches the leader
-                stopped.append(time.monotonic())
-
-        self.rx.before_reply = stop_etcd
-        self.stall()
-        self.wait_for("the page", lambda: stopped, timeout=15)
+        self.stall_and_stop_etcd_at_the_page()
         self.wait_for("a keeping the delivery", lambda: "cannot record its page's outcome (kept" in read(self.a.log),
                       timeout=10)
         self.a.kill()
