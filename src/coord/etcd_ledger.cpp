@@ -183,16 +183,17 @@ LedgerKeys ledger_keys(const NodeSession& session, const std::string& job) {
 EtcdLedger::EtcdLedger(Kv& etcd, std::string job, LedgerKeys keys, std::function<int64_t()> fence)
     : etcd_(etcd), job_(std::move(job)), keys_(std::move(keys)), fence_(std::move(fence)) {}
 
-Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> id) {
+Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> id,
+                                                         bool may_restore) {
   auto r = etcd_.range(keys_.incident);
   if (!r) return r.error();
   unvouched_.reset();  // as the key is now
   if (r->kvs.empty()) {
     // Deleted while this leader's incident `id` was open there, and not closed: written back.
-    if (id && last_read_ && last_read_->incident.id == *id) {
+    if (may_restore && id && last_read_ && last_read_->incident.id == *id) {
       auto back = restore_deleted();
       if (!back) return back.error();
-      if (*back) return read(id);
+      if (*back) return read(id, false);
     }
     last_read_.reset();  // closed, or not this leader's to restore
     return std::optional<Read>{};
@@ -204,9 +205,11 @@ Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> 
     auto back = restore(kv);
     if (!back) return back.error();
     if (!*back) return std::optional<Read>{};
-    return read(id);
+    vouched_.reset();  // what is there now is asked again
+    return read(id, false);
   };
-  const bool restores = id && last_read_ && last_read_->incident.id == *id && fence_() != 0;
+  const bool restores =
+      may_restore && id && last_read_ && last_read_->incident.id == *id && fence_() != 0;
   // A record that does not read is no incident of the job's (E15): passed over, said once, and
   // set aside when the job's own incident opens, which is then listed and acked as any other.
   auto not_ours = [&](const Error& why) -> Result<std::optional<Read>> {
@@ -228,19 +231,22 @@ Result<std::optional<EtcdLedger::Read>> EtcdLedger::read(std::optional<int64_t> 
   auto inc = from_json(doc, kv.key, found);
   if (!inc) return not_ours(inc.error());
   if (id && found != *id) return std::optional<Read>{};
-  if (!vouched_ || vouched_->first != found) {
-    auto ok = vouched(doc.value("opened_by", ""));
+  const std::string opened_by = doc.value("opened_by", "");
+  if (!vouched_ || vouched_->id != found || vouched_->opened_by != opened_by) {
+    auto ok = vouched(opened_by);
     if (!ok) return ok.error();
-    vouched_ = {found, *ok};
+    vouched_ = Vouched{found, opened_by, *ok};
     if (!*ok)
       log_warn(
           "coord: job {}: etcd key {} (incident {}) was opened by \"{:.40}\", no node of the "
           "job: not joined; it is set aside when the job's own incident opens",
           job_, kv.key, found, doc.value("opened_by", ""));
   }
-  if (!vouched_->second) {
+  if (!vouched_->ok) {
     unvouched_ = kv;
-    if (restores) return restored();
+    // Written over under the incident's own id by no node of the job: restored. (One this leader
+    // read as it is and whose opener is no node of the job any more stays as it is.)
+    if (restores && doc != last_read_->doc) return restored();
     return std::optional<Read>{};
   }
   Read out{std::move(*inc), std::move(doc), kv.mod_revision, epoch};

@@ -96,7 +96,9 @@ class EtcdLedger final : public runbook::IncidentLedger {
   struct Read;
   // Reads the open incident; nullopt when none (or when its id is not `id`, if given), or when
   // no node of the job opened it (then set aside by open()).
-  Result<std::optional<Read>> read(std::optional<int64_t> id);
+  // `may_restore`: restore() or restore_deleted() this leader's open incident `id` if it finds
+  // something else there (once: not again in the read that follows a restore).
+  Result<std::optional<Read>> read(std::optional<int64_t> id, bool may_restore = true);
   // Whether `opened_by` is a node of the job: under a lease now, or in the roster of this run.
   // Anyone who may write under the prefix could put an incident record, acked, to mute a real
   // stall (E4): one no node of the job opened is not joined.
@@ -130,8 +132,13 @@ class EtcdLedger final : public runbook::IncidentLedger {
   std::string job_;
   LedgerKeys keys_;
   std::function<int64_t()> fence_;
-  std::optional<std::pair<int64_t, bool>> vouched_;  // incident id -> vouched
-  int64_t last_id_ = 0;                              // the largest id this ledger saw
+  struct Vouched {  // whether the record of `id` opened by `opened_by` is the job's (vouched())
+    int64_t id = 0;
+    std::string opened_by;
+    bool ok = false;
+  };
+  std::optional<Vouched> vouched_;
+  int64_t last_id_ = 0;  // the largest id this ledger saw
   // The record at the incident key that is no incident of the job's (no node of the job opened
   // it, or it does not read): set aside when the job's own incident opens.
   std::optional<KeyValue> unvouched_;

@@ -392,6 +392,40 @@ TEST_F(EtcdLedgerTest, ADeletedOpenIncidentIsWrittenBackButNotAfterEtcdLostItsDa
   EXPECT_TRUE(client_->range("/sw/jobs/j/incident")->kvs.empty());
 }
 
+// A record that reads, under the open incident's own id, but opened by no node of the job (the
+// record copied, its opener changed): not joined (whether a node of the job opened it is asked
+// of each opener), set aside and the incident restored, once.
+TEST_F(EtcdLedgerTest, AForgedRecordUnderTheIncidentsIdIsSetAsideAndTheIncidentRestoredOnce) {
+  Leader a = join("a");
+  EtcdLedger ledger(*client_, "j", keys("a"), [&] { return a.rev; });
+  auto ref = ledger.open(stall());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  ASSERT_TRUE(ledger.claim_page(ref->id, 2'000).ok());  // read, and written with its id
+  auto kv = client_->range("/sw/jobs/j/incident");
+  ASSERT_TRUE(kv.ok() && !kv->kvs.empty());
+  std::string forged = kv->kvs[0].value;
+  const std::string by = "\"opened_by\":\"a\"";
+  ASSERT_NE(forged.find(by), std::string::npos) << forged;
+  forged.replace(forged.find(by), by.size(), "\"opened_by\":\"evil\"");
+  ASSERT_TRUE(client_->put("/sw/jobs/j/incident", forged).ok());
+  auto got = ledger.get(ref->id);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_TRUE(got->has_value());
+  EXPECT_NE(client_->range("/sw/jobs/j/incident")->kvs[0].value.find(by), std::string::npos);
+  auto aside = client_->range("/sw/jobs/j/set_aside/", {true});
+  ASSERT_TRUE(aside.ok());
+  ASSERT_EQ(aside->kvs.size(), 1u);
+  EXPECT_EQ(aside->kvs[0].value, forged);
+
+  // Restored once: the next reads find it as written and write nothing.
+  const int64_t restored_at = client_->range("/sw/jobs/j/incident")->kvs[0].mod_revision;
+  for (int i = 0; i < 2; ++i) {
+    auto again = ledger.get(ref->id);
+    ASSERT_TRUE(again.ok() && again->has_value());
+  }
+  EXPECT_EQ(client_->range("/sw/jobs/j/incident")->kvs[0].mod_revision, restored_at);
+}
+
 // A record's id it carries must be of its epoch and no later than its revision: any other does
 // not read (forged to collide with another incident's).
 TEST_F(EtcdLedgerTest, AnIdARecordCarriesMustBeItsOwn) {
