@@ -89,6 +89,12 @@ bool PageDeliveries::delivered_unrecorded(int64_t id) {
   return false;
 }
 
+void PageDeliveries::keep(const std::string& job, int64_t id, int64_t at_ns,
+                          DeliveryOutcome outcome) {
+  if (sink_.keep) sink_.keep(job, id, at_ns, outcome);
+  take_kept(job, id, at_ns, std::move(outcome));
+}
+
 void PageDeliveries::take_kept(const std::string& job, int64_t id, int64_t at_ns,
                                DeliveryOutcome outcome) {
   for (auto& u : unrecorded_) {
@@ -390,7 +396,12 @@ void Incident::page(const detect::Verdict& v, Stamp now) {
       // Recorded as paged, so that no later watcher of this ledger pages it either.
       if (auto claim = ledger_.claim_page(id, now.wall_ns); !claim)
         host_.ledger_failed(claim.error());
-      note(ledger_.record_delivery(id, now.wall_ns, line, true));
+      if (auto st = ledger_.record_delivery(id, now.wall_ns, line, true); !st) {
+        note(st);
+        // Kept and recorded at a later reap, as a delivery is: a claim left alone would be
+        // delivered again by a next watcher (E14).
+        deliveries_.keep(scope_.job, id, now.wall_ns, DeliveryOutcome{line, true});
+      }
     } else {
       o.record->unrecorded = DeliveryOutcome{line, true};
     }

@@ -95,6 +95,9 @@ class PageDeliveries {
   // did not answer, or this node no longer led the job): it is recorded now, and is never sent
   // again (review E14). Said, with why, on the sink.
   bool delivered_unrecorded(int64_t id);
+  // An outcome the ledger did not take that was not a delivery of these (a page joined to one
+  // sent before): kept as theirs are (DeliverySink::keep), recorded at a later reap.
+  void keep(const std::string& job, int64_t id, int64_t at_ns, DeliveryOutcome outcome);
   // An outcome kept before this process started (DeliverySink::keep): recorded at the next reap,
   // and meanwhile the page is not sent again from here (delivered_unrecorded).
   void take_kept(const std::string& job, int64_t id, int64_t at_ns, DeliveryOutcome outcome);

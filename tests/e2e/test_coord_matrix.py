@@ -849,10 +849,12 @@ class CoordMatrix(unittest.TestCase):
         self.restart_etcd(wipe=True)
         # The job's incident went with the data: its leader opens it again, under an id never seen,
         # joined to the page already delivered (E16), which every node remembers.
+        # (Its join is recorded after its claim: the record is waited for until it says so.)
         def reopened():
-            return [i for i in self.a.json(f"/api/v1/incidents?job={JOB}")["incidents"] if int(i["id"]) > int(incident)]
+            return [i for i in self.a.json(f"/api/v1/incidents?job={JOB}")["incidents"]
+                    if int(i["id"]) > int(incident) and i["delivered_at_ns"] is not None]
 
-        again = self.wait_for("the job's incident open again in etcd", reopened, timeout=10)
+        again = self.wait_for("the job's incident open again in etcd, joined to the page", reopened, timeout=10)
         self.hold(3.0, self.agents_alive)
         job, local = self.page_groups()
         print(f"etcd wiped: pages {dict(job)} of the job's incidents, {dict(local)} of the nodes' own",

@@ -23,6 +23,7 @@ constexpr int64_t kSec = kNsPerSec;
 class MemoryLedger final : public IncidentLedger {
  public:
   bool failing = false;
+  bool failing_deliveries = false;  // record_delivery alone fails
   std::map<int64_t, store::Incident> rows;
   std::vector<store::Action> actions;
 
@@ -67,7 +68,7 @@ class MemoryLedger final : public IncidentLedger {
   }
   Status record_delivery(int64_t id, int64_t at_ns, std::string_view result,
                          bool delivered) override {
-    if (failing) return fail();
+    if (failing || failing_deliveries) return fail();
     auto& r = rows[id];
     if (!r.paged_at_ns) r.paged_at_ns = at_ns;
     r.page_result = std::string(result);
@@ -625,6 +626,26 @@ TEST_F(IncidentTest, AnAdoptedIncidentTakesUpTheActUnderWayAndWaitsOnItsReport) 
   EXPECT_EQ(ledger_.count("preempt"), 1);
   EXPECT_EQ(receiver_.pages(), 1u);
   EXPECT_EQ(host_.acts, 0);
+}
+
+// A join whose delivery the ledger did not take (etcd just back after losing its data, a write
+// that timed out) is kept and recorded at a later reap: its claim alone would be delivered again
+// by a next watcher.
+TEST_F(IncidentTest, AJoinTheLedgerDidNotTakeIsRecordedLater) {
+  host_.elsewhere = IncidentHost::PagedElsewhere{
+      "1796000000000017", "incident 1796000000000017 of the job, paged through etcd by node a"};
+  ledger_.failing_deliveries = true;
+  turn(detect::State::kStalled);
+  ASSERT_EQ(runbook_->delivered_key(), "1796000000000017");
+  EXPECT_TRUE(row(1).paged_at_ns.has_value()) << "claimed";
+  EXPECT_FALSE(row(1).delivered_at_ns.has_value());
+  ledger_.failing_deliveries = false;
+  deliveries_->reap(clock_.now());
+  EXPECT_TRUE(row(1).delivered_at_ns.has_value());
+  EXPECT_NE(row(1).page_result.find("joins the page of incident 1796000000000017"),
+            std::string::npos)
+      << row(1).page_result;
+  EXPECT_EQ(receiver_.pages(), 0u);
 }
 
 // Without an act under way an adopted incident goes its usual way: a healthy job recovered.
