@@ -47,6 +47,24 @@ void summary(const KeyValue& kv) {
   FUZZ_REQUIRE(summary_to_json(*back) == summary_to_json(*s));
 }
 
+// Node b's key under a lease, as a leader's: its fence.
+int64_t b_leads(Kv& store) {
+  auto lease = store.grant(60);
+  FUZZ_REQUIRE(lease.ok());
+  auto f = store.put(kBase + "nodes/b", "{}", lease->id);
+  FUZZ_REQUIRE(f.ok());
+  return *f;
+}
+
+store::NewIncident a_stall() {
+  store::NewIncident n;
+  n.job = "j";
+  n.at_ns = int64_t{1'800'000'000} * kNsPerSec;
+  n.state = "stalled";
+  n.cause = "io";
+  return n;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -77,20 +95,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   EtcdLedger leader(store, "j", lk, [&] { return fence; });
   int64_t opened = 0;
   if (pick == 10) {
-    auto lease = store.grant(60);
-    FUZZ_REQUIRE(lease.ok());
-    auto f = store.put(kBase + "nodes/b", "{}", lease->id);
-    FUZZ_REQUIRE(f.ok());
-    fence = *f;
-    store::NewIncident n;
-    n.job = "j";
-    n.at_ns = int64_t{1'800'000'000} * kNsPerSec;
-    n.state = "stalled";
-    n.cause = "io";
-    auto ref = leader.open(n);
+    fence = b_leads(store);
+    auto ref = leader.open(a_stall());
     FUZZ_REQUIRE(ref.ok() && ref->created);
     opened = ref->id;
-    FUZZ_REQUIRE(leader.claim_page(opened, n.at_ns).ok());
+    FUZZ_REQUIRE(leader.claim_page(opened, a_stall().at_ns).ok());
   }
   FUZZ_REQUIRE(store.put(key, value, 0).ok());
   auto got = store.range(key);
@@ -138,17 +147,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 7: {
-      LedgerKeys k{kBase + "incident", kBase + "incidents/", kBase + "nodes/b",    "b",
-                   kBase + "nodes/",   kBase + "roster",     kBase + "set_aside/", "/sw/epoch"};
-      auto open = open_incident(store, k, bad);
+      auto open = open_incident(store, lk, bad);
       FUZZ_REQUIRE(open.ok());
       FUZZ_REQUIRE(open->has_value() != (bad.total() == 1));
       auto id = incident_id_of(rec);  // a launcher's read of the same record
       if (open->has_value()) FUZZ_REQUIRE(id.ok() && *id == (*open)->id && *id >= 0);
-      auto listed = incidents_in_etcd(store, k, "j", 10);
+      auto listed = incidents_in_etcd(store, lk, "j", 10);
       FUZZ_REQUIRE(listed.ok());
-      EtcdLedger leader(store, "j", k, [] { return int64_t{0}; });
-      FUZZ_REQUIRE(leader.open_for("j").ok());
+      FUZZ_REQUIRE(leader.open_for("j").ok());  // (fence 0: a node that does not lead)
       break;
     }
     case 9: {
@@ -179,22 +185,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 8: {  // the epoch record: whatever it holds, an incident opens with an id below 2^53
-      auto lease = store.grant(60);
-      FUZZ_REQUIRE(lease.ok());
-      auto fence = store.put(kBase + "nodes/b", "{}", lease->id);
-      FUZZ_REQUIRE(fence.ok());
-      LedgerKeys k{kBase + "incident", kBase + "incidents/", kBase + "nodes/b",    "b",
-                   kBase + "nodes/",   kBase + "roster",     kBase + "set_aside/", "/sw/epoch"};
-      EtcdLedger ledger(store, "j", k, [&] { return *fence; });
-      store::NewIncident n;
-      n.job = "j";
-      n.at_ns = int64_t{1'800'000'000} * kNsPerSec;
-      n.state = "stalled";
-      n.cause = "io";
-      auto ref = ledger.open(n);
+      fence = b_leads(store);
+      auto ref = leader.open(a_stall());
       FUZZ_REQUIRE(ref.ok() && ref->created);
       FUZZ_REQUIRE(ref->id > 0 && ref->id < (int64_t{1} << 53));
-      auto got = ledger.get(ref->id);
+      auto got = leader.get(ref->id);
       FUZZ_REQUIRE(got.ok() && got->has_value());
       break;
     }
