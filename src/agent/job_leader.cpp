@@ -54,10 +54,7 @@ class JobLeader::Host final : public runbook::IncidentHost {
   }
   std::future<runbook::ActReport> act(const detect::Verdict& v, int64_t incident_id,
                                       runbook::PreemptTargets) override {
-    l_.acted_on_ = {};
-    l_.acted_on_.state = v.state;  // what the incarnation's end records (not its ranks)
-    l_.acted_on_.cause = v.cause;
-    l_.acted_on_.culprits = v.culprits;
+    l_.note_acted_on(v);
     return l_.order_preempt(incident_id);
   }
   runbook::AfterPreempt after_preempt(const runbook::ActReport& report) override {
@@ -252,7 +249,7 @@ void JobLeader::step(const detect::Verdict& v, const detect::Observation& seen, 
   seen_ = nullptr;
 }
 
-void JobLeader::make_ledger() {
+void JobLeader::make_ledger(std::vector<store::KeptDelivery> kept) {
   if (ledger_) return;
   ledger_ = std::make_unique<coord::EtcdLedger>(d_.etcd, d_.job, keys_,
                                                 [this] { return coord_.fence(); });
@@ -270,7 +267,7 @@ void JobLeader::make_ledger() {
   sink.forget = [this](const std::string&, int64_t id) { d_.node.forget_delivery(id); };
   deliveries_ = std::make_unique<runbook::PageDeliveries>(*ledger_, d_.pager, std::move(sink));
   host_ = std::make_unique<Host>(*this);
-  for (auto& k : d_.node.kept_deliveries()) {
+  for (auto& k : kept) {
     d_.node.log(LogLevel::kInfo,
                 fmt::format("incident {}: its page was delivered from this node before the agent "
                             "restarted, and etcd did not take that then: recording it, never "
@@ -292,7 +289,7 @@ void JobLeader::take_up_kept() {
   // Deliveries this node kept across a restart are recorded whether or not it leads (E14).
   if (ledger_ || looked_for_kept_) return;
   looked_for_kept_ = true;
-  if (!d_.node.kept_deliveries().empty()) make_ledger();
+  if (auto kept = d_.node.kept_deliveries(); !kept.empty()) make_ledger(std::move(kept));
 }
 
 void JobLeader::lead(const detect::Verdict& v, Stamp now) {
@@ -559,11 +556,15 @@ std::optional<std::future<runbook::ActReport>> JobLeader::take_up_order(
       fmt::format("incident {}: the preempt that \"{:.80}\" ordered is taken up by this "
                   "node, the job's leader now: the nodes that have not carried it out do so",
                   incident, o->by));
-  acted_on_ = {};
-  acted_on_.state = acted_on.state;
-  acted_on_.cause = acted_on.cause;
-  acted_on_.culprits = acted_on.culprits;
+  note_acted_on(acted_on);
   return order_preempt(incident);
+}
+
+void JobLeader::note_acted_on(const detect::Verdict& v) {
+  acted_on_ = {};
+  acted_on_.state = v.state;  // what the incarnation's end records (not its ranks)
+  acted_on_.cause = v.cause;
+  acted_on_.culprits = v.culprits;
 }
 
 std::future<runbook::ActReport> JobLeader::order_preempt(int64_t incident) {

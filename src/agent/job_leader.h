@@ -192,8 +192,8 @@ class JobLeader {
   void gather_reports(Stamp now);
   void lead(const detect::Verdict& v, Stamp now);
   // The job's incident ledger in etcd and its page deliveries (made once: led or not, a node
-  // records the deliveries it sent); at the first, the deliveries kept in the node's store.
-  void make_ledger();
+  // records the deliveries it sent), taking up `kept`: the deliveries the node's store kept.
+  void make_ledger(std::vector<store::KeptDelivery> kept = {});
   // At the first turn (or the first question of this node's own incident): make_ledger() if the
   // node's store kept deliveries of the job.
   void take_up_kept();
@@ -205,6 +205,8 @@ class JobLeader {
   // this node may not carry out a preempt of the job.
   std::optional<std::future<runbook::ActReport>> take_up_order(int64_t incident,
                                                                const detect::Verdict& acted_on);
+  // What the preempt under way acts on, as the incarnation's end records it (not its ranks).
+  void note_acted_on(const detect::Verdict& v);
   // After every node's report: the after-preempt sequence (runbook/resume.h) over LeaderResume:
   // the next incarnation in etcd, or the close.
   runbook::AfterPreempt after_preempt(const runbook::ActReport& report);
